@@ -1,0 +1,28 @@
+"""One exception tree for the harness, translated to exit codes at the CLI edge."""
+
+from __future__ import annotations
+
+__all__ = ["HarnessError", "UserError", "InfraError", "EXIT_OK", "EXIT_FAIL", "EXIT_USAGE", "EXIT_INFRA"]
+
+EXIT_OK = 0
+EXIT_FAIL = 1
+EXIT_USAGE = 2
+EXIT_INFRA = 3
+
+
+class HarnessError(Exception):
+    """Base of every error the harness raises on purpose."""
+
+    exit_code = EXIT_FAIL
+
+
+class UserError(HarnessError):
+    """Bad input (a scenario file, a flag, a build spec): one line, exit 2, nothing started."""
+
+    exit_code = EXIT_USAGE
+
+
+class InfraError(HarnessError):
+    """The harness could not even try: missing environment, model, hardware, port. Exit 3."""
+
+    exit_code = EXIT_INFRA
