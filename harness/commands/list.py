@@ -1,0 +1,57 @@
+"""sglang-repro list PATH...: the cases after matrix expansion, with the command each would run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from typing import Any
+
+from harness.scenario import Case, ScenarioError, load_paths, sglang_argv
+
+COMMAND = "list"
+HELP = "list the cases of scenario files after matrix expansion"
+ORDER = 20
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="scenario files or folders")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def describe(case: Case) -> dict[str, Any]:
+    """The plain-data view of a case that `list --format json` prints."""
+    sc = case.scenario
+    return {
+        "scenario": sc.name,
+        "file": str(case.file),
+        "case": case.name,
+        "values": case.values,
+        "argv": sglang_argv(sc),
+        "env": sc.server.env,
+        "prompt_tokens": sc.workload.prompt.lengths(),
+        "requests": sc.workload.requests,
+        "expect": {role: exp.model_dump() for role, exp in sc.expect.items()},
+        "builds": {role: {"spec": b.spec, "sim": b.sim_spec} for role, b in sc.builds.items()},
+        "hardware": sc.hardware.model_dump(),
+        "markers": sc.markers,
+    }
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        loaded = load_paths(args.paths)
+    except ScenarioError as exc:
+        for line in exc.lines:
+            print(line, file=sys.stderr)
+        return exc.exit_code
+    cases = [case for item in loaded for case in item.cases]
+    if args.format == "json":
+        print(json.dumps([describe(c) for c in cases], indent=2))
+        return 0
+    for row in ({**describe(c), "_case": c} for c in cases):
+        expect = ", ".join(f"{role}: {exp.describe()}" for role, exp in row["_case"].scenario.expect.items())
+        print(f"{row['file']}::{row['case']}  prompt_tokens={row['prompt_tokens']}  expect[{expect}]")
+        print(f"    {shlex.join(row['argv'])}")
+    return 0

@@ -1,0 +1,32 @@
+"""sglang-repro validate PATH...: check scenario files; one line per problem."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness.scenario import ScenarioError, load_paths
+
+COMMAND = "validate"
+HELP = "check scenario files (exit 0 all valid, 2 otherwise, one error per line)"
+ORDER = 10
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="scenario files or folders")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print nothing when all are valid")
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        loaded = load_paths(args.paths)
+    except ScenarioError as exc:
+        for line in exc.lines:
+            print(line, file=sys.stderr)
+        return exc.exit_code
+    if not args.quiet:
+        cases = sum(len(item.cases) for item in loaded)
+        for item in loaded:
+            print(f"{item.file}: ok ({item.scenario.name}, {len(item.cases)} case(s))")
+        print(f"{len(loaded)} file(s) valid, {cases} case(s)")
+    return 0

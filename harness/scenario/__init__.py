@@ -1,0 +1,20 @@
+"""Scenario files: the strict format, its loader, matrix expansion and the argv a case stands for."""
+
+from harness.scenario.argv import server_flags, sglang_argv
+from harness.scenario.errors import ScenarioError
+from harness.scenario.loader import Case, LoadedScenario, find_scenario_files, load_file, load_paths, select_cases
+from harness.scenario.model import Expectation, Scenario
+
+__all__ = [
+    "Case",
+    "Expectation",
+    "LoadedScenario",
+    "Scenario",
+    "ScenarioError",
+    "find_scenario_files",
+    "load_file",
+    "load_paths",
+    "select_cases",
+    "server_flags",
+    "sglang_argv",
+]

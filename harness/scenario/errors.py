@@ -1,0 +1,133 @@
+"""Turning validation problems into one line each: ``FILE:LINE:COL: FIELD: what is wrong``."""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from harness.errors import UserError
+
+__all__ = ["ScenarioError", "format_line", "validation_lines"]
+
+
+class ScenarioError(UserError):
+    """One or more problems in scenario files; each line stands alone."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = list(lines)
+
+
+def format_line(path: Path | str, pos: tuple[int, int], field: str, message: str) -> str:
+    where = f"{path}:{pos[0]}:{pos[1]}"
+    return f"{where}: {field}: {message}" if field else f"{where}: {message}"
+
+
+def _model_in(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    """The model class inside an annotation, and whether it sits behind a dict key."""
+    origin = typing.get_origin(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    if origin is dict:
+        inner, _ = _model_in(typing.get_args(annotation)[1])
+        return inner, True
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        for arg in typing.get_args(annotation):
+            found, keyed = _model_in(arg)
+            if found is not None:
+                return found, keyed
+    return None, False
+
+
+def valid_keys(model: type[BaseModel], loc: Sequence[Any]) -> list[str] | None:
+    """The field names allowed at ``loc`` (a path into the data), or None for free-form mappings."""
+    current: type[BaseModel] | None = model
+    i = 0
+    while i < len(loc):
+        if current is None:
+            return None
+        field = current.model_fields.get(loc[i]) if isinstance(loc[i], str) else None
+        if field is None:
+            return None
+        current, keyed = _model_in(field.annotation)
+        i += 2 if keyed else 1
+    return list(current.model_fields) if current is not None else None
+
+
+def _data_path(loc: Iterable[Any], data: Any) -> list[Any]:
+    """Drop pydantic's union-member tags from ``loc``: keep the parts that index the data."""
+    out: list[Any] = []
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            out.append(part)
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            out.append(part)
+            node = node[part]
+        elif isinstance(node, dict) and isinstance(part, str) and not part[:1].isupper() and "[" not in part:
+            out.append(part)  # a missing key: name it
+            node = None
+    return out
+
+
+def _dotted(path: Sequence[Any]) -> str:
+    s = ""
+    for part in path:
+        s += f"[{part}]" if isinstance(part, int) else (f".{part}" if s else str(part))
+    return s
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def validation_lines(
+    exc: ValidationError,
+    *,
+    model: type[BaseModel],
+    data: dict[str, Any],
+    file: Path | str,
+    position: typing.Callable[[tuple[Any, ...]], tuple[int, int]],
+    prefix: tuple[Any, ...] = (),
+) -> list[str]:
+    """One line per pydantic error, with unknown keys suggesting the closest valid key.
+
+    A misspelt required key gives one line, not two: the 'missing' error it causes is dropped
+    when an unknown key next to it is the likely spelling.
+    """
+    errors = exc.errors(include_url=False)
+    unknown: dict[tuple[Any, ...], list[str]] = {}
+    for err in errors:
+        if err["type"] == "extra_forbidden":
+            path = _data_path(err["loc"], data)
+            unknown.setdefault(tuple(path[:-1]), []).append(str(path[-1]))
+    lines: list[str] = []
+    for err in errors:
+        path = _data_path(err["loc"], data)
+        full = prefix + tuple(path)
+        if err["type"] == "extra_forbidden":
+            parent, key = path[:-1], str(path[-1])
+            keys = valid_keys(model, parent) or []
+            close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            lines.append(format_line(file, position(full), _dotted(full),
+                                     f"unknown key {key!r}{hint} (valid: {', '.join(keys)})"))
+            continue
+        if err["type"] == "missing":
+            parent, key = tuple(path[:-1]), str(path[-1])
+            if any(difflib.get_close_matches(key, unknown.get(parent, []), n=1, cutoff=0.6)):
+                continue
+            lines.append(format_line(file, position(prefix + parent), _dotted(full), "required field is missing"))
+            continue
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] not in ("value_error", "assertion_error") and "input" in err:
+            message += f" (got {_shown(err['input'])})"
+        lines.append(format_line(file, position(full), _dotted(full), message))
+    return lines or [format_line(file, position(prefix), "", str(exc).splitlines()[0])]

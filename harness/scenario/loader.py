@@ -1,0 +1,183 @@
+"""Loading scenario files into validated cases, or one error line per problem."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from harness.paths import FIXTURES, resolve_fixture
+from harness.scenario.errors import ScenarioError, format_line, validation_lines
+from harness.scenario.matrix import DEFAULT_CASE, MatrixError, Override, apply_overrides, parse_matrix, product
+from harness.scenario.model import Scenario
+from harness.scenario.source import Source, SourceError, read_source
+
+__all__ = ["Case", "LoadedScenario", "find_scenario_files", "load_file", "load_paths", "select_cases"]
+
+SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One expanded case: a complete scenario (no matrix) and its place in the matrix."""
+
+    file: Path
+    name: str
+    values: dict[str, str]
+    scenario: Scenario
+
+    @property
+    def id(self) -> str:
+        return f"{self.file}::{self.name}"
+
+
+@dataclass(frozen=True)
+class LoadedScenario:
+    file: Path
+    scenario: Scenario
+    cases: tuple[Case, ...] = field(default=())
+
+
+def _position_for(source: Source, overrides: tuple[Override, ...]) -> Callable[[tuple[Any, ...]], tuple[int, int]]:
+    def position(loc: tuple[Any, ...]) -> tuple[int, int]:
+        for ov in reversed(overrides):  # the last override of a path is the one that counts
+            if tuple(loc[: len(ov.path)]) == ov.path:
+                return source.position(ov.loc)
+        return source.position(loc)
+
+    return position
+
+
+def _signature_lines(source: Source, scenario: Scenario, known: set[str] | None) -> list[str]:
+    if known is None:
+        return []
+    lines = []
+    watched = scenario.checks.crash_signatures
+    if watched != "all":
+        for i, sig in enumerate(watched):
+            if sig not in known:
+                lines.append(format_line(source.path, source.position(("checks", "crash_signatures", i)),
+                                         f"checks.crash_signatures[{i}]",
+                                         f"unknown signature {sig!r} (catalogue: {', '.join(sorted(known))})"))
+    for role, exp in scenario.expect.items():
+        for sig in exp.signatures:
+            if sig != "unknown" and sig not in known:
+                lines.append(format_line(source.path, source.position(("expect", role, "signature")),
+                                         f"expect.{role}.signature",
+                                         f"unknown signature {sig!r} (catalogue: {', '.join(sorted(known))}, unknown)"))
+    return lines
+
+
+def _fixture_lines(source: Source, scenario: Scenario) -> list[str]:
+    prompt = scenario.workload.prompt
+    if prompt.fixture and resolve_fixture(prompt.fixture, relative_to=source.path.parent) is None:
+        return [format_line(source.path, source.position(("workload", "prompt", "fixture")),
+                            "workload.prompt.fixture",
+                            f"no fixture file {prompt.fixture!r} under {FIXTURES} or next to the scenario")]
+    return []
+
+
+def _known_signatures() -> set[str] | None:
+    try:
+        from harness.signatures import Catalogue
+    except ImportError:  # the catalogue module is optional for pure format checks
+        return None
+    return set(Catalogue.load().ids)
+
+
+def load_file(path: Path | str, *, known_signatures: set[str] | None = None) -> LoadedScenario:
+    """Validate one file and expand its matrix; raise ScenarioError with every problem found."""
+    path = Path(path)
+    try:
+        source = read_source(path)
+    except SourceError as exc:
+        raise ScenarioError([format_line(path, (exc.line, exc.column), "", exc.message)]) from None
+    except OSError as exc:
+        raise ScenarioError([f"{path}:1:1: cannot read: {exc.strerror or exc}"]) from None
+    try:
+        base = Scenario.model_validate(source.data)
+    except ValidationError as exc:
+        raise ScenarioError(validation_lines(exc, model=Scenario, data=source.data, file=path,
+                                             position=source.position)) from None
+    if known_signatures is None:
+        known_signatures = _known_signatures()
+    lines = _signature_lines(source, base, known_signatures) + _fixture_lines(source, base)
+
+    if base.matrix is None:
+        expanded = [(DEFAULT_CASE, {}, ())]
+    else:
+        try:
+            expanded = product(parse_matrix(source.data["matrix"]))
+        except MatrixError as exc:
+            raise ScenarioError([format_line(path, source.position(exc.loc), ".".join(map(str, exc.loc)),
+                                             exc.message)]) from None
+    plain = {k: v for k, v in source.data.items() if k != "matrix"}
+    cases = []
+    for name, values, overrides in expanded:
+        try:
+            merged = apply_overrides(plain, overrides)
+            scenario = Scenario.model_validate(merged)
+        except MatrixError as exc:
+            lines.append(format_line(path, source.position(exc.loc), ".".join(map(str, exc.loc)), exc.message))
+            continue
+        except ValidationError as exc:
+            for line in validation_lines(exc, model=Scenario, data=merged, file=path,
+                                         position=_position_for(source, overrides)):
+                lines.append(line if name == DEFAULT_CASE else f"{line} [case {name}]")
+            continue
+        lines.extend(f"{line} [case {name}]" for line in _signature_lines(source, scenario, known_signatures)
+                     if name != DEFAULT_CASE)
+        cases.append(Case(file=path, name=name, values=values, scenario=scenario))
+    if lines:
+        raise ScenarioError(list(dict.fromkeys(lines)))
+    return LoadedScenario(file=path, scenario=base, cases=tuple(cases))
+
+
+def find_scenario_files(paths: Iterable[Path | str]) -> list[Path]:
+    """Files as given, folders searched recursively for *.yaml / *.yml, in a stable order."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES and f.is_file()))
+        elif p.exists():
+            files.append(p)
+        else:
+            raise ScenarioError([f"{p}: no such file or folder"])
+    return files
+
+
+def load_paths(paths: Sequence[Path | str]) -> list[LoadedScenario]:
+    """Load every scenario under ``paths``; collect all files' errors before raising."""
+    files = find_scenario_files(paths)
+    if not files:
+        raise ScenarioError([f"{', '.join(map(str, paths))}: no scenario files (*.yaml, *.yml)"])
+    known = _known_signatures()
+    loaded, lines = [], []
+    for f in files:
+        try:
+            loaded.append(load_file(f, known_signatures=known))
+        except ScenarioError as exc:
+            lines.extend(exc.lines)
+    names: dict[str, Path] = {}
+    for item in loaded:
+        other = names.setdefault(item.scenario.name, item.file)
+        if other != item.file:
+            lines.append(f"{item.file}:1:1: name: scenario name {item.scenario.name!r} is also used by {other}")
+    if lines:
+        raise ScenarioError(lines)
+    return loaded
+
+
+def select_cases(loaded: LoadedScenario, pattern: str | None) -> list[Case]:
+    """The cases whose name equals ``pattern`` or contains all its ``axis=label`` parts."""
+    if not pattern:
+        return list(loaded.cases)
+    wanted = set(pattern.split(","))
+    picked = [c for c in loaded.cases if c.name == pattern or wanted <= set(c.name.split(","))]
+    if not picked:
+        names = ", ".join(c.name for c in loaded.cases)
+        raise ScenarioError([f"{loaded.file}: no case matches {pattern!r} (cases: {names})"])
+    return picked

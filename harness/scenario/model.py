@@ -1,0 +1,371 @@
+"""The scenario format: pydantic v2 models, strict (unknown keys are errors).
+
+A scenario file is one YAML mapping validated by :class:`Scenario`. A ``matrix`` expands it
+into cases (see :mod:`harness.scenario.matrix`); each case is validated again as a whole
+scenario without a matrix, so a contradiction that only one case creates is still caught.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "OUTCOMES",
+    "Bound",
+    "BuildRole",
+    "Checks",
+    "Expectation",
+    "FlagValue",
+    "Hardware",
+    "PromptSpec",
+    "RelativeChecks",
+    "Scenario",
+    "Server",
+    "Timeouts",
+    "TokenRange",
+    "Upstream",
+    "Workload",
+]
+
+OUTCOMES = ("pass", "fail", "crash", "infra", "timeout")
+Outcome = Literal["pass", "fail", "crash", "infra", "timeout"]
+
+_SLUG = r"^[a-z0-9][a-z0-9_.-]*$"
+_FLAG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+# Set by the harness for every launch; a scenario that sets them would fight the lease.
+_RESERVED_FLAGS = {
+    "model-path": "server.model",
+    "model": "server.model",
+    "speculative-draft-model-path": "server.draft_model",
+    "speculative-draft-model": "server.draft_model",
+    "host": "server.host",
+    "port": "the harness (it leases a free port per run)",
+}
+_BUILD_KINDS = ("sim:", "python:", "pip:", "src:")
+_SIM_REVISIONS = ("pre-fix", "post-fix")
+
+FlagValue = Union[bool, int, float, str, list[Union[int, float, str]], None]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Upstream(_Strict):
+    """Where the bug and its fix live upstream."""
+
+    issues: list[str] = Field(default_factory=list)
+    fixes: list[str] = Field(default_factory=list)
+    last_bad: str | None = None
+    first_good: str | None = None
+
+    @field_validator("issues", "fixes")
+    @classmethod
+    def _links(cls, v: list[str]) -> list[str]:
+        for link in v:
+            if not re.match(r"^https?://\S+$", link):
+                raise ValueError(f"expected an http(s) link, got {link!r}")
+        return v
+
+
+class Hardware(_Strict):
+    """What a real GPU run needs. The reference server ignores it."""
+
+    gpus: int = Field(default=1, ge=0, le=64)
+    gpu_name: str | None = None
+    min_memory_gib: float | None = Field(default=None, gt=0)
+    min_compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$")
+
+    @field_validator("gpu_name")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from None
+        return v
+
+
+class Server(_Strict):
+    """How to start the server: SGLang flags without the leading dashes."""
+
+    model: str = Field(min_length=1)
+    draft_model: str | None = None
+    args: dict[str, FlagValue] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    host: str = "127.0.0.1"
+
+    @field_validator("args")
+    @classmethod
+    def _flags(cls, v: dict[str, FlagValue]) -> dict[str, FlagValue]:
+        for name in v:
+            if name.startswith("-"):
+                raise ValueError(f"flag {name!r}: write it without leading dashes, e.g. {name.lstrip('-')!r}")
+            if not _FLAG.match(name):
+                raise ValueError(f"flag {name!r} is not a flag name (lowercase words joined by '-')")
+            if name in _RESERVED_FLAGS:
+                raise ValueError(f"flag {name!r} is set from {_RESERVED_FLAGS[name]}, not server.args")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+                raise ValueError(f"environment variable name {name!r} is not valid")
+        return v
+
+
+class TokenRange(_Strict):
+    """Prompt lengths start, start+step, ... below stop (like Python's range)."""
+
+    start: int = Field(ge=1)
+    stop: int = Field(ge=2)
+    step: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _nonempty(self) -> TokenRange:
+        if self.stop <= self.start:
+            raise ValueError(f"empty range: stop ({self.stop}) must be greater than start ({self.start})")
+        return self
+
+    def lengths(self) -> list[int]:
+        return list(range(self.start, self.stop, self.step))
+
+
+class PromptSpec(_Strict):
+    """Prompts of exact token counts: seeded random ids, or fixture text cut to length."""
+
+    tokens: int | list[int] | TokenRange
+    source: Literal["random-ids", "fixture"] = "random-ids"
+    fixture: str | None = None
+    seed: int = 0
+    vocab: tuple[int, int] = (0, 32000)
+
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _tokens(cls, v: Any) -> Any:
+        # One clear message instead of pydantic's three union-member errors.
+        if isinstance(v, bool):
+            raise ValueError("expected a token count (int >= 1), a list of counts, or {start, stop, step}")
+        if isinstance(v, int):
+            if v < 1:
+                raise ValueError(f"a prompt needs at least 1 token, got {v}")
+            return v
+        if isinstance(v, list):
+            if not v:
+                raise ValueError("empty list of prompt lengths")
+            if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v):
+                raise ValueError(f"every prompt length must be an int >= 1, got {v!r}")
+            return v
+        if isinstance(v, dict):
+            return TokenRange.model_validate(v)
+        if isinstance(v, TokenRange):
+            return v
+        raise ValueError(f"expected a token count (int >= 1), a list of counts, or {{start, stop, step}}; got {v!r}")
+
+    @model_validator(mode="after")
+    def _fixture(self) -> PromptSpec:
+        if self.source == "fixture" and not self.fixture:
+            raise ValueError("source 'fixture' needs a 'fixture' text file")
+        if self.source == "random-ids" and self.fixture:
+            raise ValueError("'fixture' is only used with source: fixture")
+        lo, hi = self.vocab
+        if not 0 <= lo < hi:
+            raise ValueError(f"vocab must be [low, high) with 0 <= low < high, got {list(self.vocab)}")
+        return self
+
+    def lengths(self) -> list[int]:
+        if isinstance(self.tokens, int):
+            return [self.tokens]
+        if isinstance(self.tokens, list):
+            return list(self.tokens)
+        return self.tokens.lengths()
+
+
+class Workload(_Strict):
+    requests: int = Field(ge=1)
+    concurrency: int = Field(default=1, ge=1)
+    request_rate: float | None = Field(default=None, gt=0, description="requests/s; null = all at once")
+    prompt: PromptSpec
+    max_new_tokens: int = Field(ge=1)
+    ignore_eos: bool = True
+    temperature: float = Field(default=0.0, ge=0)
+    stream: bool = True
+    warmup: int = Field(default=0, ge=0)
+    trials: int = Field(default=1, ge=1)
+
+
+class Bound(_Strict):
+    min: float | None = None
+    max: float | None = None
+
+    @model_validator(mode="after")
+    def _order(self) -> Bound:
+        if self.min is None and self.max is None:
+            raise ValueError("a bound needs min, max or both")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min ({self.min}) is greater than max ({self.max})")
+        return self
+
+    def violation(self, value: float | None, what: str) -> str | None:
+        if value is None:
+            return f"{what} was not measured"
+        if self.min is not None and value < self.min:
+            return f"{what} {value:.3g} < min {self.min:g}"
+        if self.max is not None and value > self.max:
+            return f"{what} {value:.3g} > max {self.max:g}"
+        return None
+
+
+class RelativeChecks(_Strict):
+    """After vs a baseline role: a metric may not drop by more than the fraction given."""
+
+    baseline: str
+    accept_length_max_regression: float | None = Field(default=None, ge=0, le=1)
+    output_throughput_max_regression: float | None = Field(default=None, ge=0, le=1)
+
+
+class Checks(_Strict):
+    crash_signatures: list[str] | Literal["all"] = "all"
+    all_requests_succeed: bool = True
+    accept_length: Bound | None = None
+    output_throughput: Bound | None = Field(default=None, description="output tokens/s")
+    relative: RelativeChecks | None = None
+
+
+class BuildRole(_Strict):
+    """A named role (before, after, ...): a real build spec and the reference server it maps to on CPU."""
+
+    spec: str
+    sim: str
+    description: str | None = None
+
+    @field_validator("spec")
+    @classmethod
+    def _spec(cls, v: str) -> str:
+        if not v.startswith(_BUILD_KINDS):
+            raise ValueError(f"build spec {v!r} must start with one of {', '.join(_BUILD_KINDS)}")
+        return v
+
+    @field_validator("sim")
+    @classmethod
+    def _sim(cls, v: str) -> str:
+        revision, _, knobs = v.partition(",")
+        if revision not in _SIM_REVISIONS:
+            raise ValueError(f"reference-server revision {revision!r} is not one of {', '.join(_SIM_REVISIONS)}")
+        for knob in filter(None, knobs.split(",")):
+            if not re.match(r"^[a-z][a-z-]*=[^,\s]+$", knob):
+                raise ValueError(f"reference-server knob {knob!r} must look like name=value")
+        return v
+
+    @property
+    def sim_spec(self) -> str:
+        return f"sim:{self.sim}"
+
+
+class Expectation(_Strict):
+    """What a role should end in: one outcome or a list of acceptable ones, and optionally which
+    signature(s) (``unknown`` for a crash that matches nothing in the catalogue)."""
+
+    outcome: Outcome | list[Outcome]
+    signature: str | list[str] | None = None
+
+    @field_validator("outcome", "signature")
+    @classmethod
+    def _nonempty(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            if not v:
+                raise ValueError("an empty list accepts nothing; give at least one value")
+            if len(set(v)) != len(v):
+                raise ValueError(f"duplicate values in {v!r}")
+        return v
+
+    @property
+    def outcomes(self) -> tuple[str, ...]:
+        return tuple(self.outcome) if isinstance(self.outcome, list) else (self.outcome,)
+
+    @property
+    def signatures(self) -> tuple[str, ...]:
+        if self.signature is None:
+            return ()
+        return tuple(self.signature) if isinstance(self.signature, list) else (self.signature,)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Expectation:
+        if self.signature is not None and not set(self.outcomes) & {"crash", "infra"}:
+            raise ValueError(
+                f"a signature is only expected with outcome crash or infra, not {'/'.join(self.outcomes)}"
+            )
+        return self
+
+    def held_by(self, outcome: str, signature: str | None) -> bool:
+        if outcome not in self.outcomes:
+            return False
+        if outcome in ("crash", "infra") and self.signatures:
+            return (signature or "unknown") in self.signatures
+        return True
+
+    def describe(self) -> str:
+        text = "|".join(self.outcomes)
+        return f"{text} {'|'.join(self.signatures)}" if self.signatures else text
+
+
+class Timeouts(_Strict):
+    startup_s: float = Field(default=900, gt=0)
+    request_s: float = Field(default=300, gt=0)
+    scenario_s: float = Field(default=3600, gt=0)
+
+
+class Scenario(_Strict):
+    name: str = Field(pattern=_SLUG)
+    description: str = Field(min_length=1)
+    upstream: Upstream = Field(default_factory=Upstream)
+    hardware: Hardware = Field(default_factory=Hardware)
+    server: Server
+    workload: Workload
+    checks: Checks = Field(default_factory=Checks)
+    builds: dict[str, BuildRole] = Field(min_length=1)
+    expect: dict[str, Expectation] = Field(default_factory=dict)
+    matrix: dict[str, Any] | None = None
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    markers: list[str] = Field(default_factory=list)
+
+    @field_validator("builds")
+    @classmethod
+    def _roles(cls, v: dict[str, BuildRole]) -> dict[str, BuildRole]:
+        for role in v:
+            if not re.match(r"^[a-z][a-z0-9_-]*$", role):
+                raise ValueError(f"role name {role!r} must be lowercase letters, digits, '_' or '-'")
+        return v
+
+    @field_validator("markers")
+    @classmethod
+    def _markers(cls, v: list[str]) -> list[str]:
+        for m in v:
+            if not re.match(r"^[a-z_][a-z0-9_]*$", m):
+                raise ValueError(f"marker {m!r} must be a Python identifier in lowercase")
+        return v
+
+    @model_validator(mode="after")
+    def _cross(self) -> Scenario:
+        for role, exp in self.expect.items():
+            if role not in self.builds:
+                raise ValueError(f"expect.{role}: no build role {role!r} (roles: {', '.join(self.builds)})")
+            watched = self.checks.crash_signatures
+            if watched != "all":
+                missing = [s for s in exp.signatures if s != "unknown" and s not in watched]
+                if missing:
+                    raise ValueError(
+                        f"expect.{role} expects signature {missing[0]!r}, which checks.crash_signatures does not watch"
+                    )
+        rel = self.checks.relative
+        if rel is not None and rel.baseline not in self.builds:
+            raise ValueError(f"checks.relative.baseline: no build role {rel.baseline!r}")
+        if self.matrix is not None and not self.matrix:
+            raise ValueError("matrix is empty: remove it, or give at least one axis")
+        return self
