@@ -1,0 +1,194 @@
+"""Cross-process leases on ports and GPUs, so parallel runs of the harness never share either.
+
+A lease is a file lock (``flock``) held for the lease's lifetime under one directory:
+``$SGLANG_REPRO_LOCK_DIR``, else ``$XDG_RUNTIME_DIR/sglang-repro-locks``, else ``/tmp/sglang-repro-locks``.
+The kernel drops the lock when the holder dies, so a crashed harness never leaves a stale lease.
+
+GPU sets are taken all-or-nothing: a waiter tries every GPU without blocking and, if it cannot get
+``count``, lets go of what it got before sleeping. Nobody waits while holding a partial set, so no two
+waiters can deadlock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+import filelock
+
+from harness.errors import InfraError, UserError
+
+__all__ = ["lock_dir", "port_is_free", "PortLease", "lease_port", "GpuLease", "lease_gpus", "cuda_visible_devices"]
+
+log = logging.getLogger(__name__)
+
+_PORT_ATTEMPTS = 200
+
+
+def lock_dir() -> Path:
+    """Where lease files live (created on first use)."""
+    override = os.environ.get("SGLANG_REPRO_LOCK_DIR")
+    if override:
+        path = Path(override)
+    elif os.environ.get("XDG_RUNTIME_DIR"):
+        path = Path(os.environ["XDG_RUNTIME_DIR"]) / "sglang-repro-locks"
+    else:
+        path = Path("/tmp/sglang-repro-locks")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InfraError(f"cannot create lock directory {path}: {exc.strerror}; set SGLANG_REPRO_LOCK_DIR") from None
+    return path
+
+
+def _try_lock(path: Path) -> filelock.BaseFileLock | None:
+    # mode 0o666 so harnesses of different users on one host can share the directory.
+    lock = filelock.FileLock(path, timeout=0, mode=0o666, thread_local=False, preserve_lock_file=True)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        return None
+    except OSError as exc:
+        raise InfraError(f"cannot take lock {path}: {exc.strerror or exc}; set SGLANG_REPRO_LOCK_DIR") from None
+    return lock
+
+
+class _Lease:
+    def __init__(self, locks: Sequence[filelock.BaseFileLock]) -> None:
+        self._locks = list(locks)
+
+    @property
+    def held(self) -> bool:
+        return bool(self._locks)
+
+    def release(self) -> None:
+        """Give the lease back (idempotent)."""
+        while self._locks:
+            self._locks.pop().release()
+
+    def __enter__(self):  # noqa: ANN204 - returns the subclass
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+
+class PortLease(_Lease):
+    """A TCP port no other harness process will hand out while this lease is held."""
+
+    def __init__(self, host: str, port: int, lock: filelock.BaseFileLock) -> None:
+        super().__init__([lock])
+        self.host = host
+        self.port = port
+
+    def __repr__(self) -> str:
+        return f"PortLease({self.host}:{self.port}, held={self.held})"
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """Whether a server could bind ``host:port`` now (with SO_REUSEADDR, as servers do, so TIME_WAIT is free)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _os_port(host: str) -> int:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def lease_port(host: str = "127.0.0.1", *, start: int | None = None) -> PortLease:
+    """Lease a port that is bindable now and not leased by another harness process.
+
+    With ``start`` the ports from ``start`` upward are tried in order; without it the OS suggests them.
+    """
+    if start is not None and not 1 <= start <= 65535:
+        raise UserError(f"port {start} is out of range 1-65535")
+    directory = lock_dir()
+    for attempt in range(_PORT_ATTEMPTS):
+        port = _os_port(host) if start is None else start + attempt
+        if port > 65535:
+            break
+        lock = _try_lock(directory / f"port-{port}.lock")
+        if lock is None:
+            continue
+        # Check after locking: a lease holder's server may already be bound, or a foreign process may be.
+        if port_is_free(host, port):
+            return PortLease(host, port, lock)
+        lock.release()
+    where = f"from {start}" if start is not None else "suggested by the OS"
+    raise InfraError(f"no free port on {host} {where} after {_PORT_ATTEMPTS} tries")
+
+
+class GpuLease(_Lease):
+    """Exclusive use of ``indices`` among harness processes on this host."""
+
+    def __init__(self, indices: Sequence[int], locks: Sequence[filelock.BaseFileLock]) -> None:
+        super().__init__(locks)
+        self.indices = tuple(indices)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment entries that give a server exactly these GPUs (NVML order)."""
+        return {"CUDA_VISIBLE_DEVICES": cuda_visible_devices(self.indices), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+    def __repr__(self) -> str:
+        return f"GpuLease({list(self.indices)}, held={self.held})"
+
+
+def cuda_visible_devices(indices: Sequence[int]) -> str:
+    return ",".join(str(i) for i in indices)
+
+
+def _take_set(directory: Path, count: int, inventory: Sequence[int]) -> GpuLease | None:
+    taken: list[tuple[int, filelock.BaseFileLock]] = []
+    for index in inventory:
+        lock = _try_lock(directory / f"gpu-{index}.lock")
+        if lock is not None:
+            taken.append((index, lock))
+            if len(taken) == count:
+                return GpuLease([i for i, _ in taken], [lk for _, lk in taken])
+    for _, lock in taken:
+        lock.release()
+    return None
+
+
+def lease_gpus(count: int, inventory: Sequence[int], *, timeout_s: float, poll_s: float = 0.2) -> GpuLease:
+    """Wait up to ``timeout_s`` until ``count`` GPUs of ``inventory`` are free, and lease them."""
+    pool = list(dict.fromkeys(inventory))
+    if count < 1:
+        raise UserError(f"GPU count must be at least 1, got {count}")
+    if count > len(pool):
+        raise InfraError(f"needs {count} GPUs, this host offers {len(pool)} ({cuda_visible_devices(pool) or 'none'})")
+    directory = lock_dir()
+    deadline = time.monotonic() + timeout_s
+    waited = False
+    while True:
+        lease = _take_set(directory, count, pool)
+        if lease is not None:
+            if waited:
+                log.info("leased GPUs %s after waiting", list(lease.indices))
+            return lease
+        if time.monotonic() >= deadline:
+            raise InfraError(
+                f"timed out after {timeout_s:g} s waiting for {count} free GPUs of "
+                f"[{cuda_visible_devices(pool)}]; other runs hold them (lock dir {directory})"
+            )
+        waited = True
+        # Jitter so that waiters do not retry in lockstep and keep splitting the free GPUs between them.
+        time.sleep(min(poll_s * random.uniform(0.5, 1.5), max(0.0, deadline - time.monotonic())))

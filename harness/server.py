@@ -1,0 +1,446 @@
+"""One server process from start to a verified-clean teardown.
+
+    ServerProcess(...)          NEW
+      .start()                  RUNNING   own session, log to file, log watched live, watchdog armed
+      .wait_ready() -> seconds            health 200 or the ready line; ServerDied / StartupTimeout fail fast
+      .failure() -> reason|None           cheap check for the workload loop
+      .stop() -> TeardownReport STOPPED   TERM, grace, KILL group + tagged escapees, port free, GPUs released
+
+A ``ServerProcess`` is used once; calling ``start`` again (or ``wait_ready`` after ``stop``) raises.
+``with ServerProcess(...) as server:`` starts it and stops it on exit; the caller still calls ``wait_ready``.
+
+Death is noticed three ways: the process exits, a log line makes ``on_line`` return non-None (a crash
+signature, checked live as lines are written), or the caller's own checks. ``died`` is set at once in the first
+two cases, so a crash reaches its verdict within about 50 ms of the line, not at the next health poll.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import enum
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from harness import hardware
+from harness.errors import EXIT_INFRA, HarnessError, InfraError
+from harness.lease import port_is_free
+from harness.reaper import TAG_VAR, Watchdog, kill_run
+
+__all__ = [
+    "ServerProcess",
+    "ServerState",
+    "TeardownReport",
+    "ServerDied",
+    "StartupTimeout",
+    "READY_LINE",
+]
+
+log = logging.getLogger(__name__)
+
+READY_LINE = "The server is fired up and ready to roll!"
+_POLL_S = 0.05  # log tail and process-exit polling
+_HEALTH_POLL_S = 0.1
+_HEALTH_TIMEOUT_S = 1.0  # runs in its own thread, so a hung server cannot delay a crash verdict
+_PR_SET_PDEATHSIG = 1
+
+
+class ServerDied(HarnessError):
+    """The server exited or logged a crash signature before it was ready."""
+
+    def __init__(self, message: str, *, exit_code: int | None, crash_match: object | None, log_tail: str) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.crash_match = crash_match
+        self.log_tail = log_tail
+
+
+class StartupTimeout(HarnessError):
+    """The server neither became ready nor died within the start-up bound (outcome ``timeout``)."""
+
+    exit_code = EXIT_INFRA
+
+    def __init__(self, message: str, *, timeout_s: float, log_tail: str) -> None:
+        super().__init__(message)
+        self.timeout_s = timeout_s
+        self.log_tail = log_tail
+
+
+class ServerState(enum.Enum):
+    NEW = "new"
+    RUNNING = "running"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class TeardownReport:
+    """What ``stop`` found and did."""
+
+    exit_code: int | None
+    terminated: tuple[int, ...]  # every process of the run that was sent SIGTERM
+    killed: tuple[int, ...]  # those still alive after the grace period, sent SIGKILL
+    escaped: tuple[int, ...]  # found by the run tag outside the process group
+    leftover: tuple[int, ...]  # survived even SIGKILL (should be empty)
+    port_freed: bool
+    gpu_released: bool | None  # None when the server had no GPUs
+    duration_s: float
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    # Resolved in the parent: the child between fork and exec should do as little as possible.
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name or "libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_prctl = _load_prctl()
+
+
+def _child_setup(parent_pid: int) -> Callable[[], None] | None:
+    # The signal fires when the forking *thread* ends; from a pool thread that would kill a healthy server
+    # when the pool retires the thread, so there only the watchdog guards against a dead harness.
+    if _prctl is None or threading.current_thread() is not threading.main_thread():
+        return None
+    prctl = _prctl
+
+    def setup() -> None:
+        # SIGKILL this server when the thread that started it dies, even if the harness is SIGKILLed.
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return setup
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+class ServerProcess:
+    """A server started in its own session, watched live, and torn down with nothing left behind.
+
+    ``env`` is the server's complete environment; ``SGLANG_REPRO_RUN=<run_tag>`` is added to it so every
+    descendant can be found later. ``on_line`` sees each log line as it is written; its first non-None
+    answer becomes ``crash_match`` and marks the server dead. ``gpu_indices`` are the NVML indices the
+    server was given, waited on at teardown until its processes leave them.
+
+    If the harness dies, the server dies with it: by the parent-death signal (when ``start`` ran on the
+    main thread) and by the watchdog, which also finds tagged processes that left the process group.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        host: str,
+        port: int,
+        log_path: Path,
+        run_tag: str,
+        startup_timeout_s: float,
+        health_paths: Sequence[str] = ("/health",),
+        ready_line: str | None = READY_LINE,
+        on_line: Callable[[str], object | None] | None = None,
+        gpu_indices: Sequence[int] = (),
+    ) -> None:
+        if not argv:
+            raise ValueError("argv is empty")
+        if not run_tag or "\0" in run_tag or "=" in run_tag:
+            raise ValueError(f"run_tag {run_tag!r} must be non-empty, without '=' or NUL")
+        self.argv = tuple(argv)
+        self.env = {**env, TAG_VAR: run_tag}
+        self.host = host
+        self.port = port
+        self.log_path = Path(log_path)
+        self.run_tag = run_tag
+        self.startup_timeout_s = startup_timeout_s
+        self.health_paths = tuple(health_paths)
+        self.ready_line = ready_line
+        self.on_line = on_line
+        self.gpu_indices = tuple(gpu_indices)
+
+        self.state = ServerState.NEW
+        self.died = threading.Event()  # process exited or a crash line matched
+        self.ready = threading.Event()
+        self.crash_match: object | None = None
+        self.crash_line: str | None = None
+        self.died_at: float | None = None  # time.time() when death was noticed
+        self.ready_via: str | None = None  # "health:/path" or "log"
+        self._exit_code: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._watchdog: Watchdog | None = None
+        self._started_mono = 0.0
+        self._ready_s: float | None = None
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._gpu_baseline: dict[int, float] = {}
+        self._report: TeardownReport | None = None
+        self._lock = threading.Lock()
+
+    # ----- lifecycle -----
+
+    def __enter__(self) -> ServerProcess:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def watchdog_pid(self) -> int | None:
+        return self._watchdog.pid if self._watchdog else None
+
+    @property
+    def exit_code(self) -> int | None:
+        return self._exit_code
+
+    @property
+    def url(self) -> str:
+        return f"http://{_url_host(self.host)}:{self.port}"
+
+    def start(self) -> None:
+        """Launch the server; returns at once (``wait_ready`` waits)."""
+        if self.state is not ServerState.NEW:
+            raise RuntimeError(f"ServerProcess is {self.state.value}; it can be started once, make a new one")
+        self.state = ServerState.RUNNING
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.gpu_indices:
+            self._gpu_baseline = hardware.gpu_memory_used_mib(self.gpu_indices)
+        self._started_mono = time.monotonic()
+        self._watchdog = Watchdog(self.run_tag)
+        try:
+            with open(self.log_path, "wb") as log_file:
+                self._proc = subprocess.Popen(
+                    list(self.argv),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                    start_new_session=True,
+                    preexec_fn=_child_setup(os.getpid()),
+                )
+        except OSError as exc:
+            self._watchdog.disarm()
+            self.state = ServerState.STOPPED
+            raise InfraError(f"cannot start server {self.argv[0]!r}: {exc.strerror or exc}") from None
+        self._watchdog.add_group(self._proc.pid)
+        # argv may carry secrets (--api-key); the redacting artifact writer records it, not this log.
+        log.info("started server pid %d (run %s): %s", self._proc.pid, self.run_tag, self.argv[0])
+        for target, name in ((self._watch_log, "log"), (self._poll_health, "health")):
+            thread = threading.Thread(target=target, name=f"server-{name}-{self._proc.pid}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def wait_ready(self) -> float:
+        """Seconds from start to ready. On death or time-out the server is torn down, then the error raised."""
+        if self.state is not ServerState.RUNNING:
+            raise RuntimeError(f"ServerProcess is {self.state.value}; wait_ready needs a started server")
+        deadline = self._started_mono + self.startup_timeout_s
+        while True:
+            if self.died.is_set():
+                self.stop()
+                raise self._died_error()
+            if self.ready.is_set():
+                return self._ready_s if self._ready_s is not None else time.monotonic() - self._started_mono
+            if time.monotonic() >= deadline:
+                tail = self.log_tail(40)
+                self.stop()
+                last = _last_line(tail)
+                raise StartupTimeout(
+                    f"server not ready after {self.startup_timeout_s:g} s"
+                    + (f"; last log line: {last}" if last else "; log is empty"),
+                    timeout_s=self.startup_timeout_s,
+                    log_tail=tail,
+                )
+            self.died.wait(0.02)
+
+    def failure(self) -> str | None:
+        """Why the server is dead (crash line or exit), or None while it looks alive."""
+        if not self.died.is_set():
+            return None
+        if self.crash_match is not None:
+            return f"server logged a crash: {self.crash_line}"
+        return f"server exited with code {self._exit_code}"
+
+    def stop(
+        self, grace_s: float = 5.0, port_free_timeout_s: float = 30, gpu_release_timeout_s: float = 60
+    ) -> TeardownReport:
+        """TERM the run, KILL what is left after ``grace_s``, then wait for the port and GPUs to be free.
+
+        Idempotent: a second call returns the first report.
+        """
+        with self._lock:
+            if self._report is not None:
+                return self._report
+            began = time.monotonic()
+            if self.state is ServerState.NEW or self._proc is None:
+                self.state = ServerState.STOPPED
+                self._report = TeardownReport(None, (), (), (), (), True, None, 0.0)
+                return self._report
+            self.state = ServerState.STOPPED
+            proc = self._proc
+            result = kill_run(self.run_tag, {proc.pid}, grace_s=grace_s)
+            try:
+                self._exit_code = proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                log.error("server pid %d not reaped after SIGKILL", proc.pid)
+            self._stopping.set()
+            for thread in self._threads:
+                thread.join(timeout=2 + _HEALTH_TIMEOUT_S)
+            if self._watchdog is not None:
+                self._watchdog.disarm()
+            port_freed = self._wait_port_free(port_free_timeout_s)
+            gpu_released = None
+            if self.gpu_indices:
+                gpu_released = hardware.wait_gpu_released(
+                    (proc.pid, *result.terminated), self.gpu_indices, gpu_release_timeout_s,
+                    baseline_used_mib=self._gpu_baseline,
+                )
+            self._report = TeardownReport(
+                exit_code=self._exit_code,
+                terminated=result.terminated,
+                killed=result.killed,
+                escaped=result.escaped,
+                leftover=result.leftover,
+                port_freed=port_freed,
+                gpu_released=gpu_released,
+                duration_s=round(time.monotonic() - began, 3),
+            )
+            log.info("stopped server pid %d: %s", proc.pid, self._report)
+            return self._report
+
+    # ----- log and health -----
+
+    def log_tail(self, n_lines: int = 40) -> str:
+        """The last ``n_lines`` lines of the server log (reads at most the last 256 KiB)."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - 256 * 1024))
+                data = f.read()
+        except OSError:
+            return ""
+        lines = data.decode(errors="replace").splitlines()
+        return "\n".join(lines[-n_lines:])
+
+    def _mark_died(self) -> None:
+        if not self.died.is_set():
+            self.died_at = time.time()
+            self.died.set()
+
+    def _handle_line(self, line: str) -> None:
+        if self.ready_line and not self.ready.is_set() and self.ready_line in line:
+            self._set_ready("log")
+        if self.on_line is None or self.crash_match is not None:
+            return
+        try:
+            match = self.on_line(line)
+        except Exception:  # a faulty matcher must not blind the watcher
+            log.exception("on_line failed on %r", line)
+            return
+        if match is not None:
+            self.crash_match = match
+            self.crash_line = line
+            log.info("server pid %s logged a crash: %s", self.pid, line)
+            self._mark_died()
+
+    def _watch_log(self) -> None:
+        assert self._proc is not None
+        pending = b""
+        with open(self.log_path, "rb") as f:
+            while True:
+                stopping = self._stopping.is_set()
+                chunk = f.read()
+                if chunk:
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    for raw in lines:
+                        self._handle_line(raw.decode(errors="replace").rstrip("\r"))
+                    continue
+                if self._exit_code is None:
+                    code = self._proc.poll()
+                    if code is not None:
+                        # Read what the process wrote before exiting, so a crash line wins over the bare exit.
+                        self._exit_code = code
+                        pending += f.read()
+                        *lines, pending = pending.split(b"\n")
+                        for raw in lines:
+                            self._handle_line(raw.decode(errors="replace").rstrip("\r"))
+                        log.info("server pid %d exited with code %d", self._proc.pid, code)
+                        self._mark_died()
+                if stopping:
+                    if pending:
+                        self._handle_line(pending.decode(errors="replace").rstrip("\r"))
+                    return
+                self._stopping.wait(_POLL_S)
+
+    def _set_ready(self, via: str) -> None:
+        with_ready = time.monotonic() - self._started_mono
+        if not self.ready.is_set():
+            self._ready_s = with_ready
+            self.ready_via = via
+            self.ready.set()
+            log.info("server pid %s ready after %.2f s (%s)", self.pid, with_ready, via)
+
+    def _poll_health(self) -> None:
+        if not self.health_paths:
+            return
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+        while not (self.ready.is_set() or self.died.is_set() or self._stopping.is_set()):
+            for path in self.health_paths:
+                try:
+                    with opener.open(self.url + path, timeout=_HEALTH_TIMEOUT_S) as response:
+                        if response.status == 200:
+                            self._set_ready(f"health:{path}")
+                            return
+                except (urllib.error.URLError, OSError, ValueError):
+                    pass  # not listening yet, 503 while starting, or no answer in time
+            self._stopping.wait(_HEALTH_POLL_S)
+
+    # ----- teardown helpers -----
+
+    def _died_error(self) -> ServerDied:
+        tail = self.log_tail(40)
+        if self.crash_match is not None:
+            message = f"server logged a crash before it was ready: {self.crash_line}"
+        else:
+            last = _last_line(tail)
+            message = f"server exited with code {self._exit_code} before it was ready" + (
+                f"; last log line: {last}" if last else "; log is empty"
+            )
+        return ServerDied(message, exit_code=self._exit_code, crash_match=self.crash_match, log_tail=tail)
+
+    def _wait_port_free(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not port_is_free(self.host, self.port):
+            if time.monotonic() >= deadline:
+                log.warning("port %s:%d still in use %.0f s after teardown", self.host, self.port, timeout_s)
+                return False
+            time.sleep(0.1)
+        return True
+
+
+def _last_line(text: str) -> str:
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            return line.strip()[:300]
+    return ""

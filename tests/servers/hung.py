@@ -1,0 +1,24 @@
+"""Test server: accepts TCP connections on --port and never answers a byte."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+
+if __name__ == "__main__":
+    port = int(sys.argv[1])
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", port))
+    server.listen(64)
+    print(f"hung test server listening on {port}", flush=True)
+    held = []
+    deadline = time.monotonic() + 120
+    server.settimeout(1.0)
+    while time.monotonic() < deadline:
+        try:
+            conn, _ = server.accept()
+        except socket.timeout:
+            continue
+        held.append(conn)  # keep it open, say nothing
