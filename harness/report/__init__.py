@@ -1,0 +1,41 @@
+"""The reports people read about a comparison: report.md, report.html and report.json.
+
+Each renderer is a pure function of a ``harness.comparison.ComparisonReport``; ``write_reports``
+is the only place that touches the disk.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from harness.comparison import ComparisonReport
+from harness.report.html import render_html
+from harness.report.json import load_report, render_json
+from harness.report.markdown import render_markdown
+
+__all__ = ["write_reports", "render_markdown", "render_html", "render_json", "load_report"]
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    # A reader (a CI step, a browser) never sees a half-written report.
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_reports(report: ComparisonReport, out_dir: Path) -> dict[str, Path]:
+    """Write report.md, report.html and report.json into ``out_dir``; returns them by format."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rendered = {
+        "json": ("report.json", render_json(report)),
+        "markdown": ("report.md", render_markdown(report)),
+        "html": ("report.html", render_html(report)),
+    }
+    paths = {}
+    for kind, (name, text) in rendered.items():
+        path = out_dir / name
+        _write_atomic(path, text)
+        paths[kind] = path
+    return paths

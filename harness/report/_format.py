@@ -1,0 +1,151 @@
+"""Wording and number formats shared by the Markdown and HTML reports, so both say the same."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness.comparison import (
+    DEFAULT_METRICS,
+    REFERENCE_SERVER_LABEL,
+    CaseComparison,
+    ComparisonReport,
+    MetricComparison,
+    RoleResult,
+)
+from harness.statistics import summarize
+
+__all__ = [
+    "Headline",
+    "headline",
+    "metric_label",
+    "fmt_num",
+    "fmt_pct",
+    "fmt_ci",
+    "fmt_p",
+    "fmt_stats",
+    "fmt_outcomes",
+    "fmt_case_values",
+    "trim_excerpt",
+    "REFERENCE_NOTICE",
+    "VERDICT_SYMBOL",
+    "case_metric_summary",
+]
+
+REFERENCE_NOTICE = (
+    f"Builds marked “{REFERENCE_SERVER_LABEL}” run the harness's CPU reference server: a model of "
+    "SGLang's Frozen-KV MTP mechanism in PyTorch, not SGLang. Its numbers say nothing about SGLang's speed."
+)
+
+VERDICT_SYMBOL = {"better": "▲", "same": "=", "worse": "▼", "not enough data": "?"}
+
+_LABELS = {spec.name: (spec.label, spec.unit) for spec in DEFAULT_METRICS}
+
+
+def metric_label(name: str, *, with_unit: bool = True) -> str:
+    label, unit = _LABELS.get(name, (name, ""))
+    return f"{label} ({unit})" if with_unit and unit else label
+
+
+def fmt_num(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "—"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+def fmt_pct(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "—"
+    return f"{value * 100:+.1f}%".replace("-", "−")
+
+
+def fmt_ci(m: MetricComparison) -> str:
+    if not (math.isfinite(m.ci_low) and math.isfinite(m.ci_high)):
+        return "—"
+    return f"[{fmt_pct(m.ci_low)}, {fmt_pct(m.ci_high)}]"
+
+
+def fmt_p(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "—"
+    if value < 1e-4:
+        return "<0.0001"
+    return f"{value:.2g}"
+
+
+def fmt_stats(samples: tuple[float, ...]) -> str:
+    finite = [v for v in samples if math.isfinite(v)]
+    if not finite:
+        return "—"
+    s = summarize(finite)
+    return f"{fmt_num(s.mean)} ± {fmt_num(s.stdev)} (n={s.n})"
+
+
+def fmt_outcomes(role: RoleResult) -> str:
+    """``crash ×5`` or ``pass ×3, crash ×2``, in order of first appearance."""
+    if not role.outcomes:
+        return "no trials"
+    return ", ".join(f"{outcome} ×{count}" for outcome, count in role.outcome_counts.items())
+
+
+def fmt_case_values(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items())
+
+
+def trim_excerpt(text: str, limit: int) -> str:
+    """Keep the start and, mostly, the end of a log excerpt: tracebacks end with the message."""
+    text = text.rstrip("\n")
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    tail = limit - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n… {cut} characters cut …\n{text[-tail:]}"
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The first thing a reader sees: do the expectations hold, and what the numbers say."""
+
+    title: str
+    detail: str
+    tone: str  # "good" | "bad" | "unsure": the colour of the banner
+
+
+def headline(report: ComparisonReport) -> Headline:
+    checks = [e for c in report.cases for e in c.expectations]
+    failed = [e for e in checks if not e.held]
+    if not checks:
+        expect = "No expectations declared"
+    elif failed:
+        expect = f"{len(failed)} of {len(checks)} expectations did NOT hold"
+    else:
+        expect = f"All {len(checks)} expectations held"
+    verdict = report.verdict
+    counts: dict[str, int] = {}
+    for case in report.cases:
+        counts[case.verdict] = counts.get(case.verdict, 0) + 1
+    spread = ", ".join(f"{n} {v}" for v, n in counts.items())
+    title = f"{expect} · performance: {verdict}"
+    detail = f"{len(report.cases)} case{'s' if len(report.cases) != 1 else ''}: {spread}" if report.cases else "no cases"
+    if failed or verdict == "worse":
+        tone = "bad"
+    elif verdict == "not enough data" and not checks:
+        tone = "unsure"
+    else:
+        tone = "good"
+    return Headline(title, detail, tone)
+
+
+def case_metric_summary(case: CaseComparison) -> str:
+    """``Output throughput −48.9% (p=0.0079)`` for each metric whose verdict is not ``same``."""
+    parts = [
+        f"{metric_label(m.metric, with_unit=False)} {fmt_pct(m.delta_rel)} (p={fmt_p(m.p_value)})"
+        for m in case.metrics
+        if m.verdict in ("better", "worse")
+    ]
+    return "; ".join(parts)

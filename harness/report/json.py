@@ -1,0 +1,31 @@
+"""report.json: the machine-readable comparison (``ComparisonReport.to_dict`` with a schema version)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.comparison import ComparisonReport
+from harness.errors import UserError
+
+__all__ = ["render_json", "load_report"]
+
+
+def render_json(report: ComparisonReport) -> str:
+    """Strict JSON (no NaN): missing numbers are ``null``."""
+    return json.dumps(report.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def load_report(path: Path) -> ComparisonReport:
+    """Read a report.json back; a file that is not one is a ``UserError`` naming it."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read comparison report: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    try:
+        return ComparisonReport.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise UserError(f"{path}: not a comparison report: {detail}") from None
