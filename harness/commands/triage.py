@@ -1,0 +1,73 @@
+"""``sglang-repro triage LOG...``: which known crash signature, if any, each server log shows."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK, UserError
+from harness.signatures import Catalogue, Match
+
+__all__ = ["COMMAND", "HELP", "DESCRIPTION", "ORDER", "add_arguments", "main", "triage"]
+
+COMMAND = "triage"
+ORDER = 60
+HELP = "match existing server logs against the crash-signature catalogue"
+DESCRIPTION = (
+    "Match server logs against the crash-signature catalogue and print one line per file: "
+    "'PATH: SIGNATURE-ID (bug|infra) TITLE' for the first match in log order, or 'PATH: none'. "
+    "Exit status: 0 no file matched a signature, 1 some file matched a bug signature, "
+    "3 the only matches were infrastructure signatures, 2 bad input (a missing or unreadable "
+    "log, a bad catalogue); nothing is printed for the files when the input is bad."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("logs", nargs="+", type=Path, metavar="LOG", help="server log file(s)")
+    parser.add_argument(
+        "--catalogue", type=Path, default=None, metavar="PATH",
+        help="signature catalogue (default: fixtures/signatures.yaml of this checkout)",
+    )
+    parser.add_argument(
+        "--excerpt", action="store_true", help="also print the matching traceback (or line), indented"
+    )
+
+
+def triage(paths: list[Path], catalogue: Catalogue) -> list[tuple[Path, Match | None]]:
+    """The first match of each log, in the order given. Raises UserError on a missing file, before matching any."""
+    for path in paths:
+        if not path.exists():
+            raise UserError(f"{path}: no such log file")
+        if not path.is_file():
+            raise UserError(f"{path}: not a regular file")
+    results = []
+    for path in paths:
+        try:
+            results.append((path, catalogue.match_file(path)))
+        except OSError as exc:
+            raise UserError(f"{path}: cannot read ({exc.strerror or exc.__class__.__name__})") from None
+    return results
+
+
+def main(args: argparse.Namespace) -> int:
+    catalogue = Catalogue.load(args.catalogue)
+    results = triage(list(args.logs), catalogue)
+    kinds = set()
+    for path, match in results:
+        if match is None:
+            print(f"{path}: none")
+            continue
+        sig = match.signature
+        kinds.add(sig.kind)
+        print(f"{path}: {sig.id} ({sig.kind}) {sig.title}")
+        if args.excerpt:
+            print(f"  line {match.line_no}:")
+            for line in match.excerpt.splitlines():
+                print(f"    {line}")
+    sys.stdout.flush()
+    if "bug" in kinds:
+        return EXIT_FAIL
+    if "infra" in kinds:
+        return EXIT_INFRA
+    return EXIT_OK

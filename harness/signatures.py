@@ -1,0 +1,388 @@
+"""Crash signatures: the catalogue in ``fixtures/signatures.yaml`` and matching it over server logs.
+
+A signature names one known way a server dies (a product bug or an infrastructure problem). It
+matches a log when its ``message`` regex is found in one log line and, if it lists ``frames``,
+every frame regex is found, in order, in the Python traceback block that ends at that line.
+The frames are what keep a generic PyTorch message (e.g. a broadcast-shape error) from being
+taken for the known bug when other code raised it.
+
+Logs of real servers are messy, and the matcher copes with three things:
+
+- line prefixes: SGLang's ``[2026-06-29 10:00:00 TP0] `` (rank tags optional), container
+  runtimes' ``<ISO time> stdout F ``, CI timestamps, ``[rank0]: ``. The prefix is stripped
+  before matching; its rank tags say which process wrote the line.
+- SGLang logs a scheduler traceback as ONE message: only the first line
+  (``... Scheduler hit an exception: Traceback (most recent call last):``) carries the prefix,
+  the frames that follow are bare. Other processes may log prefixed lines in between.
+- some setups prefix every line of a traceback instead.
+
+So a traceback block is kept per writer (rank tags), and each block learns on its first
+continuation line whether it continues with bare or with prefixed lines; lines of the other
+form are foreign to it. A block ends at its first non-indented line, the exception line.
+Only the current block of each writer is kept, bounded, so watching a live log costs O(1)
+memory and a handful of regex searches per line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from harness.errors import UserError
+
+__all__ = [
+    "Signature",
+    "Match",
+    "Catalogue",
+    "StreamMatcher",
+    "default_catalogue_path",
+    "last_traceback",
+    "looks_like_crash",
+    "TRACEBACK_HEADER",
+]
+
+TRACEBACK_HEADER = "Traceback (most recent call last):"
+
+Kind = Literal["bug", "infra"]
+_KINDS = ("bug", "infra")
+_ID = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
+_REQUIRED = ("id", "title", "kind", "upstream", "message")
+_OPTIONAL = ("frames", "description")
+_MAX_BLOCK_LINES = 400  # deeper tracebacks keep their innermost frames, which are the ones that matter
+_MAX_WRITERS = 64
+
+# One log-line prefix; several may be stacked (a CI timestamp around an SGLang line).
+_PREFIX = re.compile(
+    r"""(?:
+        \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\ (?:(?:stdout|stderr)\ [FP]\ )?  # CRI / CI
+      | \[\d{4}-\d\d-\d\d\ \d\d:\d\d:\d\d(?:[.,]\d+)?(?P<tags>(?:\ [A-Za-z]+\d+)*)\]\ ?            # SGLang
+      | \[rank(?P<rank>\d+)\]:\ ?                                                                  # torchrun
+    )""",
+    re.VERBOSE,
+)
+_CRASH_MARKERS = re.compile(
+    r"Traceback \(most recent call last\):|Fatal Python error|Segmentation fault|core dumped"
+    r"|terminate called after throwing|CUDA error:|Received sigquit from a child process"
+)
+
+
+def default_catalogue_path() -> Path:
+    """The catalogue shipped with the repository: ``fixtures/signatures.yaml`` next to ``harness/``."""
+    return Path(__file__).resolve().parent.parent / "fixtures" / "signatures.yaml"
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One catalogue entry, validated and compiled."""
+
+    id: str
+    title: str
+    kind: Kind
+    upstream: tuple[str, ...]
+    message: re.Pattern[str]
+    frames: tuple[re.Pattern[str], ...] = ()
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Match:
+    """Where a signature matched: ``line_no`` is 1-based, ``excerpt`` the traceback block (or the line)."""
+
+    signature: Signature
+    line_no: int
+    line: str
+    excerpt: str
+    groups: tuple[str, ...] = ()
+
+
+class Catalogue:
+    """The known crash signatures, in catalogue order (earlier entries win on the same line)."""
+
+    def __init__(self, signatures: Sequence[Signature], source: Path | None = None) -> None:
+        self._by_id: dict[str, Signature] = {}
+        for sig in signatures:
+            if sig.id in self._by_id:
+                raise UserError(f"{source or '<catalogue>'}: signature '{sig.id}': duplicate id")
+            self._by_id[sig.id] = sig
+        self.source = source
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> Catalogue:
+        """Load and strictly validate a catalogue file (default: :func:`default_catalogue_path`)."""
+        path = Path(path) if path is not None else default_catalogue_path()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UserError(f"{path}: signature catalogue not found") from None
+        except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
+            raise UserError(f"{path}: cannot read signature catalogue ({exc.__class__.__name__})") from None
+        return cls(_parse_catalogue(text, path), source=path)
+
+    @property
+    def signatures(self) -> tuple[Signature, ...]:
+        return tuple(self._by_id.values())
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(self._by_id)
+
+    def get(self, sig_id: str) -> Signature:
+        try:
+            return self._by_id[sig_id]
+        except KeyError:
+            raise KeyError(f"unknown signature id {sig_id!r}; known: {', '.join(self._by_id)}") from None
+
+    def __contains__(self, sig_id: object) -> bool:
+        return sig_id in self._by_id
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def stream(self, only: Iterable[str] | None = None) -> StreamMatcher:
+        """A matcher to feed a live log line by line (``only``: restrict to these ids)."""
+        return StreamMatcher(self._select(only))
+
+    def match_lines(self, lines: Iterable[str], only: Iterable[str] | None = None) -> Match | None:
+        """The first match in log order, or None."""
+        matcher = self.stream(only)
+        for line in lines:
+            found = matcher.feed(line)
+            if found is not None:
+                return found
+        return None
+
+    def match_text(self, text: str, only: Iterable[str] | None = None) -> Match | None:
+        """The first match in ``text`` in log order, or None."""
+        return self.match_lines(text.split("\n"), only)
+
+    def match_file(self, path: Path, only: Iterable[str] | None = None) -> Match | None:
+        """Like :meth:`match_text` over a file, streamed (logs can be large); bad bytes are replaced."""
+        # binary lines split on b"\n" only, as match_text does: a progress bar's lone "\r" is no new line
+        with open(path, "rb") as fh:
+            return self.match_lines((raw.decode("utf-8", errors="replace") for raw in fh), only)
+
+    def _select(self, only: Iterable[str] | None) -> tuple[Signature, ...]:
+        if only is None:
+            return self.signatures
+        wanted = set(only)
+        unknown = sorted(wanted - self._by_id.keys())
+        if unknown:
+            raise KeyError(f"unknown signature id(s) {', '.join(unknown)}; known: {', '.join(self._by_id)}")
+        return tuple(s for s in self._by_id.values() if s.id in wanted)
+
+
+@dataclass
+class _Block:
+    """One traceback being read: (raw line, prefix-free content) pairs, header first."""
+
+    lines: deque[tuple[str, str]] = field(default_factory=lambda: deque(maxlen=_MAX_BLOCK_LINES))
+    prefixed: bool | None = None  # do continuation lines carry the prefix? learnt from the first one
+
+    def text(self) -> str:
+        return "\n".join(raw for raw, _ in self.lines)
+
+
+_INSIDE = _Block()  # sentinel: the line continued a traceback without ending it
+
+
+class StreamMatcher:
+    """Feed log lines one at a time; :meth:`feed` returns a :class:`Match` on a line that matches."""
+
+    def __init__(self, signatures: Sequence[Signature]) -> None:
+        self._signatures = tuple(signatures)
+        self._open: OrderedDict[str | None, _Block] = OrderedDict()  # writer -> block still being read
+        self._current: str | None = None  # writer whose traceback bare lines continue
+        self._last: _Block | None = None
+        self._line_no = 0
+
+    @property
+    def line_no(self) -> int:
+        """Lines fed so far."""
+        return self._line_no
+
+    def feed(self, line: str) -> Match | None:
+        self._line_no += 1
+        raw = line.rstrip("\r\n")
+        writer, content = _split_prefix(raw)
+        if TRACEBACK_HEADER in content:
+            self._start_block(writer, raw, content)
+            return self._match(raw, content, None)
+        ended = self._continue_block(writer, raw, content)
+        if ended is _INSIDE:
+            return None  # a frame or source line: a quoted message there is not the error itself
+        return self._match(raw, content, ended)
+
+    def last_traceback(self) -> str | None:
+        """The most recent traceback block seen (complete or not), raw lines, or None."""
+        return self._last.text() if self._last is not None else None
+
+    def _start_block(self, writer: str | None, raw: str, content: str) -> None:
+        key = writer if writer is not None else self._current
+        block = _Block()
+        block.lines.append((raw, content))
+        self._open[key] = block
+        self._open.move_to_end(key)
+        while len(self._open) > _MAX_WRITERS:
+            self._open.popitem(last=False)
+        self._current = key
+        self._last = block
+
+    def _continue_block(self, writer: str | None, raw: str, content: str) -> _Block | None:
+        """Add the line to the block it continues; return the block if this line ended it,
+        ``_INSIDE`` if the line is inside a traceback, None if it belongs to none."""
+        key = self._current if writer is None else writer
+        block = self._open.get(key)
+        if block is None:
+            return None
+        prefixed = writer is not None
+        if block.prefixed is None:
+            block.prefixed = prefixed
+        elif block.prefixed != prefixed:
+            return None  # another writer's line in the middle of this traceback
+        if not content.strip():
+            return None
+        block.lines.append((raw, content))
+        if content[0] in " \t":
+            return _INSIDE
+        del self._open[key]  # the first non-indented line is the exception line
+        return block
+
+    def _match(self, raw: str, content: str, ended: _Block | None) -> Match | None:
+        for sig in self._signatures:
+            found = sig.message.search(content)
+            if found is None:
+                continue
+            if sig.frames and (ended is None or not _frames_in_order(sig.frames, ended)):
+                continue
+            excerpt = ended.text() if ended is not None else raw
+            groups = tuple(g if g is not None else "" for g in found.groups())
+            return Match(signature=sig, line_no=self._line_no, line=raw, excerpt=excerpt, groups=groups)
+        return None
+
+
+def last_traceback(text: str) -> str | None:
+    """The last Python traceback block in ``text`` (raw lines), or None: the ``reason`` of an unknown crash."""
+    matcher = StreamMatcher(())
+    for line in text.split("\n"):
+        matcher.feed(line)
+    return matcher.last_traceback()
+
+
+def looks_like_crash(text: str) -> bool:
+    """True when ``text`` shows a Python traceback or a fatal native error."""
+    return _CRASH_MARKERS.search(text) is not None
+
+
+def _split_prefix(raw: str) -> tuple[str | None, str]:
+    """(writer, content): writer is the prefix's rank tags ('' when it has none), None without a prefix."""
+    writer: str | None = None
+    pos = 0
+    while True:
+        m = _PREFIX.match(raw, pos)
+        if m is None or m.end() == pos:
+            break
+        if m.group("tags") is not None:
+            writer = m.group("tags").strip()
+        elif m.group("rank") is not None:
+            writer = f"rank{m.group('rank')}"
+        # a CRI/CI timestamp is transport, not a writer: SGLang's bare traceback lines still carry it
+        pos = m.end()
+    return writer, raw[pos:]
+
+
+def _frames_in_order(frames: tuple[re.Pattern[str], ...], block: _Block) -> bool:
+    it: Iterator[tuple[str, str]] = iter(block.lines)
+    return all(any(frame.search(content) for _, content in it) for frame in frames)
+
+
+# -- loading ---------------------------------------------------------------------------------
+
+
+def _parse_catalogue(text: str, path: Path) -> list[Signature]:
+    try:
+        data = yaml.safe_load(text)
+        lines = _entry_lines(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise UserError(f"{where}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+    if not isinstance(data, dict) or set(data) != {"version", "signatures"}:
+        raise UserError(f"{path}: expected a mapping with exactly the keys 'version' (1) and 'signatures' (a list)")
+    if data["version"] != 1:
+        raise UserError(f"{path}: version: {data['version']!r} is not supported; valid: 1")
+    entries = data["signatures"]
+    if not isinstance(entries, list) or not entries:
+        raise UserError(f"{path}: signatures: expected a non-empty list of entries")
+    seen: set[str] = set()
+    out = []
+    for i, entry in enumerate(entries):
+        where = f"{path}:{lines[i]}" if i < len(lines) else str(path)
+        sig = _parse_entry(entry, i, where)
+        if sig.id in seen:
+            raise UserError(f"{where}: signature '{sig.id}': duplicate id")
+        seen.add(sig.id)
+        out.append(sig)
+    return out
+
+
+def _entry_lines(text: str) -> list[int]:
+    """1-based line of each entry of ``signatures``, for error messages (safe_load drops positions)."""
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if not isinstance(root, yaml.MappingNode):
+        return []
+    for key, value in root.value:
+        if key.value == "signatures" and isinstance(value, yaml.SequenceNode):
+            return [item.start_mark.line + 1 for item in value.value]
+    return []
+
+
+def _parse_entry(entry: Any, index: int, where: str) -> Signature:
+    if not isinstance(entry, dict):
+        raise UserError(f"{where}: signatures[{index}]: expected a mapping with keys {', '.join(_REQUIRED)}")
+    sig_id = entry.get("id")
+    if not isinstance(sig_id, str) or not _ID.match(sig_id):
+        raise UserError(f"{where}: signatures[{index}]: id: {sig_id!r} is not valid; use lowercase letters, digits, '-'")
+    label = f"{where}: signature '{sig_id}'"
+    unknown = sorted(set(entry) - set(_REQUIRED) - set(_OPTIONAL))
+    if unknown:
+        raise UserError(f"{label}: unknown key(s) {', '.join(map(str, unknown))}; valid: {', '.join(_REQUIRED + _OPTIONAL)}")
+    missing = [k for k in _REQUIRED if k not in entry]
+    if missing:
+        raise UserError(f"{label}: missing key(s) {', '.join(missing)}")
+    title, kind, upstream = entry["title"], entry["kind"], entry["upstream"]
+    if not isinstance(title, str) or not title.strip():
+        raise UserError(f"{label}: title: expected a non-empty string")
+    if kind not in _KINDS:
+        raise UserError(f"{label}: kind: {kind!r} is not valid; valid: {', '.join(_KINDS)}")
+    if not isinstance(upstream, list) or not all(isinstance(u, str) and u.startswith("https://") for u in upstream):
+        raise UserError(f"{label}: upstream: expected a list of https:// URLs")
+    frames = entry.get("frames", [])
+    if not isinstance(frames, list) or not frames and "frames" in entry:
+        raise UserError(f"{label}: frames: expected a non-empty list of regexes (or leave the key out)")
+    description = entry.get("description", "")
+    if not isinstance(description, str):
+        raise UserError(f"{label}: description: expected a string")
+    return Signature(
+        id=sig_id,
+        title=title.strip(),
+        kind=kind,
+        upstream=tuple(upstream),
+        message=_compile(entry["message"], f"{label}: message"),
+        frames=tuple(_compile(f, f"{label}: frames[{i}]") for i, f in enumerate(frames)),
+        description=" ".join(description.split()),
+    )
+
+
+def _compile(pattern: Any, label: str) -> re.Pattern[str]:
+    if not isinstance(pattern, str) or not pattern:
+        raise UserError(f"{label}: expected a non-empty regex string")
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise UserError(f"{label}: bad regex ({exc})") from None
