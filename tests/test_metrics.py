@@ -1,0 +1,161 @@
+"""Metrics: token-weighted acceptance, percentiles, server info, Prometheus parsing."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from harness.metrics import (
+    AGGREGATE_KEYS,
+    aggregate,
+    metric_value,
+    parse_prometheus,
+    percentile,
+    request_accept_length,
+    scrape_metrics,
+    server_accept_length,
+)
+from harness.workload import RequestRecord
+from peers.sglang_peer import PeerConfig, PeerServer
+
+
+def rec(index: int, tokens: int, meta: dict, *, ok: bool = True, warmup: bool = False,
+        ttft: float | None = 0.1, itl: tuple[float, ...] = (), e2e: float = 1.0) -> RequestRecord:
+    return RequestRecord(
+        index=index, warmup=warmup, prompt_tokens=10, ok=ok, status=200 if ok else 500,
+        error=None if ok else "boom", ttft_s=ttft, itl_s=itl, e2e_s=e2e, completion_tokens=tokens,
+        meta_info={"completion_tokens": tokens, **meta}, text="", started_at=0.0,
+    )
+
+
+def test_request_accept_length_current_and_old_keys() -> None:
+    assert request_accept_length({"completion_tokens": 30, "spec_verify_ct": 10, "spec_accept_length": 3.0}) == 3.0
+    # Older releases: no spec_accept_length, other draft-count names; derive from verify count.
+    old = {"completion_tokens": 40, "spec_verify_ct": 16, "spec_accept_token_num": 24, "spec_draft_token_num": 48}
+    assert request_accept_length(old) == pytest.approx(2.5)
+    assert request_accept_length({"completion_tokens": 40}) is None
+    assert request_accept_length({"completion_tokens": 40, "spec_verify_ct": 0}) is None
+    assert request_accept_length({"spec_accept_length": float("nan")}) is None
+
+
+def test_accept_length_is_token_weighted_and_ignores_warmup_and_failures() -> None:
+    records = [
+        rec(0, 1000, {"spec_verify_ct": 1000}, warmup=True),  # warmup: excluded
+        rec(1, 100, {"spec_verify_ct": 25}),  # 4.0
+        rec(2, 10, {"spec_verify_ct": 10}),  # 1.0
+        rec(3, 500, {"spec_verify_ct": 1}, ok=False),  # failed: excluded
+    ]
+    m = aggregate(records, measured_wall_s=2.0)
+    assert set(m) == set(AGGREGATE_KEYS)
+    assert m["accept_length"] == pytest.approx(110 / 35)  # not the mean of ratios (2.5)
+    assert m["completion_tokens"] == 110
+    assert m["spec_verify_ct"] == 35
+    assert m["requests_ok"] == 2 and m["requests_failed"] == 1
+    assert m["output_throughput_tok_s"] == pytest.approx(55.0)
+    assert m["request_throughput_rps"] == pytest.approx(1.0)
+
+
+def test_accept_length_from_accept_key_only() -> None:
+    m = aggregate([rec(0, 90, {"spec_accept_length": 3.0}), rec(1, 10, {"spec_accept_length": 1.0})], 1.0)
+    assert m["accept_length"] == pytest.approx(100 / 40)
+    assert m["spec_verify_ct"] == 40
+
+
+def test_no_spec_and_no_success_give_none() -> None:
+    m = aggregate([rec(0, 10, {})], 1.0)
+    assert m["accept_length"] is None and m["spec_verify_ct"] is None and m["completion_tokens"] == 10
+    empty = aggregate([rec(0, 10, {}, ok=False)], 0.0)
+    assert empty["requests_ok"] == 0 and empty["requests_failed"] == 1
+    assert empty["ttft_ms_p50"] is None and empty["output_throughput_tok_s"] is None
+
+
+def test_latency_percentiles_in_ms() -> None:
+    records = [rec(i, 5, {}, ttft=(i + 1) / 100, itl=(0.001 * (i + 1),) * 2, e2e=float(i + 1)) for i in range(5)]
+    m = aggregate(records, 1.0)
+    assert m["ttft_ms_p50"] == pytest.approx(30.0)
+    assert m["ttft_ms_p95"] == pytest.approx(48.0)
+    assert m["itl_ms_p50"] == pytest.approx(3.0)
+    assert m["e2e_ms_p50"] == pytest.approx(3000.0)
+    assert m["e2e_ms_p95"] == pytest.approx(4800.0)
+
+
+def test_percentile_matches_numpy() -> None:
+    np = pytest.importorskip("numpy")
+    xs = [5.0, 1.0, 9.0, 2.5, 7.0, 3.0]
+    for q in (0, 50, 95, 99, 100):
+        assert percentile(xs, q) == pytest.approx(float(np.percentile(xs, q)))
+    assert percentile([], 50) is None
+
+
+EXPOSITION = r'''
+# HELP sglang:spec_accept_length The average acceptance length of speculative decoding.
+# TYPE sglang:spec_accept_length gauge
+sglang:spec_accept_length{engine_type="unified",model_name="m",tp_rank="0"} 3.25
+sglang:spec_accept_rate{model_name="m"} NaN
+sglang:num_requests_total{model_name="m", path="/a\"b\\c\nd",} 12 1700000000000
+sglang:token_usage +Inf
+sglang:neg -Inf
+process_start_time_seconds 1.7e9
+sglang:e2e_request_latency_seconds_bucket{le="0.1",model_name="m"} 4
+sglang:e2e_request_latency_seconds_bucket{le="+Inf",model_name="m"} 9
+this is { not a sample
+broken{label=unquoted} 1
+'''
+
+
+def test_parse_prometheus_labels_comments_specials() -> None:
+    parsed = parse_prometheus(EXPOSITION)
+    assert parsed["sglang:spec_accept_length"] == [
+        ({"engine_type": "unified", "model_name": "m", "tp_rank": "0"}, 3.25)
+    ]
+    assert math.isnan(parsed["sglang:spec_accept_rate"][0][1])
+    labels, value = parsed["sglang:num_requests_total"][0]
+    assert labels == {"model_name": "m", "path": '/a"b\\c\nd'} and value == 12.0
+    assert parsed["sglang:token_usage"] == [({}, math.inf)]
+    assert parsed["sglang:neg"][0][1] == -math.inf
+    assert parsed["process_start_time_seconds"][0][1] == 1.7e9
+    assert metric_value(parsed, "sglang:e2e_request_latency_seconds_bucket", {"le": "+Inf"}) == 9
+    assert "this" not in parsed and "broken" not in parsed
+    assert not any(name.startswith("#") for name in parsed)
+    assert metric_value(parsed, "missing") is None
+
+
+def test_server_accept_length_both_endpoints_and_missing_key() -> None:
+    with PeerServer(PeerConfig()) as peer:
+        assert server_accept_length(peer.base_url) is None  # no draft accepted yet: key absent
+        _generate_once(peer.base_url)
+        value = server_accept_length(peer.base_url)
+        assert value == pytest.approx(peer.stats.completion_tokens / peer.stats.verify_steps)
+    with PeerServer(PeerConfig(server_info_path="/server_info")) as peer:
+        _generate_once(peer.base_url)
+        assert server_accept_length(peer.base_url) == pytest.approx(
+            peer.stats.completion_tokens / peer.stats.verify_steps
+        )
+    with PeerServer(PeerConfig(server_info_path="/elsewhere")) as peer:
+        assert server_accept_length(peer.base_url) is None
+
+
+def test_server_accept_length_without_server_is_none() -> None:
+    with PeerServer() as peer:
+        url = peer.base_url
+    assert server_accept_length(url, timeout_s=2) is None
+
+
+def test_scrape_metrics_over_http() -> None:
+    with PeerServer(PeerConfig(metrics_text=EXPOSITION)) as peer:
+        parsed = scrape_metrics(peer.base_url)
+    assert metric_value(parsed, "sglang:spec_accept_length") == 3.25
+    with PeerServer(PeerConfig()) as peer:  # --enable-metrics off: 404
+        assert scrape_metrics(peer.base_url) == {}
+
+
+def _generate_once(base_url: str) -> None:
+    import json
+    import urllib.request
+
+    body = json.dumps({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 10}}).encode()
+    req = urllib.request.Request(base_url + "/generate", data=body, headers={"Content-Type": "application/json"})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(req, timeout=10) as resp:
+        assert resp.status == 200
