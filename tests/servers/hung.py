@@ -7,7 +7,9 @@ import sys
 import time
 
 if __name__ == "__main__":
-    port = int(sys.argv[1])
+    args = sys.argv[1:]
+    # Either `hung.py PORT`, or an SGLang-style command line that names `--port PORT`.
+    port = int(args[args.index("--port") + 1] if "--port" in args else args[0])
     server = socket.socket()
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind(("127.0.0.1", port))

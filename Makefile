@@ -1,0 +1,32 @@
+# make demo: the #28264 scenario before/after the fix, on the CPU reference server, with a report.
+# make test: the harness's own tests (CPU only; real-GPU items are skipped with a reason).
+VENV      ?= .venv
+PYTHON    ?= python3
+PY        := $(VENV)/bin/python
+STAMP     := $(VENV)/.installed
+PIP       := $(PY) -m pip install -q --disable-pip-version-check -c .ci/constraints.txt
+DEMO      ?= scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml
+PYTEST_ARGS ?=
+
+.PHONY: demo test install sglang-envs clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml .ci/constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) torch==2.13.0
+	$(PIP) -e '.[sim,test]'
+	touch $(STAMP)
+
+# Real sglang releases installed --no-deps (flag parsing and bench_serving only: no GPU stack).
+sglang-envs: $(STAMP)
+	$(PY) -m harness.build prepare 'pip:sglang==0.5.14,deps=none' 'pip:sglang==0.5.15,deps=none'
+
+demo: $(STAMP)
+	$(PY) -m harness compare $(DEMO) --reference
+
+test: $(STAMP) sglang-envs
+	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) reports/runs reports/compare

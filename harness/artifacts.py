@@ -1,0 +1,106 @@
+"""A run's artifact folder: ``result.json``, ``server.log``, ``requests.jsonl``, ``env.json``, ``repro.sh``.
+
+Everything written here goes through :mod:`harness.redact` first: secret-named variables,
+``--api-key`` style flags, Authorization headers, and any value of a secret variable of this
+process's environment wherever it appears in a log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.outcome import RunResult
+from harness.paths import reports_root
+from harness.redact import redact_argv, redact_env, redact_log, redact_text
+
+__all__ = ["new_run_dir", "redact_file", "write_env", "write_json", "write_repro", "write_result"]
+
+
+def _slug(text: str, limit: int = 40) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:limit] or "x"
+
+
+def new_run_dir(scenario: str, case: str, label: str, trial: int, root: Path | None = None) -> Path:
+    """A fresh folder ``<root>/runs/<time>-<scenario>-<case>-<label>-t<trial>-<random>``."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    name = f"{stamp}-{_slug(scenario, 32)}-{_slug(case)}-{_slug(label, 24)}-t{trial}-{secrets.token_hex(2)}"
+    path = (root or reports_root()) / "runs" / name
+    path.mkdir(parents=True, exist_ok=False)
+    return path
+
+
+def write_json(path: Path, data: Any) -> Path:
+    text = json.dumps(data, indent=2, sort_keys=False, default=str)
+    path.write_text(redact_log(text) + "\n")
+    return path
+
+
+def write_result(run_dir: Path, result: RunResult) -> Path:
+    return write_json(run_dir / "result.json", result.to_dict())
+
+
+def write_env(run_dir: Path, env_info: Mapping[str, Any]) -> Path:
+    return write_json(run_dir / "env.json", env_info)
+
+
+def redact_file(path: Path) -> None:
+    """Redact a text artifact in place (the server log is written by the server, unredacted)."""
+    if path.is_file():
+        text = path.read_text(errors="replace")
+        cleaned = redact_log(text)
+        if cleaned != text:
+            path.write_text(cleaned)
+
+
+def write_repro(
+    run_dir: Path,
+    *,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    host: str,
+    port: int,
+    request: Mapping[str, Any] | None,
+    note: str,
+) -> Path:
+    """A script that starts the same server and sends the first failing request with curl."""
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# {redact_text(note)}",
+        "# Written by sglang-repro. Secrets are redacted: export them yourself before running.",
+        "set -euo pipefail",
+        f"PORT=${{PORT:-{port}}}",
+    ]
+    for key, value in sorted(redact_env(env).items()):
+        lines.append(f"export {key}={shlex.quote(value)}")
+    server = [a if a != str(port) else "$PORT" for a in redact_argv(argv)]
+    quoted = " ".join('"$PORT"' if a == "$PORT" else shlex.quote(a) for a in server)
+    lines += [
+        f"{quoted} &",
+        "SERVER_PID=$!",
+        'trap \'kill -- "$SERVER_PID" 2>/dev/null || true\' EXIT',
+        f'until curl -sf "http://{host}:$PORT/health" >/dev/null; do',
+        '  kill -0 "$SERVER_PID" 2>/dev/null || { echo "server exited" >&2; exit 1; }',
+        "  sleep 1",
+        "done",
+    ]
+    if request is not None:
+        (run_dir / "first_failing_request.json").write_text(json.dumps(request) + "\n")
+        lines += [
+            'HERE="$(cd "$(dirname "$0")" && pwd)"',
+            f'curl -sS -N "http://{host}:$PORT/generate" -H "Content-Type: application/json" '
+            '--data-binary @"$HERE/first_failing_request.json"',
+            "echo",
+        ]
+    lines.append('wait "$SERVER_PID"')
+    path = run_dir / "repro.sh"
+    path.write_text("\n".join(lines) + "\n")
+    os.chmod(path, 0o755)
+    return path

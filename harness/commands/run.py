@@ -1,0 +1,75 @@
+"""sglang-repro run SCENARIO: run each case against one build and decide an outcome."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from harness.errors import UserError
+from harness.outcome import RunResult, exit_code_for
+from harness.run import RunOptions, execute_run
+from harness.scenario import Case, load_file, select_cases
+
+COMMAND = "run"
+HELP = "run a scenario's cases against a build (exit 0 pass, 1 fail/crash, 2 bad input, 3 infra/timeout)"
+ORDER = 40
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", type=Path, metavar="SCENARIO", help="a scenario file")
+    parser.add_argument("--case", metavar="NAME", help="a case name, or axis=label[,axis=label] to pick cases")
+    parser.add_argument(
+        "--build", required=True, metavar="SPEC",
+        help="sim:pre-fix|post-fix[,knob=v], python:PATH, pip:sglang==X, src:CHECKOUT[@REV], "
+             "or a role of the scenario (e.g. before)",
+    )
+    parser.add_argument("--reference", action="store_true",
+                        help="with a role: run the role's reference-server revision (CPU) instead of its real build")
+    parser.add_argument("--trials", type=int, metavar="N", help="trials per case (default: the scenario's)")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="output root (default: reports/)")
+    parser.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what the harness does")
+
+
+def resolve_role(case: Case, build: str, reference: bool) -> tuple[str, str | None]:
+    """(build spec, role) for a --build value that is a spec or a role name."""
+    roles = case.scenario.builds
+    if build in roles:
+        return (roles[build].sim_spec if reference else roles[build].spec), build
+    if reference:
+        raise UserError(f"--reference needs --build ROLE, one of: {', '.join(roles)}")
+    return build, None
+
+
+def summary_line(result: RunResult) -> str:
+    m = result.metrics
+    parts = [f"{result.outcome.upper():7}", result.case["name"], result.build["spec"]]
+    if result.signature:
+        parts.append(f"signature={result.signature}")
+    if m.get("accept_length") is not None:
+        parts.append(f"accept_length={m['accept_length']:.3f}")
+    if m.get("output_throughput_tok_s") is not None:
+        parts.append(f"output_tok_s={m['output_throughput_tok_s']:.1f}")
+    if result.outcome != "pass":
+        parts.append(f"reason: {result.reason}")
+    return "  ".join(parts) + f"\n        -> {result.artifacts}"
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if args.trials is not None and args.trials < 1:
+        raise UserError(f"--trials {args.trials}: must be >= 1")
+    loaded = load_file(args.scenario)
+    cases = select_cases(loaded, args.case)
+    options = RunOptions(out_root=args.out, progress=False if args.no_progress else None)
+    outcomes = []
+    for case in cases:
+        spec, role = resolve_role(case, args.build, args.reference)
+        for trial in range(args.trials or case.scenario.workload.trials):
+            result = execute_run(case, spec, role=role, trial=trial, options=options)
+            outcomes.append(result.outcome)
+            print(summary_line(result), flush=True)
+    return exit_code_for(outcomes)

@@ -1,0 +1,153 @@
+"""`sglang-repro run` end to end on the CPU reference server: verdicts, artifacts, no orphans."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from harness.build import Build
+from harness.reaper import TAG_VAR
+from harness.run import RunOptions, execute_run
+from harness.scenario import load_file, select_cases
+
+REPO = Path(__file__).resolve().parent.parent
+LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
+NVFP4 = REPO / "scenarios" / "frozen_kv_mtp" / "trtllm_swa_nvfp4_startup.yaml"
+
+pytestmark = pytest.mark.slow
+
+
+def tagged_processes(prefix: str) -> list[int]:
+    """PIDs of live processes whose harness run tag starts with ``prefix`` (other tests run in parallel)."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.environ().get(TAG_VAR, "").startswith(prefix):
+                found.append(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def case_of(path: Path, name: str):
+    (case,) = select_cases(load_file(path), name)
+    return case
+
+
+def result_of(stdout: str) -> dict:
+    run_dir = stdout.strip().splitlines()[-1].split("-> ")[-1]
+    return json.loads((Path(run_dir) / "result.json").read_text())
+
+
+def test_pre_fix_eager_crashes_with_the_signature(run_cli, tmp_path):
+    res = run_cli("run", LONG, "--case", "tokens=276,path=eager", "--build", "sim:pre-fix", "--out", tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    result = result_of(res.stdout)
+    assert result["outcome"] == "crash"
+    assert result["signature"] == "frozen-kv-mtp-stale-out-cache-loc"
+    assert "[276]" in result["reason"]
+    run_dir = Path(result["artifacts"])
+    for name in ("result.json", "server.log", "requests.jsonl", "env.json", "repro.sh"):
+        assert (run_dir / name).is_file(), name
+    assert "broadcast shape [276]" in (run_dir / "server.log").read_text()
+    assert json.loads((run_dir / "first_failing_request.json").read_text())["input_ids"].__len__() == 276
+    assert "--disable-cuda-graph" in (run_dir / "repro.sh").read_text()
+    assert not tagged_processes(result["server"]["run_tag"])
+
+
+def test_post_fix_passes_with_ground_truth_metrics(tmp_path):
+    case = case_of(LONG, "tokens=276,path=eager")
+    result = execute_run(case, "sim:post-fix", role="after", options=RunOptions(out_root=tmp_path, progress=False))
+    assert result.outcome == "pass", result.reason
+    assert result.expectation == {"role": "after", "expected": "pass", "held": True}
+    truth = result.ground_truth
+    m = result.metrics
+    # The harness measures acceptance from each response; the server counts it in verification.
+    assert m["accept_length"] == pytest.approx(truth["accept_length"], rel=1e-9)
+    assert m["accept_length_server"] == pytest.approx(truth["accept_length"], rel=1e-9)
+    assert m["completion_tokens"] == truth["completion_tokens"]
+    # Client throughput over wall time vs the server's own busy-time throughput.
+    assert m["output_throughput_tok_s"] == pytest.approx(truth["completion_tokens"] / truth["busy_s"], rel=0.02)
+    assert m["accept_length"] > 1.0
+    assert not tagged_processes(result.server["run_tag"])
+
+
+def test_start_up_failure_is_a_crash_with_a_reason(tmp_path):
+    case = case_of(NVFP4, "default")
+    result = execute_run(case, "sim:pre-fix", role="before", options=RunOptions(out_root=tmp_path, progress=False))
+    assert result.outcome == "crash"
+    assert result.signature == "sim-frozen-kv-mtp-early-pool-binding"
+    assert result.reason.startswith("start-up:")
+    assert result.expectation["held"] is True
+    assert not tagged_processes(result.server["run_tag"])
+
+
+def test_hung_server_times_out_and_leaves_nothing(tmp_path):
+    hung = REPO / "tests" / "servers" / "hung.py"
+    case = case_of(LONG, "tokens=271,path=graph")
+    data = case.scenario.model_dump()
+    data["timeouts"] = {"startup_s": 3, "request_s": 2, "scenario_s": 20}
+    scenario = type(case.scenario).model_validate(data)
+    case = type(case)(file=case.file, name=case.name, values=case.values, scenario=scenario)
+    # A peer that accepts TCP connections and never answers, launched through the reference-server
+    # build kind so its pre-flight uses the model's parser; the harness's lifecycle is what is tested.
+    build = Build(kind="sim", spec="sim:hung", python=sys.executable,
+                  launcher=(sys.executable, str(hung)), is_reference=True, version="hung")
+    started = time.monotonic()
+    result = execute_run(case, build, options=RunOptions(out_root=tmp_path, progress=False))
+    assert result.outcome == "timeout", result.reason
+    assert "not ready after 3 s" in result.reason
+    assert time.monotonic() - started < 15
+    assert not tagged_processes(result.server["run_tag"])
+
+
+def test_sigkill_of_the_harness_leaves_no_server(tmp_path):
+    scenario = yaml.safe_load(LONG.read_text())
+    scenario["workload"].update(requests=200, max_new_tokens=64)
+    path = tmp_path / "long.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    out = tmp_path / "out"
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", str(path), "--case", "tokens=271,path=graph",
+         "--build", "sim:post-fix", "--out", str(out), "--no-progress"],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            logs = list(out.glob("runs/*/server.log"))
+            if logs and "ready to roll" in logs[0].read_text():
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("server never became ready")
+        prefix = logs[0].parent.name
+        time.sleep(1.0)  # mid-workload
+        assert tagged_processes(prefix), "the server should be running now"
+        harness.send_signal(signal.SIGKILL)
+        harness.wait(10)
+        killed_at = time.monotonic()
+        while tagged_processes(prefix) and time.monotonic() - killed_at < 5:
+            time.sleep(0.1)
+        assert not tagged_processes(prefix), "server processes survived the harness"
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+        for run_dir in out.glob("runs/*"):
+            for pid in tagged_processes(run_dir.name):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_bad_build_spec_is_usage_error(run_cli):
+    res = run_cli("run", LONG, "--build", "nope:1")
+    assert res.returncode == 2
+    assert "valid build specs" in res.stderr
