@@ -1,0 +1,128 @@
+"""Pre-flight: cheap checks before a server is started (flags parse, model present).
+
+Flags are parsed by the build's own parser, in the build's own interpreter, at argparse level:
+``ServerArgs.add_cli_args(parser); parser.parse_args(argv)``. ``prepare_server_args`` would go
+further and look for an accelerator, which fails on any machine without one. Nothing here
+starts a server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.build import Build, _last_line, _run
+from harness.errors import InfraError
+
+__all__ = ["FlagCheck", "check_flags", "model_gap"]
+
+_LOADED = "SGLANG_REPRO_PARSER_LOADED"
+
+# Runs in the build's interpreter; argv after "-c SCRIPT" are the server flags.
+_PARSE = f"""
+import argparse, sys
+from sglang.srt.server_args import ServerArgs
+parser = argparse.ArgumentParser(prog="sglang.launch_server")
+ServerArgs.add_cli_args(parser)
+print({_LOADED!r}, flush=True)
+parser.parse_args(sys.argv[1:])
+"""
+
+_ARGPARSE_ERROR = re.compile(r"^.*?: error: (.*)$", re.M)
+
+
+@dataclass(frozen=True)
+class FlagCheck:
+    """Whether the build's parser accepts the flags; ``message`` is argparse's own words when not."""
+
+    ok: bool
+    message: str
+
+
+def _flags(build: Build, server_argv: Sequence[str]) -> list[str]:
+    # The launcher may carry flags of its own after "-m module" (the reference server's --sim-*).
+    return list(build.launcher[3:]) + list(server_argv)
+
+
+def check_flags(build: Build, server_argv: Sequence[str], *, timeout_s: float = 60) -> FlagCheck:
+    """Parse ``server_argv`` with the build's own parser.
+
+    Returns ok=False with argparse's message (e.g. "unrecognized arguments: --bogus") when the
+    parser rejects the flags. Raises InfraError when the parser cannot even be loaded.
+    """
+    argv = _flags(build, server_argv)
+    if build.is_reference:
+        return _check_reference(argv)
+    done = _run([build.python, "-c", _PARSE, *argv], timeout=timeout_s, env=build.env)
+    if _LOADED not in done.stdout:
+        raise InfraError(
+            f"cannot load sglang's flag parser with {build.python} ({build.spec}): {_last_line(done.stderr)}"
+        )
+    if done.returncode == 0:
+        return FlagCheck(True, f"flags accepted by sglang {build.version or '?'} ({build.spec})")
+    found = _ARGPARSE_ERROR.findall(done.stderr)
+    if done.returncode == 2 and found:
+        return FlagCheck(False, found[-1].strip())
+    raise InfraError(f"sglang's flag parser in {build.python} exited {done.returncode}: {_last_line(done.stderr)}")
+
+
+def _check_reference(argv: list[str]) -> FlagCheck:
+    from harness.sim.cli_args import build_parser
+
+    parser = build_parser()
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+            parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            found = _ARGPARSE_ERROR.findall(stderr.getvalue())
+            return FlagCheck(False, found[-1].strip() if found else _last_line(stderr.getvalue()))
+    return FlagCheck(True, "flags accepted by the CPU reference server's parser (a model of SGLang's)")
+
+
+def _hub_cache_dir() -> str | None:
+    # Read at call time: huggingface_hub fixes its own constant when first imported.
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    if os.environ.get("HUGGINGFACE_HUB_CACHE"):
+        return os.environ["HUGGINGFACE_HUB_CACHE"]
+    if os.environ.get("HF_HOME"):
+        return str(Path(os.environ["HF_HOME"]) / "hub")
+    return None
+
+
+def model_gap(model: str, *, load_format: str | None, is_reference: bool) -> str | None:
+    """None when the server could find ``model``'s files; else one line saying what is missing.
+
+    A local directory needs ``config.json``; a hub id needs ``config.json`` in the Hugging Face
+    cache (servers here cannot download). ``--load-format dummy`` skips weights but still reads
+    the config and the tokenizer, so only the reference server (which needs no files) skips this.
+    """
+    if is_reference:
+        return None
+    why = " (--load-format dummy still needs config and tokenizer)" if load_format == "dummy" else ""
+    path = Path(model).expanduser()
+    if path.exists() or model.startswith(("/", ".", "~")):
+        if not path.is_dir():
+            return f"model path {model} is not a directory{why}"
+        if not (path / "config.json").is_file():
+            return f"model directory {model} has no config.json{why}"
+        return None
+    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError
+
+    cache = _hub_cache_dir()
+    try:
+        found = try_to_load_from_cache(model, "config.json", cache_dir=cache)
+    except HFValidationError:
+        return f"model {model!r} is neither a local directory nor a Hugging Face repo id{why}"
+    if isinstance(found, str):
+        return None
+    where = cache or "the default Hugging Face cache"
+    return f"model {model} is not in {where} (no config.json); download it first, e.g. `hf download {model}`{why}"
