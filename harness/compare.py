@@ -108,9 +108,10 @@ def _relative_checks(rel: RelativeChecks | None, case: CaseComparison) -> list[E
 def _role_result(role: str, spec: str, runs: Sequence[RunResult], report_dir: Path) -> RoleResult:
     metric_names = {m.name for m in DEFAULT_METRICS} | {"accept_length_server", "ttft_ms_p50", "itl_ms_p50",
                                                          "request_throughput_rps"}
+    # A trial that did not pass has no meaningful speed (a crash "measures" 0 tok/s): leave it blank.
     metrics = {
-        name: tuple(float(v) if isinstance(v, (int, float)) else float("nan")
-                    for v in (r.metrics.get(name) for r in runs))
+        name: tuple(float(v) if isinstance(v, (int, float)) and r.outcome == "pass" else float("nan")
+                    for r, v in ((r, r.metrics.get(name)) for r in runs))
         for name in sorted(metric_names)
     }
     first = runs[0]
@@ -145,7 +146,7 @@ def compare_cases(
     options = RunOptions(out_root=report_dir, progress=False)
     all_runs: list[RunResult] = []
     compared = []
-    notes = [f"roles: " + ", ".join(f"{role} = {spec}" for role, spec in specs.items())]
+    notes = ["roles: " + ", ".join(f"{role} = {spec}" for role, spec in specs.items())]
     for case in cases:
         n = trials or case.scenario.workload.trials
         by_role: dict[str, list[RunResult]] = {role: [] for role in specs}
@@ -170,8 +171,6 @@ def compare_cases(
         checks += _relative_checks(tolerances, base)
         compared.append(CaseComparison(case=base.case, values=base.values, roles=base.roles,
                                        expectations=tuple(checks), metrics=base.metrics, verdict=base.verdict))
-    if any(spec.startswith("sim:") for spec in specs.values()):
-        notes.append("sim: builds are the sglang-repro CPU reference server, a model of SGLang's mechanism, not SGLang")
     report = build_report(report_id, loaded.scenario.name, str(loaded.file), compared, notes=notes)
     paths = write_reports(report, report_dir)
     return CompareOutcome(report=report, paths=paths, runs=tuple(all_runs))

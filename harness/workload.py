@@ -453,7 +453,7 @@ async def _supervise(runner: _Runner, drive: Any, should_abort: Callable[[], str
         if runner.abort_reason is None:
             await main  # re-raises a bug in the driver rather than hiding it
         else:
-            log.warning("workload aborted: %s", runner.abort_reason)
+            log.info("workload aborted: %s", runner.abort_reason)
     finally:
         watcher.cancel()
         if not main.done() or runner.abort_reason is not None:
