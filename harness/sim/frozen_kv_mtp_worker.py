@@ -1,0 +1,137 @@
+"""The Frozen-KV MTP worker: draft (reads the target's KV, never writes it), topk expansion, verification.
+
+``draft_forward`` mirrors SGLang's frame name. The draft's forward batch is built from the
+batch the target just ran. At ``pre-fix`` it keeps that batch's ``out_cache_loc`` (after a prefill:
+one slot per prompt token), which the eager path's ``fill_from`` cannot fit into a decode-sized
+buffer; at ``post-fix`` the worker sets it to None after ``_expand_for_topk_draft``, as sglang
+PR #29616 does, and ``fill_from`` skips it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from harness.sim import SIM_LABEL
+from harness.sim.forward_batch import ForwardBatch, ForwardMode, SeqSpan
+from harness.sim.memory_pool import KVPool, ReqToTokenPool, TokenToKVPoolAllocator
+from harness.sim.model_runner import ModelRunner
+from harness.sim.req_state import Req
+from harness.sim.sampling import sample
+
+__all__ = ["FrozenKVMTPWorker", "chain_length"]
+
+logger = logging.getLogger(__name__)
+
+
+def chain_length(num_steps: int, topk: int, num_draft_tokens: int) -> int:
+    """Draft tokens per branch: ``num_steps``, limited so that all branches fit ``num_draft_tokens - 1``."""
+    return max(1, min(num_steps, (num_draft_tokens - 1) // topk))
+
+
+class FrozenKVMTPWorker:
+    """Proposes ``topk`` chains per request and verifies them with one target forward."""
+
+    def __init__(self, *, target_runner: ModelRunner, draft_runner: ModelRunner, pool: KVPool,
+                 req_pool: ReqToTokenPool, allocator: TokenToKVPoolAllocator, revision: str,
+                 num_steps: int, topk: int, num_draft_tokens: int, device: torch.device) -> None:
+        self.target_runner = target_runner
+        self.draft_runner = draft_runner
+        self.pool = pool
+        self.req_pool = req_pool
+        self.allocator = allocator
+        self.revision = revision
+        self.topk = topk
+        self.chain_len = chain_length(num_steps, topk, num_draft_tokens)
+        self.device = device
+        self.draft_kv_writes = 0  # stays 0: the frozen draft must never write KV
+        logger.info("%s Frozen-KV MTP worker: topk=%d, %d draft token(s) per branch, revision %s",
+                    SIM_LABEL, topk, self.chain_len, revision)
+
+    def build_draft_batch(self, reqs: list[Req], last_out_cache_loc: torch.Tensor) -> ForwardBatch:
+        """The draft's batch, derived from the target batch that just ran (it inherits its ``out_cache_loc``)."""
+        dev = self.device
+        pending = torch.tensor([r.pending for r in reqs], dtype=torch.int64, device=dev)
+        seq_lens = torch.tensor([r.seq_len for r in reqs], dtype=torch.int64, device=dev)
+        return ForwardBatch(
+            forward_mode=ForwardMode.DRAFT_DECODE, batch_size=len(reqs), input_ids=pending,
+            positions=seq_lens.clone(), seq_lens=seq_lens,
+            req_pool_indices=torch.tensor([r.req_pool_idx for r in reqs], dtype=torch.int64, device=dev),
+            out_cache_loc=last_out_cache_loc, draft_history=pending[:, None].clone(),
+        )
+
+    def _expand_for_topk_draft(self, forward_batch: ForwardBatch) -> None:
+        k = self.topk
+        for name in ("input_ids", "positions", "seq_lens", "req_pool_indices"):
+            setattr(forward_batch, name, getattr(forward_batch, name).repeat_interleave(k))
+        forward_batch.draft_history = forward_batch.draft_history.repeat_interleave(k, dim=0)
+        forward_batch.batch_size *= k
+
+    def draft_forward(self, forward_batch: ForwardBatch) -> torch.Tensor:
+        """Draft ``[bs, topk, chain_len]`` tokens: topk at the first step, greedy per branch after."""
+        bs, k = forward_batch.batch_size, self.topk
+        self._expand_for_topk_draft(forward_batch)
+        if self.revision == "post-fix":
+            # The fix (sglang PR #29616): the frozen draft writes no KV, so it carries no slots.
+            forward_batch.out_cache_loc = None
+        writes_before = self.pool.write_count
+        for step in range(self.chain_len):
+            logits = self.draft_runner.forward(forward_batch)
+            if step == 0:
+                nxt = logits.view(bs, k, -1)[:, 0].topk(k, dim=-1).indices.reshape(-1)
+            else:
+                nxt = logits.argmax(-1)
+            forward_batch.draft_history = torch.cat([forward_batch.draft_history, nxt[:, None]], dim=1)
+            forward_batch.input_ids = nxt
+            forward_batch.positions = forward_batch.positions + 1
+        self.draft_kv_writes += self.pool.write_count - writes_before
+        return forward_batch.draft_history[:, 1:].reshape(bs, k, self.chain_len)
+
+    def verify(self, reqs: list[Req]) -> tuple[list[list[int]], torch.Tensor]:
+        """Run the target on every branch; keep the longest matching prefix plus the bonus token.
+
+        Returns the new tokens per request and, per request, the last KV slot kept (the
+        ``out_cache_loc`` the next draft batch inherits).
+        """
+        k, n, dev = self.topk, self.chain_len + 1, self.device
+        ids, positions, spans = [], [], []
+        for r in reqs:
+            assert r.drafts is not None
+            for c in range(k):
+                spans.append(SeqSpan(start=len(ids), length=n, req_pool_idx=r.req_pool_idx, prefix_len=r.seq_len))
+                ids.extend([r.pending, *r.drafts[c].tolist()])
+                positions.extend(range(r.seq_len, r.seq_len + n))
+        slots = self.allocator.alloc(len(ids))
+        fb = ForwardBatch(
+            forward_mode=ForwardMode.TARGET_VERIFY, batch_size=len(reqs),
+            input_ids=torch.tensor(ids, dtype=torch.int64, device=dev),
+            positions=torch.tensor(positions, dtype=torch.int64, device=dev),
+            seq_lens=torch.tensor([r.seq_len for r in reqs], dtype=torch.int64, device=dev),
+            req_pool_indices=torch.tensor([r.req_pool_idx for r in reqs], dtype=torch.int64, device=dev),
+            out_cache_loc=slots, spans=spans,
+        )
+        logits = self.target_runner.forward(fb).view(len(reqs), k, n, -1)
+        slots = slots.view(len(reqs), k, n)
+        new_tokens: list[list[int]] = []
+        last_locs = []
+        for i, r in enumerate(reqs):
+            target = sample(logits[i].reshape(k * n, -1), r.temperature, r.generator).view(k, n)
+            match = (r.drafts.to(dev) == target[:, : n - 1]).to(torch.int64).cumprod(dim=1).sum(dim=1)
+            best = int(match.argmax())
+            a = int(match[best])
+            keep = slots[i, best, : a + 1]
+            dropped = torch.ones((k, n), dtype=torch.bool, device=dev)
+            dropped[best, : a + 1] = False
+            self.allocator.free(slots[i][dropped])
+            self.req_pool.req_to_token[r.req_pool_idx, r.seq_len : r.seq_len + a + 1] = keep
+            r.seq_len += a + 1
+            r.verify_ct += 1
+            r.accepted_drafts += a
+            r.proposed_drafts += self.chain_len
+            if not r.accept_histogram:
+                r.accept_histogram = [0] * n
+            r.accept_histogram[a] += 1
+            new_tokens.append([*r.drafts[best, :a].tolist(), int(target[best, a])])
+            last_locs.append(keep[-1:])
+        return new_tokens, torch.cat(last_locs)

@@ -1,0 +1,56 @@
+"""A request's state inside the scheduler."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+__all__ = ["Req"]
+
+
+@dataclass
+class Req:
+    """``seq_len`` tokens have KV in the pool; ``pending`` is the last output token, whose KV is not yet written."""
+
+    rid: str
+    input_ids: list[int]
+    max_new_tokens: int
+    temperature: float
+    ignore_eos: bool
+    stop_token_ids: tuple[int, ...]
+    count_in_stats: bool = True
+    generator: torch.Generator | None = None
+    req_pool_idx: int = -1
+    seq_len: int = 0
+    pending: int = -1
+    output_ids: list[int] = field(default_factory=list)
+    drafts: torch.Tensor | None = None  # [topk, chain_len] proposed by the last draft
+    verify_ct: int = 0
+    accepted_drafts: int = 0
+    proposed_drafts: int = 0
+    accept_histogram: list[int] = field(default_factory=list)
+    finish_reason: dict | None = None
+    sent_len: int = 0
+    created: float = field(default_factory=time.monotonic)
+
+    def meta_info(self, speculative: bool) -> dict:
+        meta = {
+            "id": self.rid,
+            "prompt_tokens": len(self.input_ids),
+            "completion_tokens": len(self.output_ids),
+            "cached_tokens": 0,
+            "finish_reason": self.finish_reason,
+        }
+        if speculative:
+            ct = self.verify_ct
+            meta.update(
+                spec_verify_ct=ct,
+                spec_accept_length=(len(self.output_ids) / ct) if ct else 0.0,
+                spec_accept_rate=(self.accepted_drafts / self.proposed_drafts) if self.proposed_drafts else 0.0,
+                spec_num_correct_drafts=self.accepted_drafts,
+                spec_num_proposed_drafts=self.proposed_drafts,
+                spec_accept_histogram=list(self.accept_histogram),
+            )
+        return meta

@@ -1,0 +1,362 @@
+"""The scheduler child process: continuous batching over the tiny target and its Frozen-KV MTP draft.
+
+It owns torch. Each loop iteration admits waiting requests into one prefill (extend) batch, or
+runs one decode round for every running request (verify the drafted branches, then draft again).
+An exception is logged with its traceback ("Scheduler hit an exception: ...") and the process
+exits 1; the front process sees the pipe close and takes the tree down, as SGLang does.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import sys
+import time
+import traceback
+import zlib
+from multiprocessing.connection import Connection
+
+import torch
+
+from harness.sim import SIM_LABEL
+from harness.sim.batch_models import DraftBatchModel, TargetBatchModel
+from harness.sim.cuda_graph_buffer_registry import BUFFER_FIELDS, CudaGraphBufferRegistry
+from harness.sim.forward_batch import ForwardBatch, ForwardMode, SeqSpan
+from harness.sim.frozen_kv_mtp_worker import FrozenKVMTPWorker
+from harness.sim.memory_pool import KVPool, ReqToTokenPool, TokenToKVPoolAllocator
+from harness.sim.model import FrozenKVDraftHead, TinyTransformer
+from harness.sim.model_runner import GraphLikeRunner, ModelRunner
+from harness.sim.req_state import Req
+from harness.sim.sampling import sample
+from harness.sim.server_settings import SchedulerSettings
+from harness.sim.sim_logging import configure_logging
+from harness.sim.tokenizer import EOS_ID
+
+__all__ = ["Scheduler", "run_scheduler_process", "EARLY_POOL_BINDING_MESSAGE"]
+
+logger = logging.getLogger(__name__)
+
+EARLY_POOL_BINDING_MESSAGE = (
+    "Frozen-KV MTP target KV pool bound before memory pool init (hybrid SWA + trtllm_mha) "
+    "[modelled on sglang#29021 by the sglang-repro CPU reference server]"
+)
+
+
+class Scheduler:
+    def __init__(self, settings: SchedulerSettings, out: Connection) -> None:
+        self.s = settings
+        self.out = out
+        self.device = torch.device(settings.device)
+        # Tiny ops: intra-op threads only add synchronisation cost, badly so on a busy 2-core CI box.
+        torch.set_num_threads(1)
+        torch.manual_seed(settings.seed)
+        self.waiting: list[Req] = []
+        self.running: list[Req] = []
+        self.stats = {"completion_tokens": 0, "prompt_tokens": 0, "verify_steps": 0, "accepted_drafts": 0,
+                      "proposed_drafts": 0, "requests": 0, "busy_s": 0.0, "forward_steps": 0, "draft_steps": 0}
+        self.worker: FrozenKVMTPWorker | None = None
+        self.init_model_worker()
+
+    # -- start-up, in SGLang's order ------------------------------------------------------
+    def init_model_worker(self) -> None:
+        self.init_tp_model_worker()
+        if self.s.speculative and self.s.revision == "pre-fix":
+            # sglang 0.5.14's scheduler special case: bind the target pool before the draft exists.
+            self.init_target_memory_pool()
+        self.maybe_init_draft_worker()
+        self.init_memory_pools()
+
+    def init_tp_model_worker(self) -> None:
+        s = self.s
+        self.model = TinyTransformer(s.target, seed=s.seed, device=self.device)
+        logger.info("%s Load weight end. type=%s (tiny random weights), layers=%s, sliding_window=%d",
+                    SIM_LABEL, s.target.architecture, ",".join(t.split("_")[0] for t in s.target.layer_types),
+                    s.target.sliding_window)
+
+    def init_target_memory_pool(self) -> None:
+        if self.s.hybrid_swa and self.s.attention_backend == "trtllm_mha":
+            logger.error("%s modelling sglang#29021 (fixed by #29616): the pre-fix scheduler binds the Frozen-KV "
+                         "MTP target KV pool before the memory pool exists; this start-up failure is modelled",
+                         SIM_LABEL)
+            raise RuntimeError(EARLY_POOL_BINDING_MESSAGE)
+
+    def maybe_init_draft_worker(self) -> None:
+        s = self.s
+        if s.speculative:
+            assert s.draft is not None
+            self.draft_head = FrozenKVDraftHead(self.model, s.draft, s.draft_agreement, seed=s.seed)
+
+    def init_memory_pools(self) -> None:
+        s = self.s
+        self.req_pool = ReqToTokenPool(s.max_running_requests + 1, s.context_length + 64, self.device)
+        self.allocator = TokenToKVPoolAllocator(s.max_total_tokens, self.device)
+        self.pool = KVPool(s.target.num_layers, s.max_total_tokens, s.target.num_attention_heads,
+                           s.target.head_dim, self.device)
+        topk = s.topk if s.speculative else 1
+        cost = s.step_cost_ms / 1000.0
+        target_model = TargetBatchModel(self.model, self.pool, self.req_pool)
+        target_graph = None if s.disable_cuda_graph else GraphLikeRunner(
+            target_model, s.cuda_graph_max_bs, BUFFER_FIELDS, self.device)
+        self.target_runner = ModelRunner(target_model, CudaGraphBufferRegistry(s.max_running_requests, self.device),
+                                         target_graph, cost)
+        logger.info("%s KV pool: %d token slots, %d request slots, max_running_requests=%d",
+                    SIM_LABEL, s.max_total_tokens, s.max_running_requests, s.max_running_requests)
+        if not s.speculative:
+            return
+        draft_model = DraftBatchModel(self.draft_head, self.pool, self.req_pool)
+        if s.eager_draft:
+            draft_graph = None
+            logger.info("%s draft CUDA graph skipped (CUDA graphs disabled or --speculative-num-steps <= 1): "
+                        "the draft runs the eager path", SIM_LABEL)
+        else:
+            # The draft's captured graph never had out_cache_loc among its inputs.
+            draft_graph = GraphLikeRunner(draft_model, s.cuda_graph_max_bs * topk,
+                                          tuple(f for f in BUFFER_FIELDS if f != "out_cache_loc"), self.device)
+            logger.info("%s Capture draft cuda graph end (modelled). bs up to %d", SIM_LABEL, s.cuda_graph_max_bs)
+        self.draft_runner = ModelRunner(draft_model,
+                                        CudaGraphBufferRegistry(s.max_running_requests * topk, self.device),
+                                        draft_graph, cost / 10.0)
+        self.worker = FrozenKVMTPWorker(
+            target_runner=self.target_runner, draft_runner=self.draft_runner, pool=self.pool,
+            req_pool=self.req_pool, allocator=self.allocator, revision=s.revision, num_steps=s.num_steps,
+            topk=topk, num_draft_tokens=s.num_draft_tokens, device=self.device)
+
+    # -- requests ---------------------------------------------------------------------------
+    def _budget(self, r: Req) -> int:
+        scratch = (self.worker.topk * (self.worker.chain_len + 1) + self.worker.chain_len + 1) if self.worker else 1
+        return len(r.input_ids) + r.max_new_tokens + scratch
+
+    def add_request(self, msg: dict) -> None:
+        p = msg["sampling_params"]
+        r = Req(rid=msg["rid"], input_ids=list(msg["input_ids"]), max_new_tokens=int(p["max_new_tokens"]),
+                temperature=float(p["temperature"]), ignore_eos=bool(p["ignore_eos"]),
+                stop_token_ids=tuple(p.get("stop_token_ids") or (EOS_ID,)),
+                count_in_stats=bool(msg.get("count_in_stats", True)))
+        if float(p["temperature"]) > 0:
+            r.generator = torch.Generator().manual_seed(int(p.get("seed") or (self.s.seed * 1_000_003 + zlib.crc32(r.rid.encode()))))
+        if self._budget(r) > self.s.max_total_tokens or len(r.input_ids) + r.max_new_tokens > self.s.context_length:
+            r.finish_reason = {"type": "abort", "message": (
+                f"The request needs {len(r.input_ids)} prompt + {r.max_new_tokens} new tokens; the reference server's "
+                f"limits are context_length={self.s.context_length}, max_total_tokens={self.s.max_total_tokens}")}
+            self._send(r)
+            return
+        self.waiting.append(r)
+
+    def abort(self, rid: str) -> None:
+        for queue in (self.waiting, self.running):
+            for r in list(queue):
+                if r.rid == rid:
+                    queue.remove(r)
+                    r.finish_reason = {"type": "abort", "message": "aborted"}
+                    if r.req_pool_idx >= 0:
+                        self._release(r)
+                    self._send(r)
+
+    def _release(self, r: Req) -> None:
+        self.allocator.free(self.req_pool.req_to_token[r.req_pool_idx, : r.seq_len].clone())
+        self.req_pool.free(r.req_pool_idx)
+        r.req_pool_idx = -1
+
+    def _send(self, r: Req) -> None:
+        self.out.send(("out", r.rid, r.output_ids[r.sent_len:], r.meta_info(self.s.speculative), r.finish_reason))
+        r.sent_len = len(r.output_ids)
+
+    def _append(self, r: Req, tokens: list[int]) -> None:
+        for t in tokens:
+            r.output_ids.append(t)
+            if r.count_in_stats:
+                self.stats["completion_tokens"] += 1
+            if not r.ignore_eos and t in r.stop_token_ids:
+                r.finish_reason = {"type": "stop", "matched": t}
+                break
+            if len(r.output_ids) >= r.max_new_tokens:
+                r.finish_reason = {"type": "length", "length": r.max_new_tokens}
+                break
+        r.pending = r.output_ids[-1]
+
+    # -- one iteration ------------------------------------------------------------------------
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def _admit(self) -> list[Req]:
+        committed = sum(self._budget(r) for r in self.running)
+        batch: list[Req] = []
+        tokens = 0
+        for r in list(self.waiting):
+            need = self._budget(r)
+            if len(self.running) + len(batch) >= self.s.max_running_requests or committed + need > self.s.max_total_tokens:
+                break
+            if batch and tokens + len(r.input_ids) > self.s.max_prefill_tokens:
+                break
+            batch.append(r)
+            committed += need
+            tokens += len(r.input_ids)
+        for r in batch:
+            self.waiting.remove(r)
+        return batch
+
+    def step(self) -> None:
+        batch = self._admit() if self.waiting else []
+        if batch:
+            self.run_prefill(batch)
+        elif self.running:
+            self.run_decode()
+        for r in list(self.running):
+            if r.finish_reason is not None:
+                self.running.remove(r)
+                self._release(r)
+                if r.count_in_stats:
+                    self.stats["requests"] += 1
+            if len(r.output_ids) > r.sent_len or r.finish_reason is not None:
+                self._send(r)
+
+    def run_prefill(self, reqs: list[Req]) -> None:
+        dev = self.device
+        ids, positions, spans = [], [], []
+        for r in reqs:
+            r.req_pool_idx = self.req_pool.alloc()
+            spans.append(SeqSpan(start=len(ids), length=len(r.input_ids), req_pool_idx=r.req_pool_idx, prefix_len=0))
+            ids.extend(r.input_ids)
+            positions.extend(range(len(r.input_ids)))
+            if r.count_in_stats:
+                self.stats["prompt_tokens"] += len(r.input_ids)
+        slots = self.allocator.alloc(len(ids))
+        for r, span in zip(reqs, spans):
+            self.req_pool.req_to_token[r.req_pool_idx, : span.length] = slots[span.start : span.start + span.length]
+            r.seq_len = span.length
+        fb = ForwardBatch(
+            forward_mode=ForwardMode.EXTEND, batch_size=len(reqs),
+            input_ids=torch.tensor(ids, dtype=torch.int64, device=dev),
+            positions=torch.tensor(positions, dtype=torch.int64, device=dev),
+            seq_lens=torch.tensor([len(r.input_ids) for r in reqs], dtype=torch.int64, device=dev),
+            req_pool_indices=torch.tensor([r.req_pool_idx for r in reqs], dtype=torch.int64, device=dev),
+            out_cache_loc=slots, spans=spans,
+        )
+        logits = self.target_runner.forward(fb)
+        self.stats["forward_steps"] += 1
+        for r, span in zip(reqs, spans):
+            tok = int(sample(logits[span.start + span.length - 1 : span.start + span.length], r.temperature, r.generator))
+            self._append(r, [tok])
+        self.running.extend(reqs)
+        alive = [r for r in reqs if r.finish_reason is None]
+        if self.worker is not None and alive:
+            self._draft(alive, fb.out_cache_loc)
+
+    def _draft(self, reqs: list[Req], last_out_cache_loc: torch.Tensor) -> None:
+        assert self.worker is not None
+        draft_fb = self.worker.build_draft_batch(reqs, last_out_cache_loc)
+        drafts = self.worker.draft_forward(draft_fb)
+        self.stats["draft_steps"] += self.worker.chain_len
+        for r, d in zip(reqs, drafts):
+            r.drafts = d
+
+    def run_decode(self) -> None:
+        reqs = self.running
+        if self.worker is not None:
+            new_tokens, last_locs = self.worker.verify(reqs)
+            self.stats["forward_steps"] += 1
+            for r, toks in zip(reqs, new_tokens):
+                self._append(r, toks)
+                if r.count_in_stats:
+                    self.stats["verify_steps"] += 1
+                    self.stats["accepted_drafts"] += len(toks) - 1  # the last one is the bonus token
+                    self.stats["proposed_drafts"] += self.worker.chain_len
+            alive = [i for i, r in enumerate(reqs) if r.finish_reason is None]
+            if alive:
+                self._draft([reqs[i] for i in alive], last_locs[alive])
+            return
+        dev = self.device
+        slots = self.allocator.alloc(len(reqs))
+        fb = ForwardBatch(
+            forward_mode=ForwardMode.DECODE, batch_size=len(reqs),
+            input_ids=torch.tensor([r.pending for r in reqs], dtype=torch.int64, device=dev),
+            positions=torch.tensor([r.seq_len for r in reqs], dtype=torch.int64, device=dev),
+            seq_lens=torch.tensor([r.seq_len for r in reqs], dtype=torch.int64, device=dev),
+            req_pool_indices=torch.tensor([r.req_pool_idx for r in reqs], dtype=torch.int64, device=dev),
+            out_cache_loc=slots,
+            spans=[SeqSpan(start=i, length=1, req_pool_idx=r.req_pool_idx, prefix_len=r.seq_len)
+                   for i, r in enumerate(reqs)],
+        )
+        logits = self.target_runner.forward(fb)
+        self.stats["forward_steps"] += 1
+        for i, r in enumerate(reqs):
+            self.req_pool.req_to_token[r.req_pool_idx, r.seq_len] = slots[i]
+            r.seq_len += 1
+            self._append(r, [int(sample(logits[i : i + 1], r.temperature, r.generator))])
+
+    # -- ground truth -------------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        st = dict(self.stats)
+        st["accept_length"] = st["completion_tokens"] / st["verify_steps"] if st["verify_steps"] else None
+        st["accept_rate"] = st["accepted_drafts"] / st["proposed_drafts"] if st["proposed_drafts"] else None
+        st["revision"] = self.s.revision
+        st["running"] = len(self.running)
+        st["waiting"] = len(self.waiting)
+        st["speculative"] = self.s.speculative
+        st["draft_path"] = None if not self.s.speculative else ("eager" if self.s.eager_draft else "graph")
+        st["draft_kv_writes"] = self.worker.draft_kv_writes if self.worker else 0
+        st["free_kv_slots"] = self.allocator.available_size()
+        st["gen_throughput"] = st["completion_tokens"] / st["busy_s"] if st["busy_s"] else 0.0
+        return st
+
+    def flush_cache(self) -> bool:
+        # No prefix cache is modelled; like SGLang, refuse while requests are in flight.
+        return not self.has_work()
+
+    def event_loop(self, inbox: Connection, parent_pid: int) -> None:
+        while True:
+            if inbox.poll(0 if self.has_work() else 0.05):
+                while inbox.poll(0):
+                    if not self._handle(inbox.recv()):
+                        return
+            if os.getppid() != parent_pid:
+                logger.error("%s parent process is gone; the scheduler exits", SIM_LABEL)
+                return
+            if self.has_work():
+                t0 = time.monotonic()
+                self.step()
+                self.stats["busy_s"] += time.monotonic() - t0
+
+    def _handle(self, msg: tuple) -> bool:
+        kind = msg[0]
+        if kind == "generate":
+            self.add_request(msg[1])
+        elif kind == "abort":
+            self.abort(msg[1])
+        elif kind == "stats":
+            self.out.send(("stats", msg[1], self.snapshot()))
+        elif kind == "flush_cache":
+            self.out.send(("flush_cache", msg[1], self.flush_cache()))
+        elif kind == "shutdown":
+            return False
+        return True
+
+
+def _die_with_parent() -> None:
+    # PR_SET_PDEATHSIG (1): the kernel kills this child when the front process dies, even by SIGKILL.
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def run_scheduler_process(settings: SchedulerSettings, inbox: Connection, out: Connection, parent_pid: int) -> None:
+    """Entry point of the scheduler child (spawned by the front)."""
+    _die_with_parent()
+    if os.getppid() != parent_pid:
+        sys.exit(1)
+    configure_logging(settings.log_level, prefix=" TP0")
+    try:
+        scheduler = Scheduler(settings, out)
+        out.send(("ready", {"max_total_tokens": settings.max_total_tokens}))
+        scheduler.event_loop(inbox, parent_pid)
+    except Exception:
+        logger.error("Scheduler hit an exception: %s", traceback.format_exc())
+        try:
+            out.send(("error", traceback.format_exc()))
+        except OSError:
+            pass
+        logging.shutdown()
+        os._exit(1)

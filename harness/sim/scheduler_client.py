@@ -1,0 +1,133 @@
+"""The front's side of the scheduler pipes: submit requests, route replies, die with the scheduler.
+
+A reader thread receives the scheduler's messages and hands them to the event loop. When the
+scheduler reports an exception, or its pipe closes, the front logs it and takes the whole process
+tree down with exit code 1 (SGLang's front does the same on a child's SIGQUIT).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+
+from harness.sim import SIM_LABEL
+
+__all__ = ["SchedulerClient", "PendingRequest", "SchedulerGone"]
+
+logger = logging.getLogger(__name__)
+
+
+class SchedulerGone(RuntimeError):
+    """The scheduler did not answer in time."""
+
+
+@dataclass
+class PendingRequest:
+    """Replies for one request: cumulative output ids, and a queue of (meta_info, finish_reason) events."""
+
+    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    output_ids: list[int] = field(default_factory=list)
+
+
+class SchedulerClient:
+    def __init__(self, proc: BaseProcess, to_scheduler: Connection, from_scheduler: Connection) -> None:
+        self.proc = proc
+        self._send_conn = to_scheduler
+        self._recv_conn = from_scheduler
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: dict[str, PendingRequest] = {}
+        self._calls: dict[int, asyncio.Future] = {}
+        self._tokens = itertools.count(1)
+        self._send_lock = threading.Lock()
+        self.stopping = False
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        threading.Thread(target=self._reader, name="scheduler-reader", daemon=True).start()
+
+    def _send(self, msg: tuple) -> None:
+        with self._send_lock:
+            self._send_conn.send(msg)
+
+    def submit(self, rid: str, payload: dict) -> PendingRequest:
+        pending = PendingRequest()
+        self._pending[rid] = pending
+        self._send(("generate", {"rid": rid, **payload}))
+        return pending
+
+    def release(self, rid: str) -> None:
+        self._pending.pop(rid, None)
+
+    def abort(self, rid: str) -> None:
+        self._pending.pop(rid, None)
+        self._send(("abort", rid))
+
+    async def call(self, kind: str, timeout: float = 10.0) -> object:
+        """A request-reply exchange (``stats``, ``flush_cache``) bounded by ``timeout``."""
+        assert self._loop is not None
+        token = next(self._tokens)
+        fut = self._loop.create_future()
+        self._calls[token] = fut
+        self._send((kind, token))
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise SchedulerGone(f"the scheduler did not answer {kind!r} within {timeout:.0f} s") from None
+        finally:
+            self._calls.pop(token, None)
+
+    def shutdown(self, grace_s: float = 3.0) -> None:
+        self.stopping = True
+        try:
+            self._send(("shutdown",))
+        except OSError:
+            pass
+        self.proc.join(grace_s)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(grace_s)
+
+    # -- reader thread --------------------------------------------------------------------
+    def _reader(self) -> None:
+        assert self._loop is not None
+        while True:
+            try:
+                msg = self._recv_conn.recv()
+            except (EOFError, OSError):
+                if not self.stopping:
+                    self._die("the scheduler's pipe closed")
+                return
+            if msg[0] == "error":
+                self._die("the scheduler hit an exception (traceback above)")
+                return
+            self._loop.call_soon_threadsafe(self._dispatch, msg)
+
+    def _dispatch(self, msg: tuple) -> None:
+        kind = msg[0]
+        if kind == "out":
+            _, rid, new_ids, meta, finish = msg
+            pending = self._pending.get(rid)
+            if pending is not None:
+                pending.output_ids.extend(new_ids)
+                pending.queue.put_nowait((meta, finish))
+        elif kind in ("stats", "flush_cache"):
+            fut = self._calls.get(msg[1])
+            if fut is not None and not fut.done():
+                fut.set_result(msg[2])
+
+    def _die(self, why: str) -> None:
+        # Runs on the reader thread: independent of whatever the event loop is doing.
+        self.proc.join(2.0)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(2.0)
+        logger.error("%s Scheduler process exited with code %s: %s. Shutting down the server and its "
+                     "process tree.", SIM_LABEL, self.proc.exitcode, why)
+        logging.shutdown()
+        os._exit(1)

@@ -1,0 +1,118 @@
+"""``python -m harness.sim.server [SGLang flags] [--sim-* knobs]``: the CPU reference server's front process.
+
+Like SGLang: parse flags (unknown ones exit 2), start the scheduler child and wait until it has
+loaded the model, open the HTTP port, warm up, then log ``The server is fired up and ready to roll!``.
+If the scheduler fails at any point the front exits 1 and leaves no process behind.
+This is sglang-repro's model of SGLang, not SGLang.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+
+from aiohttp import web
+
+from harness.sim import SIM_LABEL, version_string
+from harness.sim.cli_args import parse_server_args
+from harness.sim.http_api import ApiState, build_app, run_internal_request
+from harness.sim.model_config import ModelNotFoundError
+from harness.sim.scheduler_client import SchedulerClient
+from harness.sim.scheduler_entry import scheduler_main
+from harness.sim.server_settings import SchedulerSettings, SettingsError, resolve_settings
+from harness.sim.sim_logging import configure_logging
+from harness.sim.tokenizer import BOS_ID
+
+__all__ = ["main", "READY_LINE"]
+
+logger = logging.getLogger("harness.sim.server")
+
+READY_LINE = "The server is fired up and ready to roll!"
+_SCHEDULER_START_TIMEOUT_S = 300.0
+
+
+def _start_scheduler(settings: SchedulerSettings) -> SchedulerClient | None:
+    ctx = mp.get_context("spawn")
+    inbox_r, inbox_w = ctx.Pipe(duplex=False)
+    out_r, out_w = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=scheduler_main, args=(settings, inbox_r, out_w, os.getpid()),
+                       name="sglang::scheduler_TP0", daemon=True)
+    proc.start()
+    inbox_r.close()
+    out_w.close()  # so that the scheduler's death reads as EOF here
+    deadline = time.monotonic() + _SCHEDULER_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            if out_r.poll(0.2):
+                msg = out_r.recv()
+                if msg[0] == "ready":
+                    return SchedulerClient(proc, inbox_w, out_r)
+                break  # "error": the traceback is already logged by the scheduler
+        except (EOFError, OSError):
+            break
+        if not proc.is_alive():
+            break
+    else:
+        logger.error("%s the scheduler was not ready within %.0f s", SIM_LABEL, _SCHEDULER_START_TIMEOUT_S)
+    proc.join(2.0)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(2.0)
+    logger.error("%s Scheduler process exited with code %s during start-up. Shutting down.", SIM_LABEL, proc.exitcode)
+    return None
+
+
+async def _serve(args: argparse.Namespace, settings: SchedulerSettings, client: SchedulerClient) -> int:
+    loop = asyncio.get_running_loop()
+    client.start(loop)
+    state = ApiState(args, settings, client)
+    runner = web.AppRunner(build_app(state), access_log=None, handle_signals=False)
+    await runner.setup()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        try:
+            await web.TCPSite(runner, args.host, args.port).start()
+        except OSError as exc:
+            logger.error("%s cannot bind %s:%d: %s", SIM_LABEL, args.host, args.port, exc)
+            return 1
+        logger.info("Uvicorn running on http://%s:%d (Press CTRL+C to quit) %s", args.host, args.port, SIM_LABEL)
+        if not args.skip_server_warmup:
+            # One token, so warm-up runs a prefill but no draft (as SGLang's warm-up does not trip #28264).
+            await run_internal_request(state, [BOS_ID, 72, 105], timeout=120.0)
+        state.up = True
+        logger.info(READY_LINE)
+        await stop.wait()
+        logger.info("%s received a stop signal; shutting down", SIM_LABEL)
+        return 0
+    finally:
+        client.shutdown()
+        await runner.cleanup()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_server_args(argv)  # exits 2 on unknown flags, like SGLang's parser
+    configure_logging(args.log_level)
+    logger.info("%s %s", SIM_LABEL, version_string(args.sim_revision))
+    logger.info("server_args=ServerArgs(%s)", ", ".join(f"{k}={v!r}" for k, v in sorted(vars(args).items())))
+    try:
+        settings = resolve_settings(args)
+    except (SettingsError, ModelNotFoundError) as exc:
+        logger.error("%s", exc)
+        return 1
+    client = _start_scheduler(settings)
+    if client is None:
+        return 1
+    return asyncio.run(_serve(args, settings, client))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

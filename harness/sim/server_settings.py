@@ -1,0 +1,113 @@
+"""From parsed SGLang flags to the scheduler's settings, with SGLang's start-up decisions.
+
+Decisions modelled: NEXTN/EAGLE with a ``Gemma4AssistantForCausalLM`` draft is promoted to
+FROZEN_KV_MTP; the draft CUDA graph is skipped (eager path) when CUDA graphs are disabled or
+``--speculative-num-steps <= 1``; Frozen-KV MTP with topk > 1 supports only triton and trtllm_mha.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from dataclasses import dataclass
+
+from harness.sim import SIM_LABEL
+from harness.sim.model_config import TinyConfig, resolve_model
+
+__all__ = ["SettingsError", "SchedulerSettings", "resolve_settings"]
+
+logger = logging.getLogger(__name__)
+
+_DEFAULT_CONTEXT = 8192
+_DEFAULT_MAX_RUNNING = 32
+_DEFAULT_TOTAL_TOKENS = 16384
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    """What the front resolved from the flags; plain data so it crosses the spawn boundary."""
+
+    revision: str
+    target: TinyConfig
+    draft: TinyConfig | None
+    speculative: bool
+    num_steps: int
+    topk: int
+    num_draft_tokens: int
+    eager_draft: bool
+    disable_cuda_graph: bool
+    attention_backend: str
+    hybrid_swa: bool
+    max_running_requests: int
+    max_total_tokens: int
+    context_length: int
+    max_prefill_tokens: int
+    cuda_graph_max_bs: int
+    draft_agreement: float
+    step_cost_ms: float
+    device: str
+    seed: int
+    log_level: str = "info"
+
+
+class SettingsError(ValueError):
+    """A launch the reference server cannot model (one line; the server exits 1 like a failed SGLang start)."""
+
+
+def _speculative(args: argparse.Namespace, draft_arch: str | None) -> bool:
+    algo = (args.speculative_algorithm or "NONE").upper()
+    if algo == "NONE":
+        return False
+    if not args.speculative_draft_model_path:
+        raise SettingsError(f"--speculative-algorithm {algo} needs --speculative-draft-model-path")
+    if algo in ("NEXTN", "EAGLE"):
+        if draft_arch != "Gemma4AssistantForCausalLM":
+            raise SettingsError(f"{SIM_LABEL} models only Frozen-KV MTP drafts (Gemma4AssistantForCausalLM); "
+                                f"the draft's architecture is {draft_arch}")
+        logger.info("%s promoting --speculative-algorithm %s to FROZEN_KV_MTP (draft architecture %s)",
+                    SIM_LABEL, algo, draft_arch)
+        return True
+    if algo == "FROZEN_KV_MTP":
+        return True
+    raise SettingsError(f"{SIM_LABEL} does not model --speculative-algorithm {algo}; "
+                        "it models NEXTN/EAGLE promoted to FROZEN_KV_MTP, or FROZEN_KV_MTP")
+
+
+def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
+    """Raise ``SettingsError`` (or ``ModelNotFoundError``) for what cannot start."""
+    target = resolve_model(args.model_path)
+    draft = resolve_model(args.speculative_draft_model_path) if args.speculative_draft_model_path else None
+    speculative = _speculative(args, draft.architecture if draft else None)
+    if args.quantization:
+        target = type(target)(**{**target.__dict__, "quantization": args.quantization})
+    num_steps = args.speculative_num_steps or 3
+    topk = args.speculative_eagle_topk or 1
+    num_draft_tokens = args.speculative_num_draft_tokens or (num_steps * topk + 1)
+    backend = args.decode_attention_backend or args.attention_backend or "triton"
+    if speculative and topk > 1 and backend not in ("triton", "trtllm_mha"):
+        raise SettingsError(f"Frozen-KV MTP with --speculative-eagle-topk {topk} supports only the triton and "
+                            f"trtllm_mha attention backends, got {backend}")
+    if args.sim_device == "cuda":
+        import torch  # only to check; the front does not otherwise need torch
+
+        if not torch.cuda.is_available():
+            raise SettingsError("--sim-device cuda: no CUDA device is available")
+    max_running = args.max_running_requests or _DEFAULT_MAX_RUNNING
+    context = args.context_length or _DEFAULT_CONTEXT
+    total = args.max_total_tokens or max(_DEFAULT_TOTAL_TOKENS, 2 * context)
+    hybrid_swa = target.has_sliding_window and not args.disable_hybrid_swa_memory
+    if args.enable_hierarchical_cache:
+        logger.info("%s HiCache flags accepted (ratio %.1f); the model keeps all KV on one tier",
+                    SIM_LABEL, args.hicache_ratio)
+    if args.tp_size > 1:
+        logger.info("%s --tp-size %d accepted; the model runs one CPU process", SIM_LABEL, args.tp_size)
+    return SchedulerSettings(
+        revision=args.sim_revision, target=target, draft=draft if speculative else None, speculative=speculative,
+        num_steps=num_steps, topk=topk, num_draft_tokens=num_draft_tokens,
+        eager_draft=bool(args.disable_cuda_graph or num_steps <= 1),
+        disable_cuda_graph=bool(args.disable_cuda_graph), attention_backend=backend, hybrid_swa=hybrid_swa,
+        max_running_requests=max_running, max_total_tokens=total, context_length=context,
+        max_prefill_tokens=max(args.max_prefill_tokens, 1), cuda_graph_max_bs=args.cuda_graph_max_bs or max_running,
+        draft_agreement=args.sim_draft_agreement, step_cost_ms=args.sim_step_cost_ms, device=args.sim_device,
+        seed=args.sim_seed if args.random_seed is None else args.random_seed, log_level=args.log_level,
+    )

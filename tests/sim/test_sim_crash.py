@@ -1,0 +1,103 @@
+"""The #28264 crash and the #29021 start-up failure, through real server processes."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+
+import psutil
+import pytest
+from sim_helpers import EAGER_28264, GRAPH_28264
+
+pytestmark = pytest.mark.slow
+
+FRAMES = ["draft_forward", "forward", "_forward_raw", "forward_decode", "_eager_fb_view", "fill_from",
+          "_grouped_foreach_copy_"]
+
+
+def _prompt(n: int, seed: int = 0) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randrange(32000) for _ in range(n)]
+
+
+def _wait_exit(server, timeout: float = 20.0) -> int:
+    deadline = time.monotonic() + timeout
+    while server.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return server.proc.poll()
+
+
+def test_pre_fix_eager_dies_on_276_token_prompt_and_leaves_no_process(sim_server):
+    server = sim_server([*EAGER_28264, "--sim-revision", "pre-fix"])
+    pids = server.tree_pids()
+    assert len(pids) >= 2, "expected a front and a scheduler process"
+    try:
+        server.post("/generate", {"input_ids": _prompt(276), "sampling_params": {"max_new_tokens": 64, "temperature": 0}},
+                    timeout=20)
+    except OSError:
+        pass  # the connection dies with the server
+    rc = _wait_exit(server)
+    assert rc not in (None, 0)
+    log = server.log_text()
+    assert "RuntimeError: output with shape [1] doesn't match the broadcast shape [276]" in log
+    assert "Scheduler hit an exception: Traceback (most recent call last):" in log
+    positions = [log.find(f"in {name}\n") for name in FRAMES]
+    assert all(p >= 0 for p in positions), log
+    assert positions == sorted(positions), "frames must appear innermost last"
+    time.sleep(0.5)
+    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_pre_fix_eager_names_the_prompt_length(sim_server):
+    length = 131  # in-process tests cover more lengths
+    server = sim_server([*EAGER_28264, "--sim-revision", "pre-fix", "--skip-server-warmup"])
+    try:
+        server.post("/generate", {"input_ids": _prompt(length, length), "sampling_params": {"max_new_tokens": 8}},
+                    timeout=20)
+    except OSError:
+        pass
+    assert _wait_exit(server) not in (None, 0)
+    assert f"doesn't match the broadcast shape [{length}]" in server.log_text()
+
+
+@pytest.mark.parametrize("args,revision", [(EAGER_28264, "post-fix"), (GRAPH_28264, "pre-fix")])
+def test_no_crash_post_fix_or_graph_path(sim_server, args, revision):
+    server = sim_server([*args, "--sim-revision", revision])
+    status, body = server.post("/generate", {"input_ids": _prompt(276), "sampling_params": {
+        "max_new_tokens": 64, "temperature": 0, "ignore_eos": True}})
+    assert status == 200, body
+    meta = json.loads(body)["meta_info"]
+    assert meta["prompt_tokens"] == 276 and meta["completion_tokens"] == 64
+    assert meta["spec_accept_length"] > 1
+    assert server.proc.poll() is None
+    assert "broadcast shape" not in server.log_text()
+
+
+def test_29021_pre_fix_start_up_failure_is_modelled(sim_server):
+    args = ["--model-path", "nvidia/Gemma-4-31B-IT-NVFP4", "--quantization", "modelopt_fp4",
+            "--attention-backend", "trtllm_mha", "--speculative-algorithm", "NEXTN",
+            "--speculative-draft-model-path", "google/gemma-4-31B-it-assistant", "--speculative-num-steps", "5",
+            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "6", "--tp-size", "2"]
+    server = sim_server([*args, "--sim-revision", "pre-fix"], wait_ready=False)
+    assert _wait_exit(server, 40) not in (None, 0)
+    log = server.log_text()
+    assert ("RuntimeError: Frozen-KV MTP target KV pool bound before memory pool init (hybrid SWA + trtllm_mha) "
+            "[modelled on sglang#29021 by the sglang-repro CPU reference server]") in log
+    assert "modelling sglang#29021" in log
+    assert "ready to roll" not in log
+    fixed = sim_server([*args, "--sim-revision", "post-fix"])
+    assert fixed.get("/health")[0] == 200
+
+
+def test_scheduler_dies_with_a_killed_front(sim_server):
+    server = sim_server([*GRAPH_28264, "--sim-revision", "post-fix", "--skip-server-warmup"])
+    pids = server.tree_pids()
+    assert len(pids) >= 2
+    server.proc.kill()  # the front only, not its process group: PR_SET_PDEATHSIG must take the scheduler down
+    server.proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(psutil.pid_exists(p) for p in pids[1:]):
+        time.sleep(0.1)
+    alive = [p for p in pids[1:] if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert not alive

@@ -1,0 +1,106 @@
+"""The mechanism in tensor code, driven in-process through the scheduler (no HTTP)."""
+
+from __future__ import annotations
+
+import random
+import traceback
+
+import pytest
+import torch
+
+from harness.sim.cli_args import parse_server_args
+from harness.sim.cuda_graph_buffer_registry import CudaGraphBufferRegistry
+from harness.sim.forward_batch import ForwardBatch, ForwardMode
+from harness.sim.scheduler import EARLY_POOL_BINDING_MESSAGE, Scheduler
+from harness.sim.server_settings import resolve_settings
+from sim_helpers import EAGER_28264, GRAPH_28264
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.messages: list[tuple] = []
+
+    def send(self, msg: tuple) -> None:
+        self.messages.append(msg)
+
+
+def _scheduler(argv: list[str]) -> Scheduler:
+    return Scheduler(resolve_settings(parse_server_args(argv)), _Sink())
+
+
+def _run(s: Scheduler, lengths: list[int], new: int = 32, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    for i, n in enumerate(lengths):
+        s.add_request({"rid": f"r{i}", "input_ids": [rng.randrange(32000) for _ in range(n)],
+                       "sampling_params": {"max_new_tokens": new, "temperature": 0.0, "ignore_eos": True}})
+    for _ in range(10_000):
+        if not s.has_work():
+            return
+        s.step()
+    raise AssertionError("scheduler did not finish")
+
+
+@pytest.mark.parametrize("n", [2, 57, 276])
+def test_pre_fix_eager_raises_pytorch_message_with_prompt_length(n):
+    s = _scheduler([*EAGER_28264, "--sim-revision", "pre-fix"])
+    with pytest.raises(RuntimeError, match=rf"^output with shape \[1\] doesn't match the broadcast shape \[{n}\]$") as info:
+        _run(s, [n])
+    names = [f.name for f in traceback.extract_tb(info.value.__traceback__)]
+    assert names[-7:] == ["draft_forward", "forward", "_forward_raw", "forward_decode", "_eager_fb_view",
+                          "fill_from", "_grouped_foreach_copy_"]
+
+
+def test_pre_fix_eager_prompt_as_long_as_the_batch_does_not_crash():
+    _run(_scheduler([*EAGER_28264, "--sim-revision", "pre-fix"]), [1], new=8)
+
+
+@pytest.mark.parametrize("argv,revision", [(EAGER_28264, "post-fix"), (GRAPH_28264, "pre-fix"), (GRAPH_28264, "post-fix")])
+def test_no_crash_and_draft_never_writes_kv(argv, revision):
+    s = _scheduler([*argv, "--sim-revision", revision])
+    free = s.allocator.available_size()
+    _run(s, [276, 30, 5])
+    st = s.snapshot()
+    assert st["completion_tokens"] == 3 * 32 and st["accept_length"] > 1
+    assert st["draft_kv_writes"] == 0
+    assert s.allocator.available_size() == free  # every slot came back
+
+
+def test_topk_expansion_runs_and_accepts():
+    argv = ["--model-path", "google/gemma-4-E4B-it", "--speculative-algorithm", "NEXTN",
+            "--speculative-draft-model-path", "google/gemma-4-E4B-it-assistant", "--speculative-num-steps", "5",
+            "--speculative-eagle-topk", "3", "--speculative-num-draft-tokens", "12", "--attention-backend", "triton"]
+    s = _scheduler(argv)
+    _run(s, [40, 40])
+    st = s.snapshot()
+    assert 1.5 <= st["accept_length"] <= 4.0  # 3 branches of 3 draft tokens: at most 3 + the bonus
+
+
+def test_acceptance_rises_with_draft_agreement():
+    lengths = []
+    for agreement in (0.3, 0.7, 1.0):
+        s = _scheduler([*GRAPH_28264, "--sim-draft-agreement", str(agreement)])
+        _run(s, [60, 60, 60], new=48)
+        lengths.append(s.snapshot()["accept_length"])
+    assert lengths[0] < lengths[1] < lengths[2]
+    assert lengths[2] == pytest.approx(48 / 8)  # full agreement: every 5-token chain accepted
+
+
+def test_pre_fix_binds_pool_early_only_with_hybrid_swa_and_trtllm_mha():
+    argv = ["--model-path", "nvidia/Gemma-4-31B-IT-NVFP4", "--quantization", "modelopt_fp4", "--speculative-algorithm",
+            "NEXTN", "--speculative-draft-model-path", "google/gemma-4-31B-it-assistant"]
+    with pytest.raises(RuntimeError) as info:
+        _scheduler([*argv, "--attention-backend", "trtllm_mha", "--sim-revision", "pre-fix"])
+    assert str(info.value) == EARLY_POOL_BINDING_MESSAGE
+    _scheduler([*argv, "--attention-backend", "trtllm_mha", "--sim-revision", "post-fix"])
+    _scheduler([*argv, "--attention-backend", "triton", "--sim-revision", "pre-fix"])
+    _scheduler([*argv, "--attention-backend", "trtllm_mha", "--disable-hybrid-swa-memory", "--sim-revision", "pre-fix"])
+
+
+def test_fill_from_skips_none_and_copies_into_static_buffers():
+    reg = CudaGraphBufferRegistry(8, torch.device("cpu"))
+    ids = torch.tensor([3, 4], dtype=torch.int64)
+    fb = ForwardBatch(ForwardMode.DRAFT_DECODE, 2, ids, ids + 1, ids + 2, ids + 3, out_cache_loc=None)
+    view = reg.fill_from(fb, 2)
+    assert view["out_cache_loc"] is None
+    assert view["input_ids"].data_ptr() == reg.buffers["input_ids"].data_ptr()
+    assert reg.buffers["seq_lens"][:2].tolist() == [5, 6]
