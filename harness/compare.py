@@ -59,12 +59,16 @@ class CompareOutcome:
 
 
 def role_specs(loaded: LoadedScenario, *, overrides: Mapping[str, str], reference: bool) -> dict[str, str]:
-    """Build spec per role, in the scenario's role order: reference-server revisions or real builds."""
+    """Build spec per role, baseline first: the relative checks' baseline, else ``before``, else the first
+    role of the file; then ``after``; then the rest in file order."""
     roles = loaded.scenario.builds
     unknown = set(overrides) - set(roles)
     if unknown:
         raise UserError(f"no build role {sorted(unknown)[0]!r} in {loaded.file} (roles: {', '.join(roles)})")
-    return {role: overrides.get(role) or (b.sim_spec if reference else b.spec) for role, b in roles.items()}
+    rel = loaded.scenario.checks.relative
+    first = [r for r in (rel.baseline if rel else None, "before", "after") if r in roles]
+    order = list(dict.fromkeys([*first, *roles]))
+    return {role: overrides.get(role) or (roles[role].sim_spec if reference else roles[role].spec) for role in order}
 
 
 def _expectation_check(role: str, exp: Expectation, runs: Sequence[RunResult], summary: RoleResult) -> ExpectationCheck:

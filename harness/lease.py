@@ -24,7 +24,7 @@ import filelock
 
 from harness.errors import InfraError, UserError
 
-__all__ = ["lock_dir", "port_is_free", "PortLease", "lease_port", "GpuLease", "lease_gpus", "cuda_visible_devices"]
+__all__ = ["lock_dir", "port_is_free", "PortLease", "lease_port", "GpuLease", "lease_gpus", "cuda_visible_devices", "gpu_env"]
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +144,7 @@ class GpuLease(_Lease):
 
     @property
     def env(self) -> dict[str, str]:
-        """Environment entries that give a server exactly these GPUs (NVML order)."""
-        return {"CUDA_VISIBLE_DEVICES": cuda_visible_devices(self.indices), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+        return gpu_env(self.indices)
 
     def __repr__(self) -> str:
         return f"GpuLease({list(self.indices)}, held={self.held})"
@@ -153,6 +152,11 @@ class GpuLease(_Lease):
 
 def cuda_visible_devices(indices: Sequence[int]) -> str:
     return ",".join(str(i) for i in indices)
+
+
+def gpu_env(indices: Sequence[int]) -> dict[str, str]:
+    """Environment entries that give a server exactly these GPUs (NVML indices, so PCI bus order)."""
+    return {"CUDA_VISIBLE_DEVICES": cuda_visible_devices(indices), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
 def _take_set(directory: Path, count: int, inventory: Sequence[int]) -> GpuLease | None:

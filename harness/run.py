@@ -27,7 +27,7 @@ from harness import __version__, hardware
 from harness.artifacts import new_run_dir, redact_file, write_env, write_repro, write_result
 from harness.build import Build, describe_environment, resolve_build
 from harness.errors import HarnessError, InfraError
-from harness.lease import lease_gpus, lease_port
+from harness.lease import gpu_env, lease_gpus, lease_port
 from harness.metrics import aggregate, metric_value, scrape_metrics, server_accept_length
 from harness.outcome import RunResult, Verdict, evaluate_checks
 from harness.paths import resolve_fixture
@@ -55,15 +55,19 @@ class RunOptions:
     progress: bool | None = None
     gpu_lease_timeout_s: float = _GPU_LEASE_TIMEOUT_S
     catalogue: Catalogue | None = None
+    # GPUs the caller already holds a lease on (the pytest plugin leases per item, across its
+    # trials): the run uses exactly these and leases none itself.
+    gpus: tuple[int, ...] | None = None
 
 
 def build_prompts(case: Case, build: Build, trial: int) -> list[Prompt]:
-    """The same prompts for every build of a trial (seed + trial), warmup ones first."""
+    """The same seeded prompts for every build and every trial (warmup ones first): trials then differ
+    only by the machine's noise, which is what the statistics of a comparison are about."""
     wl = case.scenario.workload
     spec = wl.prompt
     tokens: Any = range(spec.tokens.start, spec.tokens.stop, spec.tokens.step) if isinstance(
         spec.tokens, TokenRange) else spec.tokens
-    seed = spec.seed + trial
+    seed = spec.seed
     lengths = prompt_lengths(tokens, wl.warmup + wl.requests, seed)
     if spec.source == "random-ids":
         return random_id_prompts(lengths, seed=seed, vocab=spec.vocab)
@@ -166,12 +170,14 @@ def execute_run(
 ) -> RunResult:
     """Run ``case`` on one build once and return its result (also written to ``result.json``)."""
     opts = options or RunOptions()
+    build = build_spec if isinstance(build_spec, Build) else resolve_build(build_spec)
+    if build.is_reference:
+        case = case.for_reference()
     sc = case.scenario
     started = time.monotonic()
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     deadline = started + sc.timeouts.scenario_s
     catalogue = opts.catalogue or Catalogue.load()
-    build = build_spec if isinstance(build_spec, Build) else resolve_build(build_spec)
     label = role or build.kind
     run_dir = new_run_dir(sc.name, case.name, f"{label}-{build.version or build.kind}", trial, opts.out_root)
     log_path = run_dir / "server.log"
@@ -202,7 +208,10 @@ def execute_run(
             else:
                 gpu_indices: Sequence[int] = ()
                 env_overlay = {**build.env, **sc.server.env}
-                if not build.is_reference and sc.hardware.gpus:
+                if not build.is_reference and sc.hardware.gpus and opts.gpus is not None:
+                    gpu_indices = tuple(opts.gpus)
+                    env_overlay.update(gpu_env(gpu_indices))
+                elif not build.is_reference and sc.hardware.gpus:
                     inventory = [g.index for g in hardware.inventory()]
                     gpus = stack.enter_context(lease_gpus(sc.hardware.gpus, inventory,
                                                           timeout_s=opts.gpu_lease_timeout_s))

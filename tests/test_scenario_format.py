@@ -220,3 +220,15 @@ def test_yaml_roundtrip_of_seed_is_still_valid(tmp_path):
         data = yaml.safe_load(seed.read_text())
         copy = write(tmp_path, yaml.safe_dump(data), seed.name)
         assert load_file(copy).cases
+
+
+def test_reference_overrides_apply_only_to_the_reference_case(tmp_path):
+    loaded = load_file(write(tmp_path, VALID + "reference:\n  workload.requests: 1\n"))
+    (case,) = loaded.cases
+    assert case.scenario.workload.requests == 2
+    assert case.for_reference().scenario.workload.requests == 1
+    lines = errors_of(write(tmp_path, VALID + "reference:\n  server.args.tp-size: 1\n", "r2.yaml"))
+    assert any(":20:3: reference.server.args.tp-size: reference may only change workload" in line
+               for line in lines), lines
+    lines = errors_of(write(tmp_path, VALID + "reference:\n  workload.requests: 0\n", "r3.yaml"))
+    assert any(":20:3: workload.requests:" in line and "[reference, case default]" in line for line in lines), lines

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,15 @@ from pydantic import ValidationError
 
 from harness.paths import FIXTURES, resolve_fixture
 from harness.scenario.errors import ScenarioError, format_line, validation_lines
-from harness.scenario.matrix import DEFAULT_CASE, MatrixError, Override, apply_overrides, parse_matrix, product
+from harness.scenario.matrix import (
+    DEFAULT_CASE,
+    MatrixError,
+    Override,
+    apply_overrides,
+    parse_matrix,
+    product,
+    reference_overrides,
+)
 from harness.scenario.model import Scenario
 from harness.scenario.source import Source, SourceError, read_source
 
@@ -28,10 +36,17 @@ class Case:
     name: str
     values: dict[str, str]
     scenario: Scenario
+    reference_scenario: Scenario | None = None  # with the file's `reference` overrides applied
 
     @property
     def id(self) -> str:
         return f"{self.file}::{self.name}"
+
+    def for_reference(self) -> Case:
+        """This case as the CPU reference server runs it (the `reference` overrides applied)."""
+        if self.reference_scenario is None:
+            return self
+        return replace(self, scenario=self.reference_scenario, reference_scenario=None)
 
 
 @dataclass(frozen=True)
@@ -114,7 +129,14 @@ def load_file(path: Path | str, *, known_signatures: set[str] | None = None) -> 
         except MatrixError as exc:
             raise ScenarioError([format_line(path, source.position(exc.loc), ".".join(map(str, exc.loc)),
                                              exc.message)]) from None
-    plain = {k: v for k, v in source.data.items() if k != "matrix"}
+    plain = {k: v for k, v in source.data.items() if k not in ("matrix", "reference")}
+    reference: tuple[Override, ...] = ()
+    if base.reference is not None:
+        try:
+            reference = reference_overrides(source.data["reference"])
+        except MatrixError as exc:
+            raise ScenarioError([format_line(path, source.position(exc.loc), ".".join(map(str, exc.loc)),
+                                             exc.message)]) from None
     cases = []
     for name, values, overrides in expanded:
         try:
@@ -130,7 +152,16 @@ def load_file(path: Path | str, *, known_signatures: set[str] | None = None) -> 
             continue
         lines.extend(f"{line} [case {name}]" for line in _signature_lines(source, scenario, known_signatures)
                      if name != DEFAULT_CASE)
-        cases.append(Case(file=path, name=name, values=values, scenario=scenario))
+        ref_scenario = None
+        if reference:
+            ref_data = apply_overrides(merged, reference)
+            try:
+                ref_scenario = Scenario.model_validate(ref_data)
+            except ValidationError as exc:
+                lines.extend(f"{line} [reference, case {name}]" for line in validation_lines(
+                    exc, model=Scenario, data=ref_data, file=path, position=_position_for(source, reference)))
+                continue
+        cases.append(Case(file=path, name=name, values=values, scenario=scenario, reference_scenario=ref_scenario))
     if lines:
         raise ScenarioError(list(dict.fromkeys(lines)))
     return LoadedScenario(file=path, scenario=base, cases=tuple(cases))

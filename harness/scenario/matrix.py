@@ -24,7 +24,17 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Axis", "DEFAULT_CASE", "MatrixError", "Override", "apply_overrides", "case_name", "parse_matrix"]
+__all__ = [
+    "Axis",
+    "DEFAULT_CASE",
+    "MatrixError",
+    "Override",
+    "apply_overrides",
+    "case_name",
+    "parse_matrix",
+    "product",
+    "reference_overrides",
+]
 
 DEFAULT_CASE = "default"
 _AXIS = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -107,6 +117,21 @@ def parse_matrix(matrix: Any) -> list[Axis]:
             raise MatrixError(loc, f"duplicate variant label(s): {', '.join(sorted(dupes))}")
         axes.append(Axis(name, variants))
     return axes
+
+
+def reference_overrides(body: Any) -> tuple[Override, ...]:
+    """The `reference:` mapping of dotted paths -> values (only the workload and timeouts may change:
+    the reference server must run the same server flags as the real build)."""
+    loc = ("reference",)
+    if not isinstance(body, dict) or not body:
+        raise MatrixError(loc, "reference is a non-empty mapping of dotted path -> value, e.g. workload.requests: 8")
+    out = []
+    for p, v in body.items():
+        path = _split(p, loc + (p,))
+        if path[0] not in ("workload", "timeouts"):
+            raise MatrixError(loc + (p,), f"reference may only change workload.* or timeouts.*, not {p!r}")
+        out.append(Override(path, v, loc + (p,)))
+    return tuple(out)
 
 
 def apply_overrides(data: dict[str, Any], overrides: tuple[Override, ...]) -> dict[str, Any]:

@@ -334,6 +334,11 @@ class Scenario(_Strict):
     matrix: dict[str, Any] | None = None
     timeouts: Timeouts = Field(default_factory=Timeouts)
     markers: list[str] = Field(default_factory=list)
+    reference: dict[str, Any] | None = Field(
+        default=None,
+        description="dotted-path overrides applied only on the CPU reference server, e.g. a smaller "
+        "workload: {workload.requests: 8}",
+    )
 
     @field_validator("builds")
     @classmethod

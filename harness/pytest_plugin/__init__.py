@@ -1,0 +1,38 @@
+"""The pytest plugin: scenario files under ``scenarios/`` become test items.
+
+Registered by the repository's ``conftest.py`` (``pytest_plugins = ["harness.pytest_plugin"]``).
+Each concern is its own plugin module, loaded through ``pytest_plugins`` below:
+
+- :mod:`.options`    ``--build ROLE=SPEC``, ``--trials N``, ``--shard K/N``, ``--gpu-lease-timeout S``
+- :mod:`.markers`    ``gpu``, ``sim`` and the hardware / scenario markers, all registered
+- :mod:`.collection` one item per case x build role, real (``gpu``) and reference-server (``sim``)
+- :mod:`.items`      what an item runs and when it passes, fails or is skipped
+- :mod:`.gating`     hardware requirements checked against the GPUs present (or an injected inventory)
+- :mod:`.leasing`    disjoint GPU sets across pytest-xdist workers
+- :mod:`.runner`     the default ``pytest_sglang_repro_run``: resolve the build, ``execute_run``
+- :mod:`.reporting`  failure text, JUnit properties, the ``$GITHUB_STEP_SUMMARY`` table
+- :mod:`.sharding`   the deterministic ``--shard K/N`` split
+
+Item ids: ``<file>::<case>::<role>`` runs the role's real build (marker ``gpu``);
+``<file>::<case>::<role>[sim]`` runs the CPU reference server, a model of SGLang's mechanism
+(marker ``sim``).
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []
+
+pytest_plugins = [
+    "harness.pytest_plugin.options",
+    "harness.pytest_plugin.markers",
+    "harness.pytest_plugin.collection",
+    "harness.pytest_plugin.runner",
+    "harness.pytest_plugin.reporting",
+    "harness.pytest_plugin.sharding",
+]
+
+
+def pytest_addhooks(pluginmanager) -> None:  # noqa: ANN001 - pytest's PytestPluginManager
+    from harness.pytest_plugin import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)

@@ -1,0 +1,103 @@
+"""One scenario item: one case x one build role, on the real build or on the reference server.
+
+An item passes when every trial ends as the role's expectation says (``expect.<role>``), or in
+``pass`` when the scenario has none for the role (a pass means the scenario's checks held). It is
+skipped, never failed nor passed, when the run could not even be tried: hardware missing (checked
+before the build is resolved: resolving a ``pip:`` build creates an environment) or an infra outcome
+(no sglang in the build, a missing model, GPUs not free in time) that the expectation did not ask for.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from harness.errors import InfraError, UserError
+from harness.pytest_plugin import gating, leasing, reporting
+from harness.pytest_plugin.options import settings
+from harness.scenario import Case
+from harness.scenario.model import Expectation
+
+if TYPE_CHECKING:
+    from harness.outcome import RunResult
+
+__all__ = ["ScenarioFailure", "ScenarioItem", "judge"]
+
+
+def judge(result: RunResult, expectation: Expectation | None) -> str | None:
+    """Why ``result`` does not do what the item expects, or None when it does."""
+    got = f"{result.outcome} {result.signature}" if result.signature else result.outcome
+    if expectation is None:
+        return None if result.outcome == "pass" else f"expected pass (the scenario's checks), got {got}"
+    if expectation.held_by(result.outcome, result.signature):
+        return None
+    return f"expected {expectation.describe()}, got {got}"
+
+
+class ScenarioFailure(Exception):
+    """An item's run did not end as expected; :func:`reporting.failure_text` shows it."""
+
+    def __init__(self, problem: str, result: RunResult, trial: int, trials: int) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.result = result
+        self.trial = trial
+        self.trials = trials
+
+
+class ScenarioItem(pytest.Item):
+    def __init__(self, *, case: Case, role: str, reference: bool, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.role = role
+        self.reference = reference
+
+    @property
+    def spec(self) -> str:
+        build = self.case.scenario.builds[self.role]
+        if self.reference:
+            return build.sim_spec
+        return settings(self.config).builds.get(self.role, build.spec)
+
+    def runtest(self) -> None:
+        sc = self.case.scenario
+        opts = settings(self.config)
+        spec = self.spec
+        self.user_properties.extend([("scenario", sc.name), ("case", self.case.name), ("role", self.role),
+                                     ("build", spec), ("server", "reference" if self.reference else "real")])
+        needed, pool = 0, []
+        if not self.reference:
+            inventory = gating.gpu_inventory()
+            gap = gating.hardware_gap(sc.hardware, inventory)
+            if gap:
+                pytest.skip(f"hardware: {gap}")
+            needed, pool = sc.hardware.gpus, gating.matching(sc.hardware, inventory)
+        trials = opts.trials or sc.workload.trials
+        expectation = sc.expect.get(self.role)
+        try:
+            with leasing.item_gpus(needed, pool, timeout_s=opts.gpu_lease_timeout_s) as gpus:
+                for trial in range(trials):
+                    result = self.ihook.pytest_sglang_repro_run(item=self, case=self.case, role=self.role,
+                                                                spec=spec, trial=trial, gpus=gpus)
+                    reporting.record(self, result)
+                    problem = judge(result, expectation)
+                    if problem is None:
+                        continue
+                    if result.outcome == "infra":
+                        pytest.skip(f"infra: {result.reason} (trial {trial + 1} of {trials})")
+                    raise ScenarioFailure(problem, result, trial, trials)
+        except InfraError as exc:
+            pytest.skip(f"infra: {exc}")
+        except UserError as exc:
+            pytest.fail(f"bad input: {exc}", pytrace=False)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, ScenarioFailure):
+            failure = excinfo.value
+            return reporting.failure_text(failure.problem, failure.result, failure.trial, failure.trials)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        where = "reference server" if self.reference else "real build"
+        return self.path, None, f"{self.case.scenario.name} [{self.case.name}] {self.role} on {self.spec} ({where})"

@@ -1,0 +1,136 @@
+"""What a scenario item tells people: its failure text, JUnit properties, the CI step summary.
+
+- Failure: the expectation that did not hold, then outcome, signature, reason, key metrics, the
+  artifact folder and the relevant server-log lines (the last traceback, else the log's tail).
+- JUnit XML (``--junitxml``): each trial appends ``trial``, ``outcome``, ``signature``, ``reason``,
+  ``artifacts`` and ``metric.<name>`` properties to its test case (names repeat per trial, in order).
+- ``$GITHUB_STEP_SUMMARY``: when set, a Markdown table of the scenario items is appended at the end
+  of the session (by the xdist controller only).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from harness.outcome import RunResult
+
+__all__ = ["StepSummary", "failure_text", "log_excerpt", "record"]
+
+_KEY_METRICS = ("accept_length", "accept_length_server", "output_throughput_tok_s", "requests_ok", "requests_failed")
+_TAIL_LINES = 20
+_MAX_LINES = 40
+_STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+
+
+def record(item: pytest.Item, result: RunResult) -> None:
+    """Attach one trial's result to the item (JUnit properties, step summary)."""
+    props: list[tuple[str, object]] = [
+        ("trial", result.trial),
+        ("outcome", result.outcome),
+        ("signature", result.signature or ""),
+        ("reason", result.reason),
+        ("artifacts", result.artifacts),
+    ]
+    for name, value in result.metrics.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            props.append((f"metric.{name}", value))
+    item.user_properties.extend(props)
+
+
+def log_excerpt(path: str | os.PathLike[str] | None) -> tuple[str, list[str]]:
+    """(what the lines are, the lines) from a server log: its last traceback, else its tail."""
+    if not path or not Path(path).is_file():
+        return "no server log", []
+    from harness.signatures import last_traceback
+
+    text = Path(path).read_text(errors="replace")
+    tb = last_traceback(text)
+    if tb:
+        lines = tb.strip("\n").splitlines()
+        return "last traceback", lines[-_MAX_LINES:]
+    lines = text.rstrip("\n").splitlines()
+    return f"last {min(len(lines), _TAIL_LINES)} lines", lines[-_TAIL_LINES:]
+
+
+def _metric(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def failure_text(problem: str, result: RunResult, trial: int, trials: int) -> str:
+    metrics = " ".join(f"{k}={_metric(result.metrics[k])}" for k in _KEY_METRICS
+                       if result.metrics.get(k) is not None) or "-"
+    log_path = result.server.get("log")
+    what, lines = log_excerpt(log_path)
+    out = [
+        f"{problem} (trial {trial + 1} of {trials})",
+        f"  outcome:    {result.outcome}",
+        f"  signature:  {result.signature or '-'}",
+        f"  reason:     {result.reason}",
+        f"  metrics:    {metrics}",
+        f"  artifacts:  {result.artifacts}",
+        f"  server log: {log_path or '-'} ({what})",
+    ]
+    out.extend(f"    | {line}" for line in lines)
+    return "\n".join(out)
+
+
+def _cell(text: object, limit: int = 160) -> str:
+    flat = " ".join(str(text).split())
+    if len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
+    return html.escape(flat).replace("|", "\\|")
+
+
+class StepSummary:
+    """Collects scenario items' reports and appends a Markdown table to ``path`` at the end."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: dict[str, tuple[str, dict[str, Any], str]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)  # a later trial's value replaces an earlier one
+        if "scenario" not in props:
+            return
+        if report.when != "call" and report.passed:
+            return
+        if report.skipped and isinstance(report.longrepr, tuple):
+            detail = str(report.longrepr[2]).removeprefix("Skipped: ")
+        elif report.failed:
+            detail = report.longreprtext.strip().splitlines()[0] if report.longreprtext.strip() else "failed"
+        else:
+            detail = str(props.get("reason", ""))
+        self.rows[report.nodeid] = (report.outcome, props, detail)
+
+    def markdown(self) -> str:
+        head = ["### sglang-repro scenarios", "",
+                "| Item | Result | Outcome | Signature | Accept length | Output tok/s | Detail |",
+                "|---|---|---|---|---|---|---|"]
+        body = []
+        for nodeid, (status, props, detail) in self.rows.items():
+            cells = [f"`{_cell(nodeid, 200)}`", status, props.get("outcome", "-"), props.get("signature") or "-",
+                     _metric(props["metric.accept_length"]) if "metric.accept_length" in props else "-",
+                     _metric(props["metric.output_throughput_tok_s"])
+                     if "metric.output_throughput_tok_s" in props else "-",
+                     detail]
+            body.append("| " + " | ".join(_cell(c, 200) if i else c for i, c in enumerate(cells)) + " |")
+        return "\n".join(head + body) + "\n"
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if not self.rows:
+            return
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(self.markdown() + "\n")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    target = os.environ.get(_STEP_SUMMARY_ENV)
+    # xdist workers report to the controller; only it writes the table.
+    if target and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(StepSummary(Path(target)), "sglang-repro-step-summary")

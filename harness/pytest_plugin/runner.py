@@ -1,0 +1,54 @@
+"""The plugin's own ``pytest_sglang_repro_run``: resolve the build once per session, then run.
+
+``harness.run`` and ``harness.build`` are imported on first use, so collecting (``--collect-only``,
+``-m``) never pays for them and never depends on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from harness.errors import HarnessError
+
+if TYPE_CHECKING:
+    from harness.outcome import RunResult
+    from harness.scenario import Case
+
+__all__ = ["pytest_sglang_repro_run"]
+
+_BUILDS = pytest.StashKey[dict[str, Any]]()
+
+
+def _resolve(config: pytest.Config, spec: str) -> Any:
+    """The resolved build of ``spec``; a failure is remembered, not retried for every item."""
+    cache = config.stash.setdefault(_BUILDS, {})
+    if spec not in cache:
+        from harness.build import resolve_build
+
+        try:
+            cache[spec] = resolve_build(spec)
+        except HarnessError as exc:
+            cache[spec] = exc
+    found = cache[spec]
+    if isinstance(found, HarnessError):
+        raise type(found)(str(found))
+    return found
+
+
+def _options(gpus: Sequence[int]) -> Any:
+    from harness.run import RunOptions
+
+    return RunOptions(progress=False, gpus=tuple(gpus) if gpus else None)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sglang_repro_run(
+    item: pytest.Item, case: Case, role: str, spec: str, trial: int, gpus: Sequence[int]
+) -> RunResult:
+    from harness.run import execute_run
+
+    build = _resolve(item.config, spec)
+    return execute_run(case, build, role=role, trial=trial, options=_options(gpus))
