@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -19,18 +20,30 @@ from pathlib import Path
 from harness.build import Build, _last_line, _run
 from harness.errors import InfraError
 
-__all__ = ["FlagCheck", "check_flags", "model_gap"]
+__all__ = ["FlagCheck", "check_flag_sets", "check_flags", "model_gap"]
 
 _LOADED = "SGLANG_REPRO_PARSER_LOADED"
+_RESULTS = "SGLANG_REPRO_PARSE_RESULTS "
 
-# Runs in the build's interpreter; argv after "-c SCRIPT" are the server flags.
+# Runs in the build's interpreter; its one argument is a JSON list of flag lists. Parsing several
+# sets in one process pays sglang's import (seconds) once.
 _PARSE = f"""
-import argparse, sys
+import argparse, contextlib, io, json, sys
 from sglang.srt.server_args import ServerArgs
-parser = argparse.ArgumentParser(prog="sglang.launch_server")
-ServerArgs.add_cli_args(parser)
 print({_LOADED!r}, flush=True)
-parser.parse_args(sys.argv[1:])
+results = []
+for argv in json.loads(sys.argv[1]):
+    parser = argparse.ArgumentParser(prog="sglang.launch_server")
+    ServerArgs.add_cli_args(parser)
+    err = io.StringIO()
+    code = 0
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            parser.parse_args(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    results.append([code, err.getvalue()])
+print("{_RESULTS}" + json.dumps(results), flush=True)
 """
 
 _ARGPARSE_ERROR = re.compile(r"^.*?: error: (.*)$", re.M)
@@ -55,20 +68,33 @@ def check_flags(build: Build, server_argv: Sequence[str], *, timeout_s: float = 
     Returns ok=False with argparse's message (e.g. "unrecognized arguments: --bogus") when the
     parser rejects the flags. Raises InfraError when the parser cannot even be loaded.
     """
-    argv = _flags(build, server_argv)
+    return check_flag_sets(build, [server_argv], timeout_s=timeout_s)[0]
+
+
+def check_flag_sets(build: Build, argvs: Sequence[Sequence[str]], *, timeout_s: float = 120) -> list[FlagCheck]:
+    """:func:`check_flags` for several flag lists, in one process of the build's interpreter."""
+    sets = [_flags(build, argv) for argv in argvs]
     if build.is_reference:
-        return _check_reference(argv)
-    done = _run([build.python, "-c", _PARSE, *argv], timeout=timeout_s, env=build.env)
+        return [_check_reference(argv) for argv in sets]
+    done = _run([build.python, "-c", _PARSE, json.dumps(sets)], timeout=timeout_s, env=build.env)
     if _LOADED not in done.stdout:
         raise InfraError(
             f"cannot load sglang's flag parser with {build.python} ({build.spec}): {_last_line(done.stderr)}"
         )
-    if done.returncode == 0:
-        return FlagCheck(True, f"flags accepted by sglang {build.version or '?'} ({build.spec})")
-    found = _ARGPARSE_ERROR.findall(done.stderr)
-    if done.returncode == 2 and found:
-        return FlagCheck(False, found[-1].strip())
-    raise InfraError(f"sglang's flag parser in {build.python} exited {done.returncode}: {_last_line(done.stderr)}")
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith(_RESULTS)), None)
+    if done.returncode != 0 or line is None:
+        raise InfraError(f"sglang's flag parser in {build.python} exited {done.returncode}: "
+                         f"{_last_line(done.stderr)}")
+    checks = []
+    for code, err in json.loads(line[len(_RESULTS):]):
+        found = _ARGPARSE_ERROR.findall(err)
+        if code == 0:
+            checks.append(FlagCheck(True, f"flags accepted by sglang {build.version or '?'} ({build.spec})"))
+        elif code == 2 and found:
+            checks.append(FlagCheck(False, found[-1].strip()))
+        else:
+            raise InfraError(f"sglang's flag parser in {build.python} exited {code}: {_last_line(err)}")
+    return checks
 
 
 def _check_reference(argv: list[str]) -> FlagCheck:

@@ -151,3 +151,36 @@ def test_bad_build_spec_is_usage_error(run_cli):
     res = run_cli("run", LONG, "--build", "nope:1")
     assert res.returncode == 2
     assert "valid build specs" in res.stderr
+
+
+def _real_python() -> str:
+    from harness.build import resolve_build
+
+    return resolve_build("pip:sglang==0.5.15,deps=none").python
+
+
+def test_real_sglang_rejects_unknown_flag_before_launch(tmp_path, run_cli):
+    data = yaml.safe_load(LONG.read_text())
+    data["server"]["args"]["definitely-not-a-flag"] = 1
+    path = tmp_path / "bogus.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    res = run_cli("run", path, "--case", "tokens=276,path=eager", "--build", f"python:{_real_python()}",
+                  "--out", tmp_path / "out", timeout=300)
+    assert res.returncode == 3, res.stdout + res.stderr
+    result = result_of(res.stdout)
+    assert result["outcome"] == "infra"
+    assert "unrecognized arguments: --definitely-not-a-flag" in result["reason"]
+    assert result["build"]["version"] == "0.5.15"
+    assert not Path(result["server"]["log"]).exists(), "nothing may be launched"
+    assert result["server"]["exit_code"] is None
+
+
+def test_real_sglang_without_the_model_is_infra(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    case = case_of(LONG, "tokens=276,path=eager")
+    result = execute_run(case, f"python:{_real_python()}", role="after",
+                         options=RunOptions(out_root=tmp_path, progress=False))
+    assert result.outcome == "infra"
+    assert "google/gemma-4-31B-it is not in" in result.reason
+    assert result.expectation["held"] is False
+    assert not Path(result.server["log"]).exists()
