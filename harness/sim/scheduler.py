@@ -54,6 +54,8 @@ class Scheduler:
         torch.manual_seed(settings.seed)
         self.waiting: list[Req] = []
         self.running: list[Req] = []
+        self._first_arrival: float | None = None
+        self._last_finish: float | None = None
         self.stats = {"completion_tokens": 0, "prompt_tokens": 0, "verify_steps": 0, "accepted_drafts": 0,
                       "proposed_drafts": 0, "requests": 0, "busy_s": 0.0, "forward_steps": 0, "draft_steps": 0}
         self.worker: FrozenKVMTPWorker | None = None
@@ -142,6 +144,8 @@ class Scheduler:
                 f"limits are context_length={self.s.context_length}, max_total_tokens={self.s.max_total_tokens}")}
             self._send(r)
             return
+        if r.count_in_stats and self._first_arrival is None:
+            self._first_arrival = time.monotonic()
         self.waiting.append(r)
 
     def abort(self, rid: str) -> None:
@@ -209,6 +213,7 @@ class Scheduler:
                 self._release(r)
                 if r.count_in_stats:
                     self.stats["requests"] += 1
+                    self._last_finish = time.monotonic()
             if len(r.output_ids) > r.sent_len or r.finish_reason is not None:
                 self._send(r)
 
@@ -299,6 +304,11 @@ class Scheduler:
         st["draft_kv_writes"] = self.worker.draft_kv_writes if self.worker else 0
         st["free_kv_slots"] = self.allocator.available_size()
         st["gen_throughput"] = st["completion_tokens"] / st["busy_s"] if st["busy_s"] else 0.0
+        # From the first counted request's arrival to the last one's finish: the window a client's
+        # wall-clock throughput measures, less the network on either end.
+        span = (self._last_finish - self._first_arrival) if self._first_arrival and self._last_finish else None
+        st["span_s"] = span
+        st["span_throughput"] = st["completion_tokens"] / span if span else None
         return st
 
     def flush_cache(self) -> bool:
