@@ -39,7 +39,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._main(args))
     except HarnessError as exc:
-        print(f"sglang-repro: {exc}", file=sys.stderr)
+        # Errors that already name their file and line (scenario problems) stand alone, one per line.
+        for line in getattr(exc, "lines", None) or [f"sglang-repro: {exc}"]:
+            print(line, file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import sys
 from typing import Any
 
-from harness.scenario import Case, ScenarioError, load_paths, sglang_argv
+from harness.scenario import Case, load_paths, sglang_argv
 
 COMMAND = "list"
 HELP = "list the cases of scenario files after matrix expansion"
@@ -40,12 +39,7 @@ def describe(case: Case) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        loaded = load_paths(args.paths)
-    except ScenarioError as exc:
-        for line in exc.lines:
-            print(line, file=sys.stderr)
-        return exc.exit_code
+    loaded = load_paths(args.paths)
     cases = [case for item in loaded for case in item.cases]
     if args.format == "json":
         print(json.dumps([describe(c) for c in cases], indent=2))

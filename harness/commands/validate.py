@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from harness.scenario import ScenarioError, load_paths
+from harness.scenario import load_paths
 
 COMMAND = "validate"
 HELP = "check scenario files (exit 0 all valid, 2 otherwise, one error per line)"
@@ -18,12 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        loaded = load_paths(args.paths)
-    except ScenarioError as exc:
-        for line in exc.lines:
-            print(line, file=sys.stderr)
-        return exc.exit_code
+    loaded = load_paths(args.paths)
     if not args.quiet:
         cases = sum(len(item.cases) for item in loaded)
         for item in loaded:
