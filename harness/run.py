@@ -226,11 +226,13 @@ def execute_run(
                 verdict, workload, metrics, truth = _serve(server, case, build, prompts, jsonl_path, deadline, opts)
                 teardown = _teardown(server)
     except HarnessError as exc:
-        if server is not None and not teardown:
-            teardown = _teardown(server)
         # Whatever stopped the harness itself (a build that cannot be made, a lease that timed out,
         # a tokenizer that is missing) means the product was never tried: infra.
         verdict = Verdict("infra", None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    finally:
+        # Also on a bug or Ctrl-C: never leave a server behind in a long-lived process (pytest).
+        if server is not None and not teardown:
+            teardown = _teardown(server)
 
     assert verdict is not None
     checks_report: list[dict[str, Any]] = []
