@@ -1,0 +1,101 @@
+"""What both benchmarks share: the reference server's flag sets, starting it, summaries, JSON output.
+
+The benchmarks run against the CPU reference server (`harness/sim/`), a model of SGLang's Frozen-KV MTP
+mechanism, not SGLang; every figure they print says so in its `server` field.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import sys
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # run as `python benchmarks/x.py` from any directory
+    sys.path.insert(0, str(REPO))
+
+from harness.lease import lease_port  # noqa: E402
+from harness.metrics import percentile  # noqa: E402
+from harness.server import ServerProcess  # noqa: E402
+
+__all__ = [
+    "REPO",
+    "SERVER_LABEL",
+    "sim_flags",
+    "start_sim",
+    "summary",
+    "ratio",
+    "emit",
+    "quiet_logging",
+]
+
+SERVER_LABEL = "sglang-repro CPU reference server (a model of SGLang's Frozen-KV MTP mechanism, not SGLang)"
+
+# The scenario's model pair, as scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml names it.
+_MODEL = ["--model-path", "google/gemma-4-31B-it", "--speculative-algorithm", "NEXTN",
+          "--speculative-draft-model-path", "google/gemma-4-31B-it-assistant", "--speculative-eagle-topk", "1"]
+_PATHS = {
+    "eager": ["--speculative-num-steps", "1", "--speculative-num-draft-tokens", "2", "--disable-cuda-graph"],
+    "graph": ["--speculative-num-steps", "5", "--speculative-num-draft-tokens", "6"],
+}
+
+
+def sim_flags(revision: str, path: str, port: int, extra: Sequence[str] = ()) -> list[str]:
+    """argv of the reference server at `revision` on the `eager` or `graph` draft path."""
+    return [sys.executable, "-m", "harness.sim.server", *_MODEL, *_PATHS[path], *extra,
+            "--host", "127.0.0.1", "--port", str(port), "--sim-revision", revision]
+
+
+def start_sim(
+    stack: ExitStack, revision: str, path: str, log_path: Path, *, on_line: Any = None,
+    startup_timeout_s: float = 120.0, extra: Sequence[str] = (),
+) -> ServerProcess:
+    """Start a reference server under `stack` (stopped when it closes) and wait until it is ready."""
+    port = stack.enter_context(lease_port("127.0.0.1")).port
+    server = ServerProcess(
+        sim_flags(revision, path, port, extra), env={**os.environ, "PYTHONUNBUFFERED": "1"}, host="127.0.0.1",
+        port=port, log_path=log_path, run_tag=f"bench-{secrets.token_hex(4)}", startup_timeout_s=startup_timeout_s,
+        on_line=on_line,
+    )
+    stack.callback(server.stop)
+    server.start()
+    server.wait_ready()
+    return server
+
+
+def summary(values: Sequence[float], unit_scale: float = 1000.0) -> dict[str, Any]:
+    """n, p50, p95, min, max of `values` (seconds), scaled to milliseconds by default."""
+    def scaled(q: float) -> float | None:
+        p = percentile(values, q)
+        return None if p is None else round(p * unit_scale, 3)
+
+    return {"n": len(values), "p50": scaled(50), "p95": scaled(95), "min": scaled(0), "max": scaled(100)}
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b rounded, or None when either is missing or b is 0."""
+    if a is None or b is None or b == 0:
+        return None
+    return round(a / b, 3)
+
+
+def emit(result: dict[str, Any], out: Path | None) -> None:
+    """Print the JSON summary on stdout (the benchmark's one output) and write it to `out` if given."""
+    text = json.dumps(result, indent=2, sort_keys=False)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n", encoding="utf-8")
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def quiet_logging(verbose: bool) -> None:
+    """Harness logs go to stderr (stdout carries only the JSON summary); INFO with --verbose."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(message)s")
