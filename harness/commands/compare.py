@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
+from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.compare import compare_cases, role_specs
 from harness.comparison import ComparisonReport
 from harness.errors import UserError
 from harness.outcome import RunResult
-from harness.scenario import load_file, select_cases
 
 COMMAND = "compare"
 HELP = "compare builds on a scenario (exit 0 expectations held, 1 not, 2 bad input, 3 infra)"
@@ -18,16 +17,13 @@ ORDER = 50
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", type=Path, metavar="SCENARIO", help="a scenario file")
-    parser.add_argument("--case", metavar="NAME", help="a case name, or axis=label[,axis=label] to pick cases")
+    add_scenario_arguments(parser, trials_help="trials per case and role (default: the scenario's)")
     parser.add_argument("--before", metavar="SPEC", help="build spec of the 'before' role (default: the scenario's)")
     parser.add_argument("--after", metavar="SPEC", help="build spec of the 'after' role (default: the scenario's)")
     parser.add_argument("--build", action="append", default=[], metavar="ROLE=SPEC",
                         help="build spec of any role (repeatable)")
     parser.add_argument("--reference", action="store_true",
                         help="run each role's CPU reference-server revision instead of its real build")
-    parser.add_argument("--trials", type=int, metavar="N", help="trials per case and role (default: the scenario's)")
-    parser.add_argument("--out", type=Path, metavar="DIR", help="output root (default: reports/)")
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, str]:
@@ -71,10 +67,7 @@ def summary(report: ComparisonReport) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.trials is not None and args.trials < 1:
-        raise UserError(f"--trials {args.trials}: must be >= 1")
-    loaded = load_file(args.scenario)
-    cases = select_cases(loaded, args.case)
+    loaded, cases = selected_cases(args)
     specs = role_specs(loaded, overrides=_overrides(args), reference=args.reference)
     print(f"comparing {loaded.scenario.name}: {len(cases)} case(s), roles "
           + ", ".join(f"{r}={s}" for r, s in specs.items()), file=sys.stderr, flush=True)

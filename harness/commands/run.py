@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
-from pathlib import Path
 
+from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.errors import UserError
 from harness.outcome import RunResult, exit_code_for
 from harness.run import RunOptions, execute_run
-from harness.scenario import Case, load_file, select_cases
+from harness.scenario import Case
 
 COMMAND = "run"
 HELP = "run a scenario's cases against a build (exit 0 pass, 1 fail/crash, 2 bad input, 3 infra/timeout)"
@@ -18,8 +16,7 @@ ORDER = 40
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", type=Path, metavar="SCENARIO", help="a scenario file")
-    parser.add_argument("--case", metavar="NAME", help="a case name, or axis=label[,axis=label] to pick cases")
+    add_scenario_arguments(parser, trials_help="trials per case (default: the scenario's)")
     parser.add_argument(
         "--build", required=True, metavar="SPEC",
         help="sim:pre-fix|post-fix[,knob=v], python:PATH, pip:sglang==X, src:CHECKOUT[@REV], "
@@ -27,10 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--reference", action="store_true",
                         help="with a role: run the role's reference-server revision (CPU) instead of its real build")
-    parser.add_argument("--trials", type=int, metavar="N", help="trials per case (default: the scenario's)")
-    parser.add_argument("--out", type=Path, metavar="DIR", help="output root (default: reports/)")
     parser.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what the harness does")
 
 
 def resolve_role(case: Case, build: str, reference: bool) -> tuple[str, str | None]:
@@ -58,12 +52,7 @@ def summary_line(result: RunResult) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.verbose:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    if args.trials is not None and args.trials < 1:
-        raise UserError(f"--trials {args.trials}: must be >= 1")
-    loaded = load_file(args.scenario)
-    cases = select_cases(loaded, args.case)
+    _, cases = selected_cases(args)
     options = RunOptions(out_root=args.out, progress=False if args.no_progress else None)
     outcomes = []
     for case in cases:

@@ -1,0 +1,37 @@
+"""Arguments several commands share (a scenario, its cases, trials, the output root), and their checks."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from harness.scenario import Case, LoadedScenario, load_file, select_cases
+
+__all__ = ["add_scenario_arguments", "selected_cases"]
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return value
+
+
+def add_scenario_arguments(parser: argparse.ArgumentParser, *, trials_help: str) -> None:
+    parser.add_argument("scenario", type=Path, metavar="SCENARIO", help="a scenario file")
+    parser.add_argument("--case", metavar="NAME", help="a case name, or axis=label[,axis=label] to pick cases")
+    parser.add_argument("--trials", type=_positive, metavar="N", help=trials_help)
+    parser.add_argument("--out", type=Path, metavar="DIR", help="output root (default: reports/)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what the harness does")
+
+
+def selected_cases(args: argparse.Namespace) -> tuple[LoadedScenario, list[Case]]:
+    """The loaded scenario and the cases ``--case`` picks (all without it); raises ScenarioError."""
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    loaded = load_file(args.scenario)
+    return loaded, select_cases(loaded, args.case)
