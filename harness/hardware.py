@@ -24,6 +24,8 @@ from typing import Any
 from harness.errors import UserError
 
 __all__ = [
+    "INVENTORY_ENV",
+    "injected_inventory",
     "Gpu",
     "inventory",
     "requirement_gap",
@@ -120,8 +122,56 @@ def select_visible(gpus: Sequence[Gpu], cuda_visible_devices: str | None) -> lis
     return chosen
 
 
+INVENTORY_ENV = "SGLANG_REPRO_GPU_INVENTORY"
+# An index-only entry has no name or size: it meets any requirement but a name or memory bound.
+_UNKNOWN_NAME = "injected"
+
+
+def _entry(raw: str) -> Gpu:
+    parts = raw.strip().split(":")
+    if not parts[0].isdigit():
+        raise ValueError(f"entry {raw!r}: expected INDEX or INDEX:NAME:MEMORY_GIB:CC")
+    index = int(parts[0])
+    if len(parts) == 1:
+        return Gpu(index=index, uuid=f"GPU-injected-{index}", name=_UNKNOWN_NAME, memory_gib=0.0,
+                   compute_capability="0.0")
+    if len(parts) != 4:
+        raise ValueError(f"entry {raw!r}: expected INDEX or INDEX:NAME:MEMORY_GIB:CC")
+    _, name, memory, cc = parts
+    try:
+        memory_gib = float(memory)
+        major, minor = (int(x) for x in cc.split("."))
+    except ValueError:
+        raise ValueError(f"entry {raw!r}: MEMORY_GIB must be a number and CC like 8.9") from None
+    return Gpu(index=index, uuid=f"GPU-injected-{index}", name=name, memory_gib=memory_gib,
+               compute_capability=f"{major}.{minor}")
+
+
+def injected_inventory() -> list[Gpu] | None:
+    """The inventory ``$SGLANG_REPRO_GPU_INVENTORY`` describes, or None when it is unset.
+
+    A comma-separated list of NVML indices, each optionally ``INDEX:NAME:MEMORY_GIB:CC`` (e.g.
+    ``0:NVIDIA L40S:44.5:8.9``); an empty value means no GPUs. It exists so that gating, leasing and
+    pre-flight can be exercised on hosts without GPUs; it gives no server a GPU.
+    """
+    text = os.environ.get(INVENTORY_ENV)
+    if text is None:
+        return None
+    gpus = [_entry(raw) for raw in text.split(",") if raw.strip()]
+    indices = [g.index for g in gpus]
+    if len(set(indices)) != len(indices):
+        raise ValueError(f"duplicate GPU index in {text!r}")
+    return gpus
+
+
 def inventory() -> list[Gpu]:
-    """The GPUs this process may use (honouring ``CUDA_VISIBLE_DEVICES``); [] without a driver."""
+    """The GPUs this process may use (honouring ``CUDA_VISIBLE_DEVICES``); [] without a driver.
+
+    ``$SGLANG_REPRO_GPU_INVENTORY``, when set, replaces NVML's answer (see :func:`injected_inventory`).
+    """
+    injected = injected_inventory()
+    if injected is not None:
+        return injected
     with _nvml() as nvml:
         if nvml is None:
             return []

@@ -25,7 +25,7 @@ from typing import Any
 
 from harness import __version__, hardware
 from harness.artifacts import new_run_dir, redact_file, write_env, write_repro, write_result
-from harness.build import Build, describe_environment, resolve_build
+from harness.build import Build, describe_environment, parse_build_spec, resolve_build
 from harness.errors import HarnessError, InfraError
 from harness.lease import gpu_env, lease_gpus, lease_port
 from harness.metrics import aggregate, metric_value, scrape_metrics, server_accept_length
@@ -95,6 +95,32 @@ def _watched(case: Case, catalogue: Catalogue) -> list[str] | None:
     return list(dict.fromkeys([*chosen, *infra]))
 
 
+def _hardware_gap(case: Case) -> str | None:
+    hw = case.scenario.hardware
+    return hardware.requirement_gap(hardware.inventory(), count=hw.gpus, name_pattern=hw.gpu_name,
+                                    min_memory_gib=hw.min_memory_gib, min_compute_capability=hw.min_compute_capability)
+
+
+def _resolve(case: Case, spec: str | Build) -> Build:
+    """The build to run; raises InfraError when it cannot be had (nothing is launched then)."""
+    if isinstance(spec, Build):
+        return spec
+    parsed = parse_build_spec(spec)
+    if parsed.kind == "pip" and parsed.fields.get("deps", "full") == "full":
+        # Creating a full environment pulls the GPU stack (gigabytes): not on a host that cannot run it.
+        gap = _hardware_gap(case)
+        if gap:
+            raise InfraError(f"pre-flight: hardware: {gap}; the environment of {spec} was not created")
+    return resolve_build(parsed)
+
+
+def _unresolved(spec: str | Build) -> Build:
+    if isinstance(spec, Build):
+        return spec
+    parsed = parse_build_spec(spec)
+    return Build(kind=parsed.kind, spec=parsed.spec, python="", launcher=(), is_reference=parsed.kind == "sim")
+
+
 def _preflight(case: Case, build: Build, flags: list[str]) -> str | None:
     """Why this run cannot even be tried, or None. Nothing is launched here."""
     check = check_flags(build, flags)
@@ -107,10 +133,7 @@ def _preflight(case: Case, build: Build, flags: list[str]) -> str | None:
         if gap:
             return f"pre-flight: {gap}"
     if not build.is_reference:
-        hw = sc.hardware
-        gap = hardware.requirement_gap(hardware.inventory(), count=hw.gpus, name_pattern=hw.gpu_name,
-                                       min_memory_gib=hw.min_memory_gib,
-                                       min_compute_capability=hw.min_compute_capability)
+        gap = _hardware_gap(case)
         if gap:
             return f"pre-flight: hardware: {gap}"
     return None
@@ -170,7 +193,12 @@ def execute_run(
 ) -> RunResult:
     """Run ``case`` on one build once and return its result (also written to ``result.json``)."""
     opts = options or RunOptions()
-    build = build_spec if isinstance(build_spec, Build) else resolve_build(build_spec)
+    verdict: Verdict | None = None
+    try:
+        build = _resolve(case, build_spec)
+    except InfraError as exc:
+        build = _unresolved(build_spec)
+        verdict = Verdict("infra", None, str(exc).splitlines()[0])
     if build.is_reference:
         case = case.for_reference()
     sc = case.scenario
@@ -188,51 +216,53 @@ def execute_run(
     workload: WorkloadResult | None = None
     metrics: dict[str, Any] = {}
     truth: dict[str, Any] | None = None
-    verdict: Verdict | None = None
     teardown: dict[str, Any] = {}
     prompts: list[Prompt] = []
     argv: list[str] = []
     env_overlay: dict[str, str] = {}
     port = 0
 
-    try:
-        prompts = build_prompts(case, build, trial)
-        with ExitStack() as stack:
-            port_lease = stack.enter_context(lease_port(sc.server.host))
-            port = port_lease.port
-            flags = server_flags(sc, port=port)
-            argv = [*build.launcher, *flags]
-            gap = _preflight(case, build, flags)
-            if gap:
-                verdict = Verdict("infra", None, gap)
-            else:
-                gpu_indices: Sequence[int] = ()
-                env_overlay = {**build.env, **sc.server.env}
-                if not build.is_reference and sc.hardware.gpus and opts.gpus is not None:
-                    gpu_indices = tuple(opts.gpus)
-                    env_overlay.update(gpu_env(gpu_indices))
-                elif not build.is_reference and sc.hardware.gpus:
-                    inventory = [g.index for g in hardware.inventory()]
-                    gpus = stack.enter_context(lease_gpus(sc.hardware.gpus, inventory,
-                                                          timeout_s=opts.gpu_lease_timeout_s))
-                    gpu_indices = gpus.indices
-                    env_overlay.update(gpus.env)
-                matcher = catalogue.stream(_watched(case, catalogue))
-                server = ServerProcess(
-                    argv, env={**os.environ, **env_overlay}, host=sc.server.host, port=port, log_path=log_path,
-                    run_tag=tag, startup_timeout_s=min(sc.timeouts.startup_s, max(1.0, deadline - time.monotonic())),
-                    on_line=matcher.feed, gpu_indices=gpu_indices,
-                )
-                verdict, workload, metrics, truth = _serve(server, case, build, prompts, jsonl_path, deadline, opts)
+    if verdict is None:  # the build is at hand: try
+        try:
+            prompts = build_prompts(case, build, trial)
+            with ExitStack() as stack:
+                port_lease = stack.enter_context(lease_port(sc.server.host))
+                port = port_lease.port
+                flags = server_flags(sc, port=port)
+                argv = [*build.launcher, *flags]
+                gap = _preflight(case, build, flags)
+                if gap:
+                    verdict = Verdict("infra", None, gap)
+                else:
+                    gpu_indices: Sequence[int] = ()
+                    env_overlay = {**build.env, **sc.server.env}
+                    if not build.is_reference and sc.hardware.gpus and opts.gpus is not None:
+                        gpu_indices = tuple(opts.gpus)
+                        env_overlay.update(gpu_env(gpu_indices))
+                    elif not build.is_reference and sc.hardware.gpus:
+                        inventory = [g.index for g in hardware.inventory()]
+                        gpus = stack.enter_context(lease_gpus(sc.hardware.gpus, inventory,
+                                                              timeout_s=opts.gpu_lease_timeout_s))
+                        gpu_indices = gpus.indices
+                        env_overlay.update(gpus.env)
+                    matcher = catalogue.stream(_watched(case, catalogue))
+                    startup_s = min(sc.timeouts.startup_s, max(1.0, deadline - time.monotonic()))
+                    server = ServerProcess(
+                        argv, env={**os.environ, **env_overlay}, host=sc.server.host, port=port,
+                        log_path=log_path, run_tag=tag, startup_timeout_s=startup_s, on_line=matcher.feed,
+                        gpu_indices=gpu_indices,
+                    )
+                    verdict, workload, metrics, truth = _serve(server, case, build, prompts, jsonl_path,
+                                                               deadline, opts)
+                    teardown = _teardown(server)
+        except HarnessError as exc:
+            # Whatever stopped the harness itself (a build that cannot be made, a lease that timed out,
+            # a tokenizer that is missing) means the product was never tried: infra.
+            verdict = Verdict("infra", None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        finally:
+            # Also on a bug or Ctrl-C: never leave a server behind in a long-lived process (pytest).
+            if server is not None and not teardown:
                 teardown = _teardown(server)
-    except HarnessError as exc:
-        # Whatever stopped the harness itself (a build that cannot be made, a lease that timed out,
-        # a tokenizer that is missing) means the product was never tried: infra.
-        verdict = Verdict("infra", None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-    finally:
-        # Also on a bug or Ctrl-C: never leave a server behind in a long-lived process (pytest).
-        if server is not None and not teardown:
-            teardown = _teardown(server)
 
     assert verdict is not None
     checks_report: list[dict[str, Any]] = []
@@ -243,7 +273,7 @@ def execute_run(
             verdict = Verdict("fail", None, "; ".join(failed))
     redact_file(log_path)
     try:
-        env_info = describe_environment(build)
+        env_info = describe_environment(build) if build.python else {"build": build.spec, "error": "not resolved"}
     except HarnessError as exc:
         env_info = {"error": str(exc)}
     env_info["host"] = hardware.host_info()

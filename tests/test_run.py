@@ -184,3 +184,14 @@ def test_real_sglang_without_the_model_is_infra(tmp_path, monkeypatch):
     assert "google/gemma-4-31B-it is not in" in result.reason
     assert result.expectation["held"] is False
     assert not Path(result.server["log"]).exists()
+
+
+def test_full_pip_build_is_not_installed_without_the_hardware(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGLANG_REPRO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SGLANG_REPRO_GPU_INVENTORY", "")  # no GPUs, whatever this host has
+    case = case_of(LONG, "tokens=276,path=eager")
+    result = execute_run(case, "pip:sglang==0.5.15", role="after", options=RunOptions(out_root=tmp_path))
+    assert result.outcome == "infra"
+    assert "needs 4 GPUs matching L40S" in result.reason and "was not created" in result.reason
+    assert not (tmp_path / "cache").exists()
+    assert result.build["spec"] == "pip:sglang==0.5.15" and result.build["version"] is None

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from harness import hardware
 from harness.errors import InfraError, UserError
 from harness.pytest_plugin import gating, leasing, reporting
 from harness.pytest_plugin.options import settings
@@ -68,7 +69,7 @@ class ScenarioItem(pytest.Item):
                                      ("build", spec), ("server", "reference" if self.reference else "real")])
         needed, pool = 0, []
         if not self.reference:
-            inventory = gating.gpu_inventory()
+            inventory = hardware.inventory()
             gap = gating.hardware_gap(sc.hardware, inventory)
             if gap:
                 pytest.skip(f"hardware: {gap}")

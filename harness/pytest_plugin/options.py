@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.pytest_plugin.gating import INVENTORY_ENV, injected_inventory
+from harness.hardware import INVENTORY_ENV, injected_inventory
 
 __all__ = ["Settings", "settings", "parse_build", "parse_shard"]
 
