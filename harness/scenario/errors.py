@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import types
 import typing
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -36,7 +37,7 @@ def _model_in(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
     if origin is dict:
         inner, _ = _model_in(typing.get_args(annotation)[1])
         return inner, True
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         for arg in typing.get_args(annotation):
             found, keyed = _model_in(arg)
             if found is not None:
