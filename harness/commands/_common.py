@@ -6,25 +6,16 @@ import argparse
 import logging
 from pathlib import Path
 
+from harness.argtypes import positive_int
 from harness.scenario import Case, LoadedScenario, load_file, select_cases
 
 __all__ = ["add_scenario_arguments", "selected_cases"]
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
-    return value
-
-
 def add_scenario_arguments(parser: argparse.ArgumentParser, *, trials_help: str) -> None:
     parser.add_argument("scenario", type=Path, metavar="SCENARIO", help="a scenario file")
     parser.add_argument("--case", metavar="NAME", help="a case name, or axis=label[,axis=label] to pick cases")
-    parser.add_argument("--trials", type=_positive, metavar="N", help=trials_help)
+    parser.add_argument("--trials", type=positive_int, metavar="N", help=trials_help)
     parser.add_argument("--out", type=Path, metavar="DIR", help="output root (default: reports/)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the harness does")
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from harness.argtypes import positive_int
 from harness.hardware import INVENTORY_ENV, injected_inventory
 
 __all__ = ["Settings", "settings", "parse_build", "parse_shard"]
@@ -49,16 +50,6 @@ def parse_shard(text: str) -> tuple[int, int]:
     return k, n
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
-    return value
-
-
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -74,7 +65,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--build", action="append", type=parse_build, default=[], metavar="ROLE=SPEC",
                     help="real build for a role in the gpu items, e.g. after=python:/opt/sglang/bin/python "
                          "(repeatable; default: the scenario's own spec)")
-    group.addoption("--trials", type=_positive_int, default=None, metavar="N",
+    group.addoption("--trials", type=positive_int, default=None, metavar="N",
                     help="trials per item instead of the scenario's workload.trials")
     group.addoption("--shard", type=parse_shard, default=None, metavar="K/N",
                     help="run only the K-th of N deterministic slices of the selected items (CI matrix jobs)")
