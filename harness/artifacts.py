@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.outcome import RunResult
+from harness.legacy_outcome import RunResult
 from harness.paths import reports_root
 from harness.redact import redact_argv, redact_env, redact_log, redact_text
 

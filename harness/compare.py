@@ -25,7 +25,9 @@ from harness.comparison import (
     compare_case,
 )
 from harness.errors import UserError
-from harness.outcome import RunResult
+from harness.expectation import run_holds
+from harness.outcome import Outcome
+from harness.legacy_outcome import RunResult
 from harness.paths import reports_root
 from harness.report import write_reports
 from harness.run import RunOptions, execute_run
@@ -72,7 +74,7 @@ def role_specs(loaded: LoadedScenario, *, overrides: Mapping[str, str], referenc
 
 
 def _expectation_check(role: str, exp: Expectation, runs: Sequence[RunResult], summary: RoleResult) -> ExpectationCheck:
-    matching = sum(1 for r in runs if exp.held_by(r.outcome, r.signature))
+    matching = sum(1 for r in runs if run_holds(exp, Outcome(r.outcome), r.signature, None))
     return ExpectationCheck(
         role=role,
         expected_outcome="|".join(exp.outcomes),

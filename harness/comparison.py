@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from harness import __version__
 from harness import statistics as st
+from harness.outcome import Outcome
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
-OUTCOMES = ("pass", "fail", "crash", "infra", "timeout")
+OUTCOMES = tuple(o.value for o in Outcome)
 VERDICTS = ("better", "same", "worse", "not enough data")
 Verdict = Literal["better", "same", "worse", "not enough data"]
 REFERENCE_SERVER_LABEL = "reference server (CPU model, not SGLang)"

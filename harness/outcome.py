@@ -1,92 +1,109 @@
-"""Deciding a run's outcome from what happened, and the record of one run (``result.json``).
+"""The outcomes of a run, the phases a run goes through, and every ordering of outcomes the harness uses.
 
-Precedence, first that applies: infra (could not even try) > crash (the server died, or logged a
-known signature; an infra-kind signature such as "address already in use" makes it infra) >
-timeout (a bound was reached) > fail (a check did not hold) > pass.
+One owner: nothing else in the harness defines an outcome, a phase or an order over outcomes.
+
+Three orderings, each for one question (they differ on purpose):
+
+- ``DECISION_ORDER``: what one run *is* when several things happened, first that applies: infra
+  (could not even try) > crash (the server died, or logged a known signature) > timeout (a bound was
+  reached) > fail (a check did not hold) > pass. ``interrupted`` (the harness was stopped by a signal)
+  comes before all of them except infra: what did not finish was not judged.
+- ``EXIT_ORDER``: the exit code of several runs is that of the worst by this order: an infra or
+  timeout run means "could not decide", which outweighs a decided crash or fail (design.md exit codes).
+- ``TELLING_ORDER``: the single outcome that summarises a role's trials in a comparison: the most
+  telling one that occurred; one crash in five trials is what a reader must see.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Iterable
+from enum import Enum
 
-from harness.scenario.model import Checks
-
-__all__ = ["OUTCOME_EXIT", "RESULT_SCHEMA_VERSION", "RunResult", "Verdict", "evaluate_checks", "exit_code_for"]
-
-RESULT_SCHEMA_VERSION = 1
-# design.md: run exits 0 pass, 1 fail or crash, 3 infra or timeout.
-OUTCOME_EXIT = {"pass": 0, "fail": 1, "crash": 1, "infra": 3, "timeout": 3}
-_SEVERITY = {"pass": 0, "fail": 1, "crash": 2, "timeout": 3, "infra": 4}
-
-
-@dataclass(frozen=True)
-class Verdict:
-    outcome: str
-    signature: str | None
-    reason: str
-    excerpt: str = ""  # the crash's log lines (traceback), already redacted
+__all__ = [
+    "DECISION_ORDER",
+    "EXIT_CODE",
+    "EXIT_ORDER",
+    "Outcome",
+    "Phase",
+    "TELLING_ORDER",
+    "exit_code_for",
+    "most_telling",
+    "parse_outcome",
+    "parse_phase",
+]
 
 
-def exit_code_for(outcomes: list[str]) -> int:
-    """The exit code of several runs: that of the worst outcome (infra/timeout beat crash/fail)."""
-    if not outcomes:
-        return 0
-    return OUTCOME_EXIT[max(outcomes, key=lambda o: _SEVERITY[o])]
+class Outcome(str, Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    CRASH = "crash"
+    INFRA = "infra"
+    TIMEOUT = "timeout"
+    INTERRUPTED = "interrupted"
 
-
-def evaluate_checks(checks: Checks, metrics: dict[str, Any]) -> list[str]:
-    """The checks of one run that did not hold, as short phrases (empty: all held).
-
-    ``checks.relative`` needs a baseline run and is evaluated by ``compare``, not here.
-    """
-    failed = []
-    ok, bad = metrics.get("requests_ok") or 0, metrics.get("requests_failed") or 0
-    if checks.all_requests_succeed and (bad or not ok):
-        failed.append(f"{bad} of {ok + bad} requests failed")
-    if checks.accept_length is not None:
-        problem = checks.accept_length.violation(metrics.get("accept_length"), "accept length")
-        if problem:
-            failed.append(problem)
-    if checks.output_throughput is not None:
-        problem = checks.output_throughput.violation(metrics.get("output_throughput_tok_s"), "output throughput tok/s")
-        if problem:
-            failed.append(problem)
-    return failed
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """One run: one case x one build x one trial. ``to_dict`` is the ``result.json`` contract."""
-
-    scenario: dict[str, str]
-    case: dict[str, Any]
-    build: dict[str, Any]
-    trial: int
-    outcome: str
-    signature: str | None
-    reason: str
-    metrics: dict[str, Any]
-    server: dict[str, Any]
-    host: dict[str, Any]
-    started_at: str
-    duration_s: float
-    harness_version: str
-    artifacts: str
-    excerpt: str = ""
-    checks: list[dict[str, Any]] = field(default_factory=list)
-    expectation: dict[str, Any] | None = None
-    ground_truth: dict[str, Any] | None = None
-    schema_version: int = RESULT_SCHEMA_VERSION
+    def __str__(self) -> str:
+        return self.value
 
     @property
-    def exit_code(self) -> int:
-        return OUTCOME_EXIT[self.outcome]
+    def decided(self) -> bool:
+        """Whether the product was tried and judged (pass, fail, crash): not infra, timeout or interrupted."""
+        return self in (Outcome.PASS, Outcome.FAIL, Outcome.CRASH)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunResult:
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
+class Phase(str, Enum):
+    """Where in a run its outcome arose (design.md, "Memory and search")."""
+
+    PREFLIGHT = "pre-flight"
+    STARTUP = "start-up"
+    WARMUP = "warm-up"
+    WORKLOAD = "workload"
+    TEARDOWN = "teardown"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+DECISION_ORDER: tuple[Outcome, ...] = (
+    Outcome.INFRA, Outcome.INTERRUPTED, Outcome.CRASH, Outcome.TIMEOUT, Outcome.FAIL, Outcome.PASS)
+EXIT_ORDER: tuple[Outcome, ...] = (
+    Outcome.INTERRUPTED, Outcome.INFRA, Outcome.TIMEOUT, Outcome.CRASH, Outcome.FAIL, Outcome.PASS)
+TELLING_ORDER: tuple[Outcome, ...] = (
+    Outcome.CRASH, Outcome.FAIL, Outcome.TIMEOUT, Outcome.INFRA, Outcome.INTERRUPTED, Outcome.PASS)
+
+# design.md: run exits 0 pass, 1 fail or crash, 3 infra or timeout. An interrupted run decided nothing: 3.
+EXIT_CODE: dict[Outcome, int] = {
+    Outcome.PASS: 0, Outcome.FAIL: 1, Outcome.CRASH: 1,
+    Outcome.INFRA: 3, Outcome.TIMEOUT: 3, Outcome.INTERRUPTED: 3,
+}
+
+
+def parse_outcome(text: str | Outcome) -> Outcome:
+    """An outcome from its name; ValueError naming the valid ones otherwise."""
+    try:
+        return Outcome(text)
+    except ValueError:
+        raise ValueError(f"outcome {text!r} is not one of {', '.join(o.value for o in Outcome)}") from None
+
+
+def parse_phase(text: str | Phase | None) -> Phase | None:
+    if text is None:
+        return None
+    try:
+        return Phase(text)
+    except ValueError:
+        raise ValueError(f"phase {text!r} is not one of {', '.join(p.value for p in Phase)}") from None
+
+
+def exit_code_for(outcomes: Iterable[Outcome]) -> int:
+    """The exit code of several runs: that of the first outcome in ``EXIT_ORDER`` that occurred (0 for none)."""
+    seen = set(outcomes)
+    for outcome in EXIT_ORDER:
+        if outcome in seen:
+            return EXIT_CODE[outcome]
+    return 0
+
+
+def most_telling(outcomes: Iterable[Outcome]) -> Outcome:
+    """The one outcome that summarises several trials (``TELLING_ORDER``); pass for none."""
+    seen = set(outcomes)
+    return next((o for o in TELLING_ORDER if o in seen), Outcome.PASS)

@@ -29,7 +29,9 @@ from harness.build import Build, describe_environment, parse_build_spec, resolve
 from harness.errors import HarnessError, InfraError
 from harness.lease import gpu_env, lease_gpus, lease_port
 from harness.metrics import aggregate, metric_value, scrape_metrics, server_accept_length
-from harness.outcome import RunResult, Verdict, evaluate_checks
+from harness.expectation import run_holds
+from harness.outcome import Outcome
+from harness.legacy_outcome import RunResult, Verdict, evaluate_checks
 from harness.paths import resolve_fixture
 from harness.preflight import check_flags, model_gap
 from harness.prompts import Prompt, fit_token_ids, prompt_lengths, random_id_prompts, text_prompts
@@ -286,7 +288,7 @@ def execute_run(
     if role and role in sc.expect:
         exp = sc.expect[role]
         expectation = {"role": role, "expected": exp.describe(),
-                       "held": exp.held_by(verdict.outcome, verdict.signature)}
+                       "held": run_holds(exp, Outcome(verdict.outcome), verdict.signature, None)}
     result = RunResult(
         scenario={"name": sc.name, "file": str(case.file)},
         case={"name": case.name, "values": case.values},

@@ -28,7 +28,7 @@ FAKE_RUNNER = '''
 import json, os, time
 from pathlib import Path
 from harness.lease import lease_port
-from harness.outcome import RunResult
+from harness.legacy_outcome import RunResult
 
 def pytest_sglang_repro_run(item, case, role, spec, trial, gpus):
     with lease_port() as port:

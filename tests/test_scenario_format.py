@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.expectation import run_holds
+from harness.outcome import Outcome
 from harness.scenario import ScenarioError, load_file, load_paths, select_cases, sglang_argv
 
 REPO = Path(__file__).resolve().parent.parent
@@ -60,11 +62,11 @@ def test_seed_scenarios_expand_as_the_issue_describes():
         args = case.scenario.server.args
         if case.values["path"] == "eager":
             assert args["speculative-num-steps"] == 1 and args["disable-cuda-graph"] is True
-            assert before.held_by("crash", "frozen-kv-mtp-stale-out-cache-loc")
+            assert run_holds(before, Outcome.CRASH, "frozen-kv-mtp-stale-out-cache-loc", None)
         else:
             assert args["speculative-num-steps"] == 5 and "disable-cuda-graph" not in args
-            assert before.held_by("pass", None) and not before.held_by("crash", "frozen-kv-mtp-stale-out-cache-loc")
-        assert case.scenario.expect["after"].held_by("pass", None)
+            assert run_holds(before, Outcome.PASS, None, None) and not run_holds(before, Outcome.CRASH, "frozen-kv-mtp-stale-out-cache-loc", None)
+        assert run_holds(case.scenario.expect["after"], Outcome.PASS, None, None)
         assert "--enable-hierarchical-cache" in sglang_argv(case.scenario)
     guard = loaded["frozen-kv-mtp-accept-length-guard"]
     topk = {c.scenario.server.args["speculative-eagle-topk"]: c.scenario.server.args["speculative-num-draft-tokens"]

@@ -9,7 +9,7 @@ from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.compare import compare_cases, role_specs
 from harness.comparison import ComparisonReport
 from harness.errors import UserError
-from harness.outcome import RunResult
+from harness.legacy_outcome import RunResult
 
 COMMAND = "compare"
 HELP = "compare builds on a scenario (exit 0 expectations held, 1 not, 2 bad input, 3 infra)"

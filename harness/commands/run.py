@@ -6,7 +6,7 @@ import argparse
 
 from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.errors import UserError
-from harness.outcome import RunResult, exit_code_for
+from harness.legacy_outcome import RunResult, exit_code_for
 from harness.run import RunOptions, execute_run
 from harness.scenario import Case
 

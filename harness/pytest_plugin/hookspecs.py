@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from harness.outcome import RunResult
+    from harness.legacy_outcome import RunResult
     from harness.scenario import Case
 
 __all__ = ["pytest_sglang_repro_run"]

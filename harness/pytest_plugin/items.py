@@ -17,11 +17,13 @@ from harness import hardware
 from harness.errors import InfraError, UserError
 from harness.pytest_plugin import gating, leasing, reporting
 from harness.pytest_plugin.options import settings
+from harness.expectation import run_holds
+from harness.outcome import Outcome
 from harness.scenario import Case
 from harness.scenario.model import Expectation
 
 if TYPE_CHECKING:
-    from harness.outcome import RunResult
+    from harness.legacy_outcome import RunResult
 
 __all__ = ["ScenarioFailure", "ScenarioItem", "judge"]
 
@@ -31,7 +33,7 @@ def judge(result: RunResult, expectation: Expectation | None) -> str | None:
     got = f"{result.outcome} {result.signature}" if result.signature else result.outcome
     if expectation is None:
         return None if result.outcome == "pass" else f"expected pass (the scenario's checks), got {got}"
-    if expectation.held_by(result.outcome, result.signature):
+    if run_holds(expectation, Outcome(result.outcome), result.signature, None):
         return None
     return f"expected {expectation.describe()}, got {got}"
 

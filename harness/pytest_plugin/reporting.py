@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from harness.outcome import RunResult
+    from harness.legacy_outcome import RunResult
 
 __all__ = ["StepSummary", "failure_text", "log_excerpt", "record"]
 

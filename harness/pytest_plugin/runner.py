@@ -14,7 +14,7 @@ import pytest
 from harness.errors import HarnessError
 
 if TYPE_CHECKING:
-    from harness.outcome import RunResult
+    from harness.legacy_outcome import RunResult
     from harness.scenario import Case
 
 __all__ = ["pytest_sglang_repro_run"]

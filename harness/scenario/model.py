@@ -13,7 +13,6 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
-    "OUTCOMES",
     "Bound",
     "BuildRole",
     "Checks",
@@ -30,8 +29,10 @@ __all__ = [
     "Workload",
 ]
 
-OUTCOMES = ("pass", "fail", "crash", "infra", "timeout")
-Outcome = Literal["pass", "fail", "crash", "infra", "timeout"]
+# The outcomes and phases a scenario may expect: the values of harness.outcome.Outcome and Phase
+# (a test keeps them equal; an interrupted run is never expected).
+ExpectedOutcome = Literal["pass", "fail", "crash", "infra", "timeout"]
+ExpectedPhase = Literal["pre-flight", "start-up", "warm-up", "workload", "teardown"]
 
 _SLUG = r"^[a-z0-9][a-z0-9_.-]*$"
 _FLAG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -269,13 +270,21 @@ class BuildRole(_Strict):
 
 
 class Expectation(_Strict):
-    """What a role should end in: one outcome or a list of acceptable ones, and optionally which
-    signature(s) (``unknown`` for a crash that matches nothing in the catalogue)."""
+    """What a role should end in: one outcome or a list of acceptable ones, optionally which
+    signature(s) (``unknown`` for a crash that matches nothing in the catalogue) and in which phase(s),
+    and how sure the scenario is (judged by :mod:`harness.expectation`)."""
 
-    outcome: Outcome | list[Outcome]
+    outcome: ExpectedOutcome | list[ExpectedOutcome]
     signature: str | list[str] | None = None
+    phase: ExpectedPhase | list[ExpectedPhase] | None = None
+    status: Literal["confirmed", "hypothesis"] = Field(
+        default="confirmed",
+        description="confirmed: an upstream log or a run showed it; hypothesis: reported, never failed, until a "
+        "run confirms it",
+    )
+    evidence: str | None = Field(default=None, description="where it was seen: an upstream log URL, a run id")
 
-    @field_validator("outcome", "signature")
+    @field_validator("outcome", "signature", "phase")
     @classmethod
     def _nonempty(cls, v: Any) -> Any:
         if isinstance(v, list):
@@ -295,6 +304,12 @@ class Expectation(_Strict):
             return ()
         return tuple(self.signature) if isinstance(self.signature, list) else (self.signature,)
 
+    @property
+    def phases(self) -> tuple[str, ...]:
+        if self.phase is None:
+            return ()
+        return tuple(self.phase) if isinstance(self.phase, list) else (self.phase,)
+
     @model_validator(mode="after")
     def _consistent(self) -> Expectation:
         if self.signature is not None and not set(self.outcomes) & {"crash", "infra"}:
@@ -303,16 +318,13 @@ class Expectation(_Strict):
             )
         return self
 
-    def held_by(self, outcome: str, signature: str | None) -> bool:
-        if outcome not in self.outcomes:
-            return False
-        if outcome in ("crash", "infra") and self.signatures:
-            return (signature or "unknown") in self.signatures
-        return True
-
     def describe(self) -> str:
         text = "|".join(self.outcomes)
-        return f"{text} {'|'.join(self.signatures)}" if self.signatures else text
+        if self.signatures:
+            text += f" {'|'.join(self.signatures)}"
+        if self.phases:
+            text += f" at {'|'.join(self.phases)}"
+        return text + (" (hypothesis)" if self.status == "hypothesis" else "")
 
 
 class Timeouts(_Strict):
