@@ -17,11 +17,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.legacy_outcome import RunResult
+from harness.record import RunRecord, record_to_dict
 from harness.paths import reports_root
 from harness.redact import redact_argv, redact_env, redact_log, redact_text
 
-__all__ = ["new_run_dir", "redact_file", "write_env", "write_json", "write_repro", "write_result"]
+__all__ = ["new_run_dir", "redact_file", "write_env", "write_json", "write_record", "write_repro"]
 
 
 def _slug(text: str, limit: int = 40) -> str:
@@ -43,8 +43,9 @@ def write_json(path: Path, data: Any) -> Path:
     return path
 
 
-def write_result(run_dir: Path, result: RunResult) -> Path:
-    return write_json(run_dir / "result.json", result.to_dict())
+def write_record(run_dir: Path, record: RunRecord) -> Path:
+    """``result.json``: the run record at the edge (read back with :func:`harness.record.read_record`)."""
+    return write_json(run_dir / "result.json", record_to_dict(record))
 
 
 def write_env(run_dir: Path, env_info: Mapping[str, Any]) -> Path:

@@ -43,6 +43,8 @@ from typing import Any
 import filelock
 
 from harness.errors import InfraError, UserError
+from harness.sim import REVISIONS
+from harness.text import last_line
 
 __all__ = [
     "BuildSpec",
@@ -52,13 +54,16 @@ __all__ = [
     "describe_environment",
     "default_cache_dir",
     "ensure_pip_env",
+    "BUILD_KINDS",
     "SIM_REVISIONS",
     "NODEPS_PACKAGES",
 ]
 
 log = logging.getLogger(__name__)
 
-SIM_REVISIONS = ("pre-fix", "post-fix")
+SIM_REVISIONS = REVISIONS
+# The build kinds, as a spec starts: sim:, python:, pip:, src:.
+BUILD_KINDS = ("sim", "python", "pip", "src")
 # Knobs of the reference server (``--sim-<knob>``); the parser in harness.sim.cli_args is the authority.
 _SIM_KNOBS_FALLBACK = ("draft-agreement", "step-cost-ms", "device", "seed")
 
@@ -139,15 +144,10 @@ def _split_options(spec: str, text: str, allowed: Sequence[str] | None) -> tuple
 
 def _sim_knobs() -> tuple[str, ...]:
     try:
-        from harness.sim.cli_args import build_parser
-    except ImportError:
+        from harness.sim.cli_args import SIM_KNOBS
+    except ImportError:  # the reference server's extra (torch) is not installed: its knobs are still known
         return _SIM_KNOBS_FALLBACK
-    knobs = []
-    for action in build_parser()._actions:
-        for opt in action.option_strings:
-            if opt.startswith("--sim-") and opt != "--sim-revision":
-                knobs.append(opt[len("--sim-") :])
-    return tuple(knobs) or _SIM_KNOBS_FALLBACK
+    return tuple(SIM_KNOBS)
 
 
 def parse_build_spec(spec: str) -> BuildSpec:
@@ -191,7 +191,7 @@ def parse_build_spec(spec: str) -> BuildSpec:
 # --------------------------------------------------------------------------- subprocesses
 
 
-def _run(
+def run_bounded(
     argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run argv in its own process group; on timeout kill the whole group and raise InfraError."""
@@ -217,11 +217,6 @@ def _run(
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else "(no output)"
 
 
 # Runs in the build's interpreter: finds sglang without importing it (its import pulls torch).
@@ -266,9 +261,9 @@ print(json.dumps(out))
 
 def _probe(python: str, env: Mapping[str, str], *, packages: bool = False) -> dict[str, Any]:
     argv = [python, "-c", _PROBE] + (["--packages"] if packages else [])
-    done = _run(argv, timeout=_PROBE_TIMEOUT_S, env=env)
+    done = run_bounded(argv, timeout=_PROBE_TIMEOUT_S, env=env)
     if done.returncode != 0:
-        raise InfraError(f"interpreter {python} failed to describe itself: {_last_line(done.stderr)}")
+        raise InfraError(f"interpreter {python} failed to describe itself: {last_line(done.stderr)}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -294,7 +289,7 @@ def _stubs_digest() -> str:
 
 
 def _install_stubs(python: Path) -> None:
-    site = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], timeout=30)
+    site = run_bounded([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], timeout=30)
     target = Path(site.stdout.strip())
     for entry in _STUBS_DIR.iterdir():
         if entry.name.startswith((".", "__pycache__")):
@@ -325,9 +320,9 @@ print(json.dumps([pins.get(k, n) for k, n in wanted.items()]))
 
 
 def _pip(python: Path, args: Sequence[str], *, timeout: float) -> None:
-    done = _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", *args], timeout=timeout)
+    done = run_bounded([str(python), "-m", "pip", "install", "--disable-pip-version-check", *args], timeout=timeout)
     if done.returncode != 0:
-        raise InfraError(f"pip install {' '.join(args)} failed: {_last_line(done.stderr)}")
+        raise InfraError(f"pip install {' '.join(args)} failed: {last_line(done.stderr)}")
 
 
 def ensure_pip_env(
@@ -357,18 +352,18 @@ def ensure_pip_env(
         shutil.rmtree(venv, ignore_errors=True)  # a half-built env from a killed run
         started = time.monotonic()
         log.info("creating %s (sglang==%s, deps=%s)", venv, version, deps)
-        done = _run([base, "-m", "venv", str(venv)], timeout=300)
+        done = run_bounded([base, "-m", "venv", str(venv)], timeout=300)
         if done.returncode != 0:
-            raise InfraError(f"{base} -m venv {venv} failed: {_last_line(done.stderr)}")
+            raise InfraError(f"{base} -m venv {venv} failed: {last_line(done.stderr)}")
         python = _venv_python(venv)
         timeout = _PIP_TIMEOUT_S[deps]
         if deps == "full":
             _pip(python, [f"sglang=={version}"], timeout=timeout)
         else:
             _pip(python, ["--no-deps", f"sglang=={version}"], timeout=timeout)
-            pins = _run([str(python), "-c", _PINS, *NODEPS_PACKAGES], timeout=_PROBE_TIMEOUT_S)
+            pins = run_bounded([str(python), "-c", _PINS, *NODEPS_PACKAGES], timeout=_PROBE_TIMEOUT_S)
             if pins.returncode != 0:
-                raise InfraError(f"reading sglang {version}'s requirements failed: {_last_line(pins.stderr)}")
+                raise InfraError(f"reading sglang {version}'s requirements failed: {last_line(pins.stderr)}")
             _pip(python, [f"torch=={torch}", *json.loads(pins.stdout)], timeout=timeout)
             _install_stubs(python)
         _write_marker(marker, version, deps)
@@ -396,9 +391,9 @@ def _interpreter(spec: str, path: str) -> str:
 
 
 def _git(checkout: Path, *args: str) -> str:
-    done = _run(["git", "-C", str(checkout), *args], timeout=_GIT_TIMEOUT_S)
+    done = run_bounded(["git", "-C", str(checkout), *args], timeout=_GIT_TIMEOUT_S)
     if done.returncode != 0:
-        raise InfraError(f"git {' '.join(args)} in {checkout} failed: {_last_line(done.stderr)}")
+        raise InfraError(f"git {' '.join(args)} in {checkout} failed: {last_line(done.stderr)}")
     return done.stdout.strip()
 
 
@@ -407,7 +402,7 @@ def _src_tree(spec: BuildSpec, cache_dir: Path) -> tuple[Path, str]:
     if not checkout.is_dir():
         raise _bad(spec.spec, f"checkout {checkout} is not a directory")
     rev = spec.fields.get("rev")
-    done = _run(["git", "-C", str(checkout), "rev-parse", "--verify", f"{rev or 'HEAD'}^{{commit}}"], timeout=60)
+    done = run_bounded(["git", "-C", str(checkout), "rev-parse", "--verify", f"{rev or 'HEAD'}^{{commit}}"], timeout=60)
     if done.returncode != 0:
         raise _bad(spec.spec, f"{rev or 'HEAD'} is not a commit of {checkout}")
     commit = done.stdout.strip()

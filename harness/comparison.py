@@ -4,7 +4,7 @@
 for several trials, fills one ``RoleResult`` per role, and calls ``compare_case``; the report
 renderers read the resulting ``ComparisonReport`` and nothing else.
 
-Verdict of one metric (``compare_metric``), in this order:
+MetricVerdict of one metric (``compare_metric``), in this order:
 
 1. ``not enough data`` when either side has fewer than ``min_samples`` usable values (only
    trials that passed count: a crashed trial has no meaningful throughput), when the rank
@@ -17,12 +17,10 @@ Verdict of one metric (``compare_metric``), in this order:
 3. ``same`` otherwise: no difference this test can tell apart from noise, or one too small
    to matter.
 
-Verdict of a case: ``worse`` if any metric is worse (a regression outweighs an improvement),
+MetricVerdict of a case: ``worse`` if any metric is worse (a regression outweighs an improvement),
 else ``better`` if any is better, else ``same`` if any is same, else ``not enough data``.
 
-An expectation (``before: crash <signature>``, ``after: pass``) holds only when every trial
-of that role has the expected outcome (and signature, when one is named): a fix that still
-crashes one trial in five has not held.
+Expectations are judged by :mod:`harness.expectation` (one judge); this module only holds the result.
 """
 
 from __future__ import annotations
@@ -35,35 +33,29 @@ from typing import Any, Literal
 
 from harness import __version__
 from harness import statistics as st
-from harness.outcome import Outcome
+from harness.expectation import ExpectationCheck
+from harness.outcome import Outcome, most_telling, parse_outcome
+from harness.sim import REFERENCE_SERVER_LABEL
 
 __all__ = [
     "SCHEMA_VERSION",
-    "OUTCOMES",
     "VERDICTS",
-    "REFERENCE_SERVER_LABEL",
+    "MetricVerdict",
     "MetricSpec",
     "DEFAULT_METRICS",
     "MetricComparison",
     "RoleResult",
-    "ExpectationCheck",
     "CaseComparison",
     "ComparisonReport",
     "compare_metric",
-    "check_expectation",
     "compare_case",
     "build_report",
     "combine_verdicts",
 ]
 
 SCHEMA_VERSION = 1
-OUTCOMES = tuple(o.value for o in Outcome)
 VERDICTS = ("better", "same", "worse", "not enough data")
-Verdict = Literal["better", "same", "worse", "not enough data"]
-REFERENCE_SERVER_LABEL = "reference server (CPU model, not SGLang)"
-
-# When trials disagree, the role's single outcome is the most telling one that occurred.
-_OUTCOME_SEVERITY = ("crash", "fail", "timeout", "infra", "pass")
+MetricVerdict = Literal["better", "same", "worse", "not enough data"]
 
 
 @dataclass(frozen=True)
@@ -105,7 +97,7 @@ class MetricComparison:
     ci_high: float
     p_value: float
     min_effect: float
-    verdict: Verdict
+    verdict: MetricVerdict
     alpha: float = 0.01
     confidence: float = 0.95
     before_role: str = "before"
@@ -200,7 +192,7 @@ def compare_metric(
         p = st.mann_whitney(b, a)
 
     note = ""
-    verdict: Verdict
+    verdict: MetricVerdict
     if len(b) < min_samples or len(a) < min_samples:
         verdict = "not enough data"
         note = (
@@ -260,7 +252,7 @@ class RoleResult:
     build: str
     build_kind: str
     version: str
-    outcomes: tuple[str, ...]
+    outcomes: tuple[Outcome, ...]
     signatures: tuple[str | None, ...] = ()
     reasons: tuple[str, ...] = ()
     metrics: dict[str, tuple[float, ...]] = field(default_factory=dict)
@@ -268,9 +260,7 @@ class RoleResult:
     excerpt: str = ""
 
     def __post_init__(self) -> None:
-        for outcome in self.outcomes:
-            if outcome not in OUTCOMES:
-                raise ValueError(f"role {self.role!r}: outcome {outcome!r} is not one of {', '.join(OUTCOMES)}")
+        object.__setattr__(self, "outcomes", tuple(parse_outcome(o) for o in self.outcomes))
         n = len(self.outcomes)
         for label, values in (
             ("signatures", self.signatures),
@@ -286,20 +276,15 @@ class RoleResult:
         return len(self.outcomes)
 
     @property
-    def outcome(self) -> str:
-        """The shared outcome of all trials, the most severe one when they differ, ``infra`` for none."""
-        if not self.outcomes:
-            return "infra"
-        for outcome in _OUTCOME_SEVERITY:
-            if outcome in self.outcomes:
-                return outcome
-        raise AssertionError("unreachable: outcomes are validated")
+    def outcome(self) -> Outcome:
+        """The outcome that summarises the trials (``outcome.TELLING_ORDER``), ``infra`` for none."""
+        return most_telling(self.outcomes) if self.outcomes else Outcome.INFRA
 
     @property
     def outcome_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for outcome in self.outcomes:
-            counts[outcome] = counts.get(outcome, 0) + 1
+            counts[outcome.value] = counts.get(outcome.value, 0) + 1
         return counts
 
     @property
@@ -332,7 +317,7 @@ class RoleResult:
         """Values of ``metric`` from the trials that passed; missing values dropped."""
         values = self.metrics.get(metric, ())
         return tuple(
-            v for v, outcome in zip(values, self.outcomes) if outcome == "pass" and math.isfinite(v)
+            v for v, outcome in zip(values, self.outcomes) if outcome is Outcome.PASS and math.isfinite(v)
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -342,10 +327,10 @@ class RoleResult:
             "build_kind": self.build_kind,
             "build_label": self.build_label,
             "version": self.version,
-            "outcome": self.outcome,
+            "outcome": self.outcome.value,
             "signature": self.signature,
             "reason": self.reason,
-            "outcomes": list(self.outcomes),
+            "outcomes": [o.value for o in self.outcomes],
             "signatures": list(self.signatures),
             "reasons": list(self.reasons),
             "metrics": {k: [_nan_to_none(v) for v in vs] for k, vs in self.metrics.items()},
@@ -369,81 +354,7 @@ class RoleResult:
         )
 
 
-@dataclass(frozen=True)
-class ExpectationCheck:
-    """Whether one role behaved as the scenario expects."""
-
-    role: str
-    expected_outcome: str
-    expected_signature: str | None
-    actual_outcome: str
-    actual_signature: str | None
-    held: bool
-    trials_matching: int = 0
-    trials: int = 0
-
-    @property
-    def expected_text(self) -> str:
-        return f"{self.expected_outcome} {self.expected_signature}" if self.expected_signature else self.expected_outcome
-
-    @property
-    def actual_text(self) -> str:
-        text = f"{self.actual_outcome} {self.actual_signature}" if self.actual_signature else self.actual_outcome
-        if self.trials and self.trials_matching not in (0, self.trials):
-            text += f" ({self.trials_matching}/{self.trials} trials as expected)"
-        return text
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "role": self.role,
-            "expected_outcome": self.expected_outcome,
-            "expected_signature": self.expected_signature,
-            "actual_outcome": self.actual_outcome,
-            "actual_signature": self.actual_signature,
-            "held": self.held,
-            "trials_matching": self.trials_matching,
-            "trials": self.trials,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ExpectationCheck:
-        return cls(
-            role=data["role"],
-            expected_outcome=data["expected_outcome"],
-            expected_signature=data.get("expected_signature"),
-            actual_outcome=data["actual_outcome"],
-            actual_signature=data.get("actual_signature"),
-            held=bool(data["held"]),
-            trials_matching=int(data.get("trials_matching", 0)),
-            trials=int(data.get("trials", 0)),
-        )
-
-
-def check_expectation(
-    result: RoleResult, expected_outcome: str, expected_signature: str | None = None
-) -> ExpectationCheck:
-    """Check that every trial of ``result`` has the expected outcome (and signature, if named)."""
-    if expected_outcome not in OUTCOMES:
-        raise ValueError(f"expected outcome {expected_outcome!r} is not one of {', '.join(OUTCOMES)}")
-    signatures = result.signatures or (None,) * result.trials
-    matching = sum(
-        1
-        for outcome, signature in zip(result.outcomes, signatures)
-        if outcome == expected_outcome and (expected_signature is None or signature == expected_signature)
-    )
-    return ExpectationCheck(
-        role=result.role,
-        expected_outcome=expected_outcome,
-        expected_signature=expected_signature,
-        actual_outcome=result.outcome,
-        actual_signature=result.signature,
-        held=result.trials > 0 and matching == result.trials,
-        trials_matching=matching,
-        trials=result.trials,
-    )
-
-
-def combine_verdicts(verdicts: Iterable[str]) -> Verdict:
+def combine_verdicts(verdicts: Iterable[str]) -> MetricVerdict:
     """One verdict from many: worse > better > same > not enough data."""
     seen = set(verdicts)
     for verdict in ("worse", "better", "same"):
@@ -461,11 +372,17 @@ class CaseComparison:
     roles: tuple[RoleResult, ...]
     expectations: tuple[ExpectationCheck, ...]
     metrics: tuple[MetricComparison, ...]
-    verdict: Verdict
+    verdict: MetricVerdict
 
     @property
     def expectations_held(self) -> bool:
-        return all(check.held for check in self.expectations)
+        """No confirmed expectation that was tried failed (hypotheses and roles that could not run aside)."""
+        return not any(check.failed for check in self.expectations)
+
+    @property
+    def not_run(self) -> tuple[ExpectationCheck, ...]:
+        """Expectations of roles that could not even try (each says why)."""
+        return tuple(c for c in self.expectations if c.not_run)
 
     def role(self, name: str) -> RoleResult:
         for result in self.roles:
@@ -500,7 +417,7 @@ def compare_case(
     case: str,
     values: Mapping[str, Any],
     roles: Sequence[RoleResult],
-    expectations: Mapping[str, tuple[str, str | None]] | None = None,
+    expectations: Sequence[ExpectationCheck] = (),
     *,
     metrics: Sequence[MetricSpec] = DEFAULT_METRICS,
     alpha: float = 0.01,
@@ -508,19 +425,12 @@ def compare_case(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> CaseComparison:
-    """Check expectations and compare metrics of one case.
+    """Compare the metrics of one case; ``expectations`` were judged by :mod:`harness.expectation`.
 
-    ``roles[0]`` is the baseline; every later role is compared with it. ``expectations``
-    maps a role name to ``(outcome, signature or None)``.
+    ``roles[0]`` is the baseline; every later role is compared with it.
     """
     if not roles:
         raise ValueError(f"case {case!r}: no role results")
-    by_name = {r.role: r for r in roles}
-    checks = []
-    for role, (outcome, signature) in (expectations or {}).items():
-        if role not in by_name:
-            raise ValueError(f"case {case!r}: expectation for role {role!r}, which has no result")
-        checks.append(check_expectation(by_name[role], outcome, signature))
     baseline = roles[0]
     comparisons = [
         compare_metric(
@@ -543,7 +453,7 @@ def compare_case(
         case=case,
         values=dict(values),
         roles=tuple(roles),
-        expectations=tuple(checks),
+        expectations=tuple(expectations),
         metrics=tuple(comparisons),
         verdict=combine_verdicts(c.verdict for c in comparisons),
     )
@@ -561,9 +471,14 @@ class ComparisonReport:
     all_expectations_held: bool
     harness_version: str = __version__
     notes: tuple[str, ...] = ()
+    partial: str = ""  # why the comparison stopped early (interrupted); empty when it ran to the end
 
     @property
-    def verdict(self) -> Verdict:
+    def any_not_run(self) -> bool:
+        return any(c.not_run for c in self.cases)
+
+    @property
+    def verdict(self) -> MetricVerdict:
         return combine_verdicts(c.verdict for c in self.cases)
 
     @property
@@ -579,6 +494,7 @@ class ComparisonReport:
             "harness_version": self.harness_version,
             "verdict": self.verdict,
             "all_expectations_held": self.all_expectations_held,
+            "partial": self.partial,
             "notes": list(self.notes),
             "cases": [c.to_dict() for c in self.cases],
         }
@@ -597,6 +513,7 @@ class ComparisonReport:
             all_expectations_held=bool(data["all_expectations_held"]),
             harness_version=data.get("harness_version", ""),
             notes=tuple(data.get("notes", ())),
+            partial=str(data.get("partial", "")),
         )
 
 
@@ -609,6 +526,7 @@ def build_report(
     notes: Sequence[str] = (),
     created_at: str | None = None,
     harness_version: str = __version__,
+    partial: str = "",
 ) -> ComparisonReport:
     """Assemble the report; expectations hold overall when they hold in every case."""
     return ComparisonReport(
@@ -620,4 +538,5 @@ def build_report(
         all_expectations_held=all(c.expectations_held for c in cases),
         harness_version=harness_version,
         notes=tuple(notes),
+        partial=partial,
     )

@@ -24,7 +24,10 @@ import filelock
 
 from harness.errors import InfraError, UserError
 
-__all__ = ["lock_dir", "port_is_free", "PortLease", "lease_port", "GpuLease", "lease_gpus", "cuda_visible_devices", "gpu_env"]
+# How long a run waits for GPUs that other runs hold before it ends as infra.
+DEFAULT_GPU_LEASE_TIMEOUT_S = 1800.0
+
+__all__ = ["DEFAULT_GPU_LEASE_TIMEOUT_S", "lock_dir", "port_is_free", "PortLease", "lease_port", "GpuLease", "lease_gpus", "cuda_visible_devices", "gpu_env"]
 
 log = logging.getLogger(__name__)
 

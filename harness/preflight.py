@@ -8,8 +8,6 @@ starts a server.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -17,10 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build import Build, _last_line, _run
+from harness.build import Build, run_bounded
 from harness.errors import InfraError
+from harness.text import last_line
 
-__all__ = ["FlagCheck", "check_flag_sets", "check_flags", "model_gap"]
+__all__ = ["ARGPARSE_ERROR", "FlagCheck", "check_flag_sets", "check_flags", "model_gap"]
 
 _LOADED = "SGLANG_REPRO_PARSER_LOADED"
 _RESULTS = "SGLANG_REPRO_PARSE_RESULTS "
@@ -46,7 +45,7 @@ for argv in json.loads(sys.argv[1]):
 print("{_RESULTS}" + json.dumps(results), flush=True)
 """
 
-_ARGPARSE_ERROR = re.compile(r"^.*?: error: (.*)$", re.M)
+ARGPARSE_ERROR = re.compile(r"^.*?: error: (.*)$", re.M)
 
 
 @dataclass(frozen=True)
@@ -74,42 +73,25 @@ def check_flags(build: Build, server_argv: Sequence[str], *, timeout_s: float = 
 def check_flag_sets(build: Build, argvs: Sequence[Sequence[str]], *, timeout_s: float = 120) -> list[FlagCheck]:
     """:func:`check_flags` for several flag lists, in one process of the build's interpreter."""
     sets = [_flags(build, argv) for argv in argvs]
-    if build.is_reference:
-        return [_check_reference(argv) for argv in sets]
-    done = _run([build.python, "-c", _PARSE, json.dumps(sets)], timeout=timeout_s, env=build.env)
+    done = run_bounded([build.python, "-c", _PARSE, json.dumps(sets)], timeout=timeout_s, env=build.env)
     if _LOADED not in done.stdout:
         raise InfraError(
-            f"cannot load sglang's flag parser with {build.python} ({build.spec}): {_last_line(done.stderr)}"
+            f"cannot load sglang's flag parser with {build.python} ({build.spec}): {last_line(done.stderr)}"
         )
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith(_RESULTS)), None)
     if done.returncode != 0 or line is None:
         raise InfraError(f"sglang's flag parser in {build.python} exited {done.returncode}: "
-                         f"{_last_line(done.stderr)}")
+                         f"{last_line(done.stderr)}")
     checks = []
     for code, err in json.loads(line[len(_RESULTS):]):
-        found = _ARGPARSE_ERROR.findall(err)
+        found = ARGPARSE_ERROR.findall(err)
         if code == 0:
             checks.append(FlagCheck(True, f"flags accepted by sglang {build.version or '?'} ({build.spec})"))
         elif code == 2 and found:
             checks.append(FlagCheck(False, found[-1].strip()))
         else:
-            raise InfraError(f"sglang's flag parser in {build.python} exited {code}: {_last_line(err)}")
+            raise InfraError(f"sglang's flag parser in {build.python} exited {code}: {last_line(err)}")
     return checks
-
-
-def _check_reference(argv: list[str]) -> FlagCheck:
-    from harness.sim.cli_args import build_parser
-
-    parser = build_parser()
-    stderr = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
-            parser.parse_args(argv)
-    except SystemExit as exc:
-        if exc.code not in (0, None):
-            found = _ARGPARSE_ERROR.findall(stderr.getvalue())
-            return FlagCheck(False, found[-1].strip() if found else _last_line(stderr.getvalue()))
-    return FlagCheck(True, "flags accepted by the CPU reference server's parser (a model of SGLang's)")
 
 
 def _hub_cache_dir() -> str | None:
@@ -123,15 +105,13 @@ def _hub_cache_dir() -> str | None:
     return None
 
 
-def model_gap(model: str, *, load_format: str | None, is_reference: bool) -> str | None:
+def model_gap(model: str, *, load_format: str | None) -> str | None:
     """None when the server could find ``model``'s files; else one line saying what is missing.
 
     A local directory needs ``config.json``; a hub id needs ``config.json`` in the Hugging Face
     cache (servers here cannot download). ``--load-format dummy`` skips weights but still reads
-    the config and the tokenizer, so only the reference server (which needs no files) skips this.
+    the config and the tokenizer.
     """
-    if is_reference:
-        return None
     why = " (--load-format dummy still needs config and tokenizer)" if load_format == "dummy" else ""
     path = Path(model).expanduser()
     if path.exists() or model.startswith(("/", ".", "~")):

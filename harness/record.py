@@ -34,7 +34,6 @@ __all__ = [
     "read_record",
     "record_from_dict",
     "record_to_dict",
-    "write_record",
 ]
 
 RECORD_SCHEMA_VERSION = 2
@@ -302,14 +301,6 @@ def record_from_dict(data: Mapping[str, Any], *, source: str = "result.json") ->
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UserError(f"{source}: not a run record: {exc}") from None
-
-
-def write_record(run_dir: Path, record: RunRecord) -> Path:
-    path = run_dir / "result.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record_to_dict(record), indent=2, sort_keys=True, default=str) + "\n")
-    tmp.replace(path)
-    return path
 
 
 def read_record(path: Path) -> RunRecord:

@@ -33,6 +33,7 @@ from pathlib import Path
 from types import TracebackType
 
 from harness import hardware
+from harness.text import last_line
 from harness.errors import EXIT_INFRA, HarnessError, InfraError
 from harness.lease import port_is_free
 from harness.reaper import TAG_VAR, Watchdog, kill_run
@@ -263,7 +264,7 @@ class ServerProcess:
             if time.monotonic() >= deadline:
                 tail = self.log_tail(40)
                 self.stop()
-                last = _last_line(tail)
+                last = last_line(tail, empty="")
                 raise StartupTimeout(
                     f"server not ready after {self.startup_timeout_s:g} s"
                     + (f"; last log line: {last}" if last else "; log is empty"),
@@ -423,7 +424,7 @@ class ServerProcess:
         if self.crash_match is not None:
             message = f"server logged a crash before it was ready: {self.crash_line}"
         else:
-            last = _last_line(tail)
+            last = last_line(tail, empty="")
             message = f"server exited with code {self._exit_code} before it was ready" + (
                 f"; last log line: {last}" if last else "; log is empty"
             )
@@ -439,8 +440,3 @@ class ServerProcess:
         return True
 
 
-def _last_line(text: str) -> str:
-    for line in reversed(text.splitlines()):
-        if line.strip():
-            return line.strip()[:300]
-    return ""

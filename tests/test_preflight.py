@@ -79,9 +79,12 @@ def test_interpreter_without_sglang_is_an_infra_error_not_a_flag_verdict() -> No
 
 
 def test_reference_build_uses_the_reference_parser() -> None:
-    build = resolve_build("sim:pre-fix,seed=1")
-    assert check_flags(build, ["--model-path", "m", "--speculative-num-steps", "1"]).ok
-    rejected = check_flags(build, ["--model-path", "m", "--definitely-not-a-flag"])
+    from harness.launcher import launcher_for
+
+    launcher = launcher_for(resolve_build("sim:pre-fix,seed=1"))
+    ok, rejected = launcher.check_flags([["--model-path", "m", "--speculative-num-steps", "1"],
+                                         ["--model-path", "m", "--definitely-not-a-flag"]])
+    assert ok.ok
     assert (rejected.ok, rejected.message) == (False, "unrecognized arguments: --definitely-not-a-flag")
 
 
@@ -90,11 +93,11 @@ def test_reference_build_uses_the_reference_parser() -> None:
 
 def test_local_model_dir_with_config_is_present(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{}")
-    assert model_gap(str(tmp_path), load_format=None, is_reference=False) is None
+    assert model_gap(str(tmp_path), load_format=None) is None
 
 
 def test_local_model_dir_without_config_is_a_gap(tmp_path: Path) -> None:
-    gap = model_gap(str(tmp_path), load_format="dummy", is_reference=False)
+    gap = model_gap(str(tmp_path), load_format="dummy")
     assert gap is not None and "no config.json" in gap and "dummy still needs" in gap
 
 
@@ -107,7 +110,7 @@ def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_missing_hub_model_is_a_gap_naming_it(hub_cache: Path) -> None:
-    gap = model_gap("org/absent-model", load_format=None, is_reference=False)
+    gap = model_gap("org/absent-model", load_format=None)
     assert gap is not None and "org/absent-model" in gap and str(hub_cache) in gap
 
 
@@ -118,10 +121,15 @@ def test_hub_model_in_the_cache_is_present(hub_cache: Path) -> None:
     (repo / "snapshots" / revision / "config.json").write_text("{}")
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(revision)
-    assert model_gap("org/tiny-model", load_format=None, is_reference=False) is None
-    assert model_gap("org/other-model", load_format=None, is_reference=False) is not None
+    assert model_gap("org/tiny-model", load_format=None) is None
+    assert model_gap("org/other-model", load_format=None) is not None
 
 
 def test_only_the_reference_server_skips_the_model_check(hub_cache: Path) -> None:
-    assert model_gap("org/absent-model", load_format="dummy", is_reference=True) is None
-    assert model_gap("org/absent-model", load_format="dummy", is_reference=False) is not None
+    from harness.build import resolve_build
+    from harness.launcher import launcher_for
+    from harness.scenario import load_file
+
+    assert model_gap("org/absent-model", load_format="dummy") is not None
+    case = load_file(Path(__file__).parent.parent / "scenarios" / "frozen_kv_mtp" / "accept_length_guard.yaml").cases[0]
+    assert launcher_for(resolve_build("sim:post-fix")).missing(case) is None

@@ -28,7 +28,7 @@ FAKE_RUNNER = '''
 import json, os, time
 from pathlib import Path
 from harness.lease import lease_port
-from harness.legacy_outcome import RunResult
+from harness.record import record_from_dict
 
 def pytest_sglang_repro_run(item, case, role, spec, trial, gpus):
     with lease_port() as port:
@@ -44,16 +44,17 @@ def pytest_sglang_repro_run(item, case, role, spec, trial, gpus):
         fh.write(json.dumps({"item": item.nodeid, "gpus": list(gpus), "need": case.scenario.hardware.gpus,
                              "start": start, "end": end, "port": port.port, "pid": os.getpid()}) + "\\n")
     signature = os.environ.get("FAKE_SIGNATURE") or None
-    return RunResult(
+    return record_from_dict(dict(
         scenario={"name": case.scenario.name, "file": str(case.file)},
         case={"name": case.name, "values": case.values},
         build={"kind": spec.split(":")[0], "spec": spec, "role": role},
         trial=trial, outcome=outcome, signature=signature,
+        phase=os.environ.get("FAKE_PHASE") or None,
         reason=os.environ.get("FAKE_REASON", "all checks held"),
         metrics={"accept_length": 2.5, "output_throughput_tok_s": 123.0, "requests_ok": 4, "requests_failed": 0},
         server={"log": str(log)}, host={}, started_at="", duration_s=end - start,
         harness_version="test", artifacts=str(run_dir),
-    )
+    ))
 '''
 
 

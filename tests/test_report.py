@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from run_records import judged
 
 from harness.comparison import ComparisonReport, RoleResult, build_report, compare_case
 from harness.errors import UserError
@@ -73,28 +74,22 @@ def _role(role, build, outcomes, *, excerpt="", signatures=None, **metrics) -> R
 def sample_report() -> ComparisonReport:
     """Case 1: the bug reproduces before the fix and is gone after it. Case 2: both pass, after is 2x slower."""
     n = 6
-    crash_case = compare_case(
-        "num_steps=1",
-        {"speculative_num_steps": 1, "disable_cuda_graph": True},
-        [
-            _role("before", "sim:pre-fix", ["crash"] * n, signatures=[SIG] * n, excerpt=TRACEBACK,
-                  accept_length=(math.nan,) * n, output_throughput_tok_s=(math.nan,) * n),
-            _role("after", "sim:post-fix", ["pass"] * n, accept_length=_normal(2.6, 0.04, n, 1),
-                  output_throughput_tok_s=_normal(900, 20, n, 2)),
-        ],
-        {"before": ("crash", SIG), "after": ("pass", None)},
-    )
-    slow_case = compare_case(
-        "num_steps=3",
-        {"speculative_num_steps": 3, "disable_cuda_graph": False},
-        [
-            _role("before", "sim:post-fix", ["pass"] * n, accept_length=_normal(2.9, 0.03, n, 3),
-                  output_throughput_tok_s=_normal(1200, 30, n, 4)),
-            _role("after", "sim:post-fix,step-cost-ms=8", ["pass"] * n, accept_length=_normal(2.9, 0.03, n, 5),
-                  output_throughput_tok_s=_normal(610, 20, n, 6)),
-        ],
-        {"before": ("pass", None), "after": ("pass", None)},
-    )
+    crash_roles = [
+        _role("before", "sim:pre-fix", ["crash"] * n, signatures=[SIG] * n, excerpt=TRACEBACK,
+              accept_length=(math.nan,) * n, output_throughput_tok_s=(math.nan,) * n),
+        _role("after", "sim:post-fix", ["pass"] * n, accept_length=_normal(2.6, 0.04, n, 1),
+              output_throughput_tok_s=_normal(900, 20, n, 2)),
+    ]
+    crash_case = compare_case("num_steps=1", {"speculative_num_steps": 1, "disable_cuda_graph": True}, crash_roles,
+                              judged(crash_roles, {"before": ("crash", SIG), "after": ("pass", None)}))
+    slow_roles = [
+        _role("before", "sim:post-fix", ["pass"] * n, accept_length=_normal(2.9, 0.03, n, 3),
+              output_throughput_tok_s=_normal(1200, 30, n, 4)),
+        _role("after", "sim:post-fix,step-cost-ms=8", ["pass"] * n, accept_length=_normal(2.9, 0.03, n, 5),
+              output_throughput_tok_s=_normal(610, 20, n, 6)),
+    ]
+    slow_case = compare_case("num_steps=3", {"speculative_num_steps": 3, "disable_cuda_graph": False}, slow_roles,
+                             judged(slow_roles, {"before": ("pass", None), "after": ("pass", None)}))
     return build_report(
         "20260701T100000-frozen-kv-mtp",
         "frozen-kv-mtp-eager-draft",
@@ -143,8 +138,8 @@ def _assert_tables_are_rectangular(md: str) -> None:
 def test_markdown_tables_survive_pipes_and_backticks_in_data():
     role = _role("after", "pip:sglang==0.5.15", ["pass"] * 3, accept_length=(2.0,) * 3)
     role = RoleResult(**{**role.__dict__, "version": "0.5.15 | `dirty` tree"})
-    case = compare_case("c", {}, [_role("before", "sim:pre-fix", ["crash"] * 3, signatures=["a|b"] * 3), role],
-                        {"after": ("pass", None), "before": ("crash", "a|b")})
+    crashed = _role("before", "sim:pre-fix", ["crash"] * 3, signatures=["a|b"] * 3)
+    case = compare_case("c", {}, [crashed, role], judged([crashed, role], {"after": ("pass", None), "before": ("crash", "a|b")}))
     md = render_markdown(build_report("r", "s", "f.yaml", [case]))
     _assert_tables_are_rectangular(md)
     assert "`` 0.5.15" not in md and "0.5.15 \\| `dirty` tree" in md

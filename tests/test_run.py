@@ -16,6 +16,8 @@ import yaml
 
 from harness.build import Build
 from harness.reaper import TAG_VAR
+from harness.outcome import Outcome, Phase
+from harness.record import ExpectationResult, RunRecord, read_record
 from harness.run import RunOptions, execute_run
 from harness.scenario import load_file, select_cases
 
@@ -43,32 +45,32 @@ def case_of(path: Path, name: str):
     return case
 
 
-def result_of(stdout: str) -> dict:
+def result_of(stdout: str) -> RunRecord:
     run_dir = stdout.strip().splitlines()[-1].split("-> ")[-1]
-    return json.loads((Path(run_dir) / "result.json").read_text())
+    return read_record(Path(run_dir))
 
 
 def test_pre_fix_eager_crashes_with_the_signature(run_cli, tmp_path):
     res = run_cli("run", LONG, "--case", "tokens=276,path=eager", "--build", "sim:pre-fix", "--out", tmp_path)
     assert res.returncode == 1, res.stdout + res.stderr
     result = result_of(res.stdout)
-    assert result["outcome"] == "crash"
-    assert result["signature"] == "frozen-kv-mtp-stale-out-cache-loc"
-    assert "[276]" in result["reason"]
-    run_dir = Path(result["artifacts"])
+    assert result.outcome is Outcome.CRASH
+    assert result.signature == "frozen-kv-mtp-stale-out-cache-loc"
+    assert "[276]" in result.reason and result.phase is Phase.WORKLOAD
+    run_dir = Path(result.artifacts)
     for name in ("result.json", "server.log", "requests.jsonl", "env.json", "repro.sh"):
         assert (run_dir / name).is_file(), name
     assert "broadcast shape [276]" in (run_dir / "server.log").read_text()
     assert json.loads((run_dir / "first_failing_request.json").read_text())["input_ids"].__len__() == 276
     assert "--disable-cuda-graph" in (run_dir / "repro.sh").read_text()
-    assert not tagged_processes(result["server"]["run_tag"])
+    assert not tagged_processes(result.server.run_tag)
 
 
 def test_post_fix_passes_with_ground_truth_metrics(tmp_path):
     case = case_of(LONG, "tokens=276,path=eager")
     result = execute_run(case, "sim:post-fix", role="after", options=RunOptions(out_root=tmp_path, progress=False))
     assert result.outcome == "pass", result.reason
-    assert result.expectation == {"role": "after", "expected": "pass", "held": True}
+    assert result.expectation == ExpectationResult(role="after", expected="pass", held=True)
     truth = result.ground_truth
     m = result.metrics
     # The harness measures acceptance from each response; the server counts it in verification.
@@ -78,7 +80,7 @@ def test_post_fix_passes_with_ground_truth_metrics(tmp_path):
     # Client throughput over its wall time vs the server's, from first arrival to last finish.
     assert m["output_throughput_tok_s"] == pytest.approx(truth["span_throughput"], rel=0.02)
     assert m["accept_length"] > 1.0
-    assert not tagged_processes(result.server["run_tag"])
+    assert not tagged_processes(result.server.run_tag)
 
 
 def test_start_up_failure_is_a_crash_with_a_reason(tmp_path):
@@ -86,9 +88,9 @@ def test_start_up_failure_is_a_crash_with_a_reason(tmp_path):
     result = execute_run(case, "sim:pre-fix", role="before", options=RunOptions(out_root=tmp_path, progress=False))
     assert result.outcome == "crash"
     assert result.signature == "sim-frozen-kv-mtp-early-pool-binding"
-    assert result.reason.startswith("start-up:")
-    assert result.expectation["held"] is True
-    assert not tagged_processes(result.server["run_tag"])
+    assert result.reason.startswith("start-up:") and result.phase is Phase.STARTUP
+    assert result.expectation is not None and result.expectation.held
+    assert not tagged_processes(result.server.run_tag)
 
 
 def test_hung_server_times_out_and_leaves_nothing(tmp_path):
@@ -107,7 +109,7 @@ def test_hung_server_times_out_and_leaves_nothing(tmp_path):
     assert result.outcome == "timeout", result.reason
     assert "not ready after 3 s" in result.reason
     assert time.monotonic() - started < 15
-    assert not tagged_processes(result.server["run_tag"])
+    assert not tagged_processes(result.server.run_tag)
 
 
 def test_sigkill_of_the_harness_leaves_no_server(tmp_path):
@@ -168,11 +170,11 @@ def test_real_sglang_rejects_unknown_flag_before_launch(tmp_path, run_cli):
                   "--out", tmp_path / "out", timeout=300)
     assert res.returncode == 3, res.stdout + res.stderr
     result = result_of(res.stdout)
-    assert result["outcome"] == "infra"
-    assert "unrecognized arguments: --definitely-not-a-flag" in result["reason"]
-    assert result["build"]["version"] == "0.5.15"
-    assert not Path(result["server"]["log"]).exists(), "nothing may be launched"
-    assert result["server"]["exit_code"] is None
+    assert result.outcome is Outcome.INFRA and result.phase is Phase.PREFLIGHT
+    assert "unrecognized arguments: --definitely-not-a-flag" in result.reason
+    assert result.build.version == "0.5.15"
+    assert not Path(result.server.log).exists(), "nothing may be launched"
+    assert result.server.exit_code is None
 
 
 def test_real_sglang_without_the_model_is_infra(tmp_path, monkeypatch):
@@ -182,8 +184,8 @@ def test_real_sglang_without_the_model_is_infra(tmp_path, monkeypatch):
                          options=RunOptions(out_root=tmp_path, progress=False))
     assert result.outcome == "infra"
     assert "google/gemma-4-31B-it is not in" in result.reason
-    assert result.expectation["held"] is False
-    assert not Path(result.server["log"]).exists()
+    assert result.expectation is not None and not result.expectation.held
+    assert not Path(result.server.log).exists()
 
 
 def test_full_pip_build_is_not_installed_without_the_hardware(tmp_path, monkeypatch):
@@ -194,4 +196,4 @@ def test_full_pip_build_is_not_installed_without_the_hardware(tmp_path, monkeypa
     assert result.outcome == "infra"
     assert "needs 4 GPUs matching L40S" in result.reason and "was not created" in result.reason
     assert not (tmp_path / "cache").exists()
-    assert result.build["spec"] == "pip:sglang==0.5.15" and result.build["version"] is None
+    assert result.build.spec == "pip:sglang==0.5.15" and result.build.version is None

@@ -6,10 +6,11 @@ import argparse
 import sys
 
 from harness.commands._common import add_scenario_arguments, selected_cases
-from harness.compare import compare_cases, role_specs
+from harness.compare_runner import compare_cases, role_specs
 from harness.comparison import ComparisonReport
 from harness.errors import UserError
-from harness.legacy_outcome import RunResult
+from harness.record import RunRecord
+from harness.report import write_reports
 
 COMMAND = "compare"
 HELP = "compare builds on a scenario (exit 0 expectations held, 1 not, 2 bad input, 3 infra)"
@@ -39,10 +40,11 @@ def _overrides(args: argparse.Namespace) -> dict[str, str]:
     return out
 
 
-def _progress(result: RunResult) -> None:
-    sig = f" {result.signature}" if result.signature else ""
-    print(f"  {result.case['name']:<28} {result.build['role']:<8} trial {result.trial}: "
-          f"{result.outcome}{sig}", file=sys.stderr, flush=True)
+def _progress(record: RunRecord) -> None:
+    sig = f" {record.signature}" if record.signature else ""
+    phase = f" at {record.phase.value}" if record.phase and record.outcome.value != "pass" else ""
+    print(f"  {record.case.name:<28} {record.build.role or '':<8} trial {record.trial}: "
+          f"{record.outcome.value}{sig}{phase}", file=sys.stderr, flush=True)
 
 
 def summary(report: ComparisonReport) -> list[str]:
@@ -61,9 +63,28 @@ def summary(report: ComparisonReport) -> list[str]:
             if tput:
                 text += f", {sum(tput) / len(tput):.1f} tok/s"
             parts.append(text)
-        held = "expectations held" if case.expectations_held else "EXPECTATION NOT HELD"
+        if not case.expectations_held:
+            held = "EXPECTATION NOT HELD"
+        elif case.not_run:
+            held = "NOT RUN: " + "; ".join(f"{c.role}: {c.not_run}" for c in case.not_run)
+        else:
+            held = "expectations held"
+        observed = [c for c in case.expectations if c.observation]
+        if observed:
+            held += "; hypothesis not confirmed: " + ", ".join(f"{c.role} expected {c.expected_text}" for c in observed)
         lines.append(f"{case.case}: {'; '.join(parts)} -> {held}; metrics {case.verdict}")
     return lines
+
+
+def verdict_line(report: ComparisonReport) -> str:
+    if not report.all_expectations_held:
+        text = "an expectation did NOT hold"
+    elif report.any_not_run:
+        reasons = {c.not_run for case in report.cases for c in case.not_run}
+        text = f"could not run every case ({len(reasons)} reason(s)): {sorted(reasons)[0]}"
+    else:
+        text = "every expectation held"
+    return f"verdict: {text}" + (f" (PARTIAL: {report.partial})" if report.partial else "")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -71,10 +92,10 @@ def main(args: argparse.Namespace) -> int:
     specs = role_specs(loaded, overrides=_overrides(args), reference=args.reference)
     print(f"comparing {loaded.scenario.name}: {len(cases)} case(s), roles "
           + ", ".join(f"{r}={s}" for r, s in specs.items()), file=sys.stderr, flush=True)
-    outcome = compare_cases(loaded, cases, specs, trials=args.trials, out_root=args.out, progress=_progress)
-    for line in summary(outcome.report):
+    ran = compare_cases(loaded, cases, specs, trials=args.trials, out_root=args.out, progress=_progress)
+    paths = write_reports(ran.report, ran.report_dir)
+    for line in summary(ran.report):
         print(line)
-    verdict = "every expectation held" if outcome.report.all_expectations_held else "an expectation did NOT hold"
-    print(f"verdict: {verdict}")
-    print(f"report: {outcome.paths['html']}")
-    return outcome.exit_code
+    print(verdict_line(ran.report))
+    print(f"report: {paths['html']}")
+    return ran.exit_code

@@ -6,8 +6,9 @@ import argparse
 
 from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.errors import UserError
-from harness.legacy_outcome import RunResult, exit_code_for
-from harness.run import RunOptions, execute_run
+from harness.outcome import Outcome, exit_code_for
+from harness.record import RunRecord
+from harness.run import RunInterrupted, RunOptions, execute_run
 from harness.scenario import Case
 
 COMMAND = "run"
@@ -37,28 +38,34 @@ def resolve_role(case: Case, build: str, reference: bool) -> tuple[str, str | No
     return build, None
 
 
-def summary_line(result: RunResult) -> str:
-    m = result.metrics
-    parts = [f"{result.outcome.upper():7}", result.case["name"], result.build["spec"]]
-    if result.signature:
-        parts.append(f"signature={result.signature}")
-    if m.get("accept_length") is not None:
-        parts.append(f"accept_length={m['accept_length']:.3f}")
-    if m.get("output_throughput_tok_s") is not None:
-        parts.append(f"output_tok_s={m['output_throughput_tok_s']:.1f}")
-    if result.outcome != "pass":
-        parts.append(f"reason: {result.reason}")
-    return "  ".join(parts) + f"\n        -> {result.artifacts}"
+def summary_line(record: RunRecord) -> str:
+    parts = [f"{record.outcome.value.upper():7}", record.case.name, record.build.spec]
+    if record.phase and record.outcome is not Outcome.PASS:
+        parts.append(f"phase={record.phase.value}")
+    if record.signature:
+        parts.append(f"signature={record.signature}")
+    accept, tput = record.metric("accept_length"), record.metric("output_throughput_tok_s")
+    if accept is not None:
+        parts.append(f"accept_length={accept:.3f}")
+    if tput is not None:
+        parts.append(f"output_tok_s={tput:.1f}")
+    if record.outcome is not Outcome.PASS:
+        parts.append(f"reason: {record.reason}")
+    return "  ".join(parts) + f"\n        -> {record.artifacts}"
 
 
 def main(args: argparse.Namespace) -> int:
     _, cases = selected_cases(args)
     options = RunOptions(out_root=args.out, progress=False if args.no_progress else None)
-    outcomes = []
+    outcomes: list[Outcome] = []
     for case in cases:
         spec, role = resolve_role(case, args.build, args.reference)
         for trial in range(args.trials or case.scenario.workload.trials):
-            result = execute_run(case, spec, role=role, trial=trial, options=options)
-            outcomes.append(result.outcome)
-            print(summary_line(result), flush=True)
+            try:
+                record = execute_run(case, spec, role=role, trial=trial, options=options)
+            except RunInterrupted as exc:
+                print(summary_line(exc.record), flush=True)
+                return exit_code_for([*outcomes, exc.record.outcome])
+            outcomes.append(record.outcome)
+            print(summary_line(record), flush=True)
     return exit_code_for(outcomes)

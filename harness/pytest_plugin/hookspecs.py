@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from harness.legacy_outcome import RunResult
+    from harness.record import RunRecord
     from harness.scenario import Case
 
 __all__ = ["pytest_sglang_repro_run"]
@@ -22,7 +22,7 @@ __all__ = ["pytest_sglang_repro_run"]
 @pytest.hookspec(firstresult=True)
 def pytest_sglang_repro_run(
     item: pytest.Item, case: Case, role: str, spec: str, trial: int, gpus: Sequence[int]
-) -> RunResult | None:
+) -> RunRecord | None:
     """Run ``case`` once on the build ``spec`` (role ``role``) and return its result.
 
     ``gpus`` are the NVML indices the plugin has leased for the item (empty for the reference

@@ -9,6 +9,7 @@ before the build is resolved: resolving a ``pip:`` build creates an environment)
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -23,25 +24,31 @@ from harness.scenario import Case
 from harness.scenario.model import Expectation
 
 if TYPE_CHECKING:
-    from harness.legacy_outcome import RunResult
+    from harness.record import RunRecord
 
-__all__ = ["ScenarioFailure", "ScenarioItem", "judge"]
+__all__ = ["HypothesisNotConfirmed", "ScenarioFailure", "ScenarioItem", "judge"]
 
 
-def judge(result: RunResult, expectation: Expectation | None) -> str | None:
-    """Why ``result`` does not do what the item expects, or None when it does."""
-    got = f"{result.outcome} {result.signature}" if result.signature else result.outcome
+def judge(result: RunRecord, expectation: Expectation | None) -> str | None:
+    """Why ``result`` does not do what the item expects, or None when it does (:mod:`harness.expectation`)."""
+    got = result.outcome.value + (f" {result.signature}" if result.signature else "")
+    if result.phase and expectation is not None and expectation.phases:
+        got += f" at {result.phase.value}"
     if expectation is None:
-        return None if result.outcome == "pass" else f"expected pass (the scenario's checks), got {got}"
-    if run_holds(expectation, Outcome(result.outcome), result.signature, None):
+        return None if result.outcome is Outcome.PASS else f"expected pass (the scenario's checks), got {got}"
+    if run_holds(expectation, result.outcome, result.signature, result.phase):
         return None
     return f"expected {expectation.describe()}, got {got}"
+
+
+class HypothesisNotConfirmed(pytest.PytestWarning):
+    """A scenario's hypothesis (``status: hypothesis``) did not hold on this run: an observation."""
 
 
 class ScenarioFailure(Exception):
     """An item's run did not end as expected; :func:`reporting.failure_text` shows it."""
 
-    def __init__(self, problem: str, result: RunResult, trial: int, trials: int) -> None:
+    def __init__(self, problem: str, result: RunRecord, trial: int, trials: int) -> None:
         super().__init__(problem)
         self.problem = problem
         self.result = result
@@ -87,8 +94,14 @@ class ScenarioItem(pytest.Item):
                     problem = judge(result, expectation)
                     if problem is None:
                         continue
-                    if result.outcome == "infra":
-                        pytest.skip(f"infra: {result.reason} (trial {trial + 1} of {trials})")
+                    if result.outcome in (Outcome.INFRA, Outcome.INTERRUPTED):
+                        pytest.skip(f"{result.outcome.value}: {result.reason} (trial {trial + 1} of {trials})")
+                    if expectation is not None and expectation.status == "hypothesis":
+                        # A hypothesis that did not hold is an observation: shown, never a failure.
+                        self.user_properties.append(("observation", problem))
+                        warnings.warn(HypothesisNotConfirmed(f"{self.nodeid}: hypothesis not confirmed: {problem}"),
+                                      stacklevel=1)
+                        continue
                     raise ScenarioFailure(problem, result, trial, trials)
         except InfraError as exc:
             pytest.skip(f"infra: {exc}")

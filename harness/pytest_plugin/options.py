@@ -10,11 +10,11 @@ import pytest
 
 from harness.argtypes import positive_int
 from harness.hardware import INVENTORY_ENV, injected_inventory
+from harness.lease import DEFAULT_GPU_LEASE_TIMEOUT_S
 
 __all__ = ["Settings", "settings", "parse_build", "parse_shard"]
 
 _BUILD_KINDS = ("python:", "pip:", "src:")
-_DEFAULT_GPU_LEASE_TIMEOUT_S = 1800.0
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="trials per item instead of the scenario's workload.trials")
     group.addoption("--shard", type=parse_shard, default=None, metavar="K/N",
                     help="run only the K-th of N deterministic slices of the selected items (CI matrix jobs)")
-    group.addoption("--gpu-lease-timeout", type=_seconds, default=_DEFAULT_GPU_LEASE_TIMEOUT_S, metavar="S",
-                    help=f"how long a gpu item waits for its GPUs to be free (default {_DEFAULT_GPU_LEASE_TIMEOUT_S:g})")
+    group.addoption("--gpu-lease-timeout", type=_seconds, default=DEFAULT_GPU_LEASE_TIMEOUT_S, metavar="S",
+                    help=f"how long a gpu item waits for its GPUs to be free (default {DEFAULT_GPU_LEASE_TIMEOUT_S:g})")
 
 
 @pytest.hookimpl(tryfirst=True)

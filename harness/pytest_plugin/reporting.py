@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from harness.legacy_outcome import RunResult
+    from harness.record import RunRecord
 
 __all__ = ["StepSummary", "failure_text", "log_excerpt", "record"]
 
@@ -28,11 +28,12 @@ _MAX_LINES = 40
 _STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 
-def record(item: pytest.Item, result: RunResult) -> None:
+def record(item: pytest.Item, result: RunRecord) -> None:
     """Attach one trial's result to the item (JUnit properties, step summary)."""
     props: list[tuple[str, object]] = [
         ("trial", result.trial),
-        ("outcome", result.outcome),
+        ("outcome", result.outcome.value),
+        ("phase", result.phase.value if result.phase else ""),
         ("signature", result.signature or ""),
         ("reason", result.reason),
         ("artifacts", result.artifacts),
@@ -62,14 +63,14 @@ def _metric(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def failure_text(problem: str, result: RunResult, trial: int, trials: int) -> str:
+def failure_text(problem: str, result: RunRecord, trial: int, trials: int) -> str:
     metrics = " ".join(f"{k}={_metric(result.metrics[k])}" for k in _KEY_METRICS
                        if result.metrics.get(k) is not None) or "-"
-    log_path = result.server.get("log")
+    log_path = result.server.log
     what, lines = log_excerpt(log_path)
     out = [
         f"{problem} (trial {trial + 1} of {trials})",
-        f"  outcome:    {result.outcome}",
+        f"  outcome:    {result.outcome.value}" + (f" at {result.phase.value}" if result.phase else ""),
         f"  signature:  {result.signature or '-'}",
         f"  reason:     {result.reason}",
         f"  metrics:    {metrics}",

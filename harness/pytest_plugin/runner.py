@@ -14,7 +14,7 @@ import pytest
 from harness.errors import HarnessError
 
 if TYPE_CHECKING:
-    from harness.legacy_outcome import RunResult
+    from harness.record import RunRecord
     from harness.scenario import Case
 
 __all__ = ["pytest_sglang_repro_run"]
@@ -34,7 +34,8 @@ def _resolve(config: pytest.Config, spec: str) -> Any:
             cache[spec] = exc
     found = cache[spec]
     if isinstance(found, HarnessError):
-        raise type(found)(str(found))
+        # The same exception again, with its original traceback chained: constructors may differ.
+        raise found.with_traceback(found.__traceback__)
     return found
 
 
@@ -47,7 +48,7 @@ def _options(gpus: Sequence[int]) -> Any:
 @pytest.hookimpl(trylast=True)
 def pytest_sglang_repro_run(
     item: pytest.Item, case: Case, role: str, spec: str, trial: int, gpus: Sequence[int]
-) -> RunResult:
+) -> RunRecord:
     from harness.run import execute_run
 
     build = _resolve(item.config, spec)

@@ -9,12 +9,12 @@ from typing import Any
 
 from harness.comparison import (
     DEFAULT_METRICS,
-    REFERENCE_SERVER_LABEL,
     CaseComparison,
     ComparisonReport,
     MetricComparison,
     RoleResult,
 )
+from harness.sim import REFERENCE_SERVER_LABEL
 from harness.statistics import summarize
 
 __all__ = [
@@ -118,13 +118,22 @@ class Headline:
 
 def headline(report: ComparisonReport) -> Headline:
     checks = [e for c in report.cases for e in c.expectations]
-    failed = [e for e in checks if not e.held]
+    failed = [e for e in checks if e.failed]
+    not_run = [e for e in checks if e.not_run]
+    observed = [e for e in checks if e.observation]
     if not checks:
         expect = "No expectations declared"
     elif failed:
         expect = f"{len(failed)} of {len(checks)} expectations did NOT hold"
+    elif not_run:
+        expect = f"{len(not_run)} of {len(checks)} expectations could not be checked (not run: {not_run[0].not_run})"
     else:
-        expect = f"All {len(checks)} expectations held"
+        confirmed = " confirmed" if observed else ""
+        expect = f"All {len(checks) - len(observed)}{confirmed} expectations held"
+    if observed:
+        expect += f"; {len(observed)} hypothesis(es) not confirmed"
+    if report.partial:
+        expect = f"PARTIAL ({report.partial}) · {expect}"
     verdict = report.verdict
     counts: dict[str, int] = {}
     for case in report.cases:

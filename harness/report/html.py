@@ -44,6 +44,7 @@ code { font: 12.5px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; ba
 .badge { display: inline-block; border-radius: 999px; padding: 1px 10px; font-weight: 600; font-size: 13px;
          color: #fff; white-space: nowrap; }
 .v-better, .o-pass, .held { background: var(--good); } .v-worse, .o-crash, .o-fail, .not-held { background: var(--bad); }
+.observation, .not-run { background: var(--unsure, #b8860b); }
 .v-same { background: var(--same); } .v-not-enough-data, .o-timeout, .o-infra { background: var(--unsure); }
 .sim { color: var(--unsure); font-weight: 600; }
 section.case { border-top: 2px solid var(--line); margin-top: 26px; padding-top: 6px; }
@@ -99,6 +100,8 @@ def _summary_table(report: ComparisonReport) -> str:
     rows = []
     for i, case in enumerate(report.cases):
         held = _badge("held", "held") if case.expectations_held else _badge("NOT held", "not-held")
+        if case.expectations_held and case.not_run:
+            held = _badge("not run", "not-run")
         if not case.expectations:
             held = "—"
         rows.append(
@@ -114,7 +117,7 @@ def _summary_table(report: ComparisonReport) -> str:
 def _role_table(case: CaseComparison) -> str:
     rows = [
         f"<tr><th>{_e(role.role)}</th><td>{_build_cell(role)}</td><td><code>{_e(role.version or '—')}</code></td>"
-        f"<td>{_badge(role.outcome, 'o-' + role.outcome)} {_e(f.fmt_outcomes(role))}</td>"
+        f"<td>{_badge(role.outcome.value, 'o-' + role.outcome.value)} {_e(f.fmt_outcomes(role))}</td>"
         f"<td>{('<code>' + _e(role.signature) + '</code>') if role.signature else '—'}</td>"
         f"<td>{_e(role.reason) or '—'}</td></tr>"
         for role in case.roles
@@ -125,13 +128,16 @@ def _role_table(case: CaseComparison) -> str:
     )
 
 
+_STATE_CLASS = {"held": "held", "NOT HELD": "not-held", "observation": "observation", "not run": "not-run"}
+
+
 def _expectation_table(case: CaseComparison) -> str:
     if not case.expectations:
         return '<p class="note">The scenario declares no expectations for this case.</p>'
     rows = [
         f"<tr><th>{_e(check.role)}</th><td><code>{_e(check.expected_text)}</code></td>"
         f"<td>{_e(check.actual_text)}</td>"
-        f"<td>{_badge('held', 'held') if check.held else _badge('NOT held', 'not-held')}</td></tr>"
+        f"<td>{_badge(check.state, _STATE_CLASS[check.state])}</td></tr>"
         for check in case.expectations
     ]
     return (
@@ -221,7 +227,7 @@ def _plots(case: CaseComparison, names: list[str]) -> str:
 
 def _excerpts(case: CaseComparison) -> str:
     blocks = [
-        f"<details open><summary>{_e(role.role)}: {_e(role.outcome)}"
+        f"<details open><summary>{_e(role.role)}: {_e(role.outcome.value)}"
         f"{(' — ' + _e(role.signature)) if role.signature else ''}</summary>"
         f"<pre>{_e(f.trim_excerpt(role.excerpt, EXCERPT_LIMIT))}</pre></details>"
         for role in case.roles

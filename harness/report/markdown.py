@@ -60,6 +60,10 @@ def _role_table(case: CaseComparison) -> list[str]:
     return lines
 
 
+_STATE_MARK = {"held": "✅", "NOT HELD": "❌ **no**", "observation": "🔍 hypothesis not confirmed",
+               "not run": "⏸ not run"}
+
+
 def _expectation_table(case: CaseComparison) -> list[str]:
     if not case.expectations:
         return []
@@ -67,7 +71,7 @@ def _expectation_table(case: CaseComparison) -> list[str]:
     for check in case.expectations:
         lines.append(
             f"| **{_cell(check.role)}** | {_cell(check.expected_text)} | {_cell(check.actual_text)} | "
-            f"{'✅' if check.held else '❌ **no**'} |"
+            f"{_STATE_MARK[check.state]} |"
         )
     return lines
 
@@ -121,7 +125,7 @@ def _rule(report: ComparisonReport) -> list[str]:
 def _details(case: CaseComparison, excerpt_limit: int, with_artifacts: bool) -> list[str]:
     lines: list[str] = []
     for role in case.roles:
-        if role.reason and role.outcome != "pass":
+        if role.reason and role.outcome.value != "pass":
             lines.append(f"- **{_cell(role.role)}**: {_cell(role.reason)}")
     if with_artifacts:
         for role in case.roles:
@@ -134,7 +138,7 @@ def _details(case: CaseComparison, excerpt_limit: int, with_artifacts: bool) -> 
         if role.excerpt and excerpt_limit > 0:
             lines += [
                 "",
-                f"<details><summary>Log excerpt: {_cell(role.role)} ({_cell(role.outcome)})</summary>",
+                f"<details><summary>Log excerpt: {_cell(role.role)} ({_cell(role.outcome.value)})</summary>",
                 "",
                 _fence(f.trim_excerpt(role.excerpt, excerpt_limit)),
                 "",

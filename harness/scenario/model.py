@@ -12,6 +12,9 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness.build import BUILD_KINDS
+from harness.sim import REVISIONS
+
 __all__ = [
     "Bound",
     "BuildRole",
@@ -45,8 +48,7 @@ _RESERVED_FLAGS = {
     "host": "server.host",
     "port": "the harness (it leases a free port per run)",
 }
-_BUILD_KINDS = ("sim:", "python:", "pip:", "src:")
-_SIM_REVISIONS = ("pre-fix", "post-fix")
+_BUILD_KINDS = tuple(f"{kind}:" for kind in BUILD_KINDS)
 
 FlagValue = Union[bool, int, float, str, list[Union[int, float, str]], None]
 
@@ -257,8 +259,8 @@ class BuildRole(_Strict):
     @classmethod
     def _sim(cls, v: str) -> str:
         revision, _, knobs = v.partition(",")
-        if revision not in _SIM_REVISIONS:
-            raise ValueError(f"reference-server revision {revision!r} is not one of {', '.join(_SIM_REVISIONS)}")
+        if revision not in REVISIONS:
+            raise ValueError(f"reference-server revision {revision!r} is not one of {', '.join(REVISIONS)}")
         for knob in filter(None, knobs.split(",")):
             if not re.match(r"^[a-z][a-z-]*=[^,\s]+$", knob):
                 raise ValueError(f"reference-server knob {knob!r} must look like name=value")

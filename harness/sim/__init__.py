@@ -7,13 +7,15 @@ flags, so the same scenario runs against it and against real SGLang. Launch it w
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_REVISION", "REVISIONS", "SIM_NAME", "SIM_LABEL", "version_string"]
+__all__ = ["DEFAULT_REVISION", "REFERENCE_SERVER_LABEL", "REVISIONS", "SIM_NAME", "SIM_LABEL", "version_string"]
 
 REVISIONS = ("pre-fix", "post-fix")
 # One place decides what a bare launch models; the harness always names a revision explicitly.
 DEFAULT_REVISION = "post-fix"
 SIM_NAME = "sglang-repro-reference-server"
 SIM_LABEL = "[sglang-repro reference server]"
+# How the harness names it beside real builds in results and reports.
+REFERENCE_SERVER_LABEL = "reference server (CPU model, not SGLang)"
 
 
 def version_string(revision: str) -> str:

@@ -7,6 +7,7 @@ unchanged; an unknown flag exits 2 with argparse's message, as SGLang's own pars
 from __future__ import annotations
 
 import argparse
+from typing import Any
 from collections.abc import Sequence
 
 from harness.sim import DEFAULT_REVISION, REVISIONS
@@ -137,16 +138,24 @@ def _add_memory_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--disable-hybrid-swa-memory", action="store_true")
 
 
+# The knobs a build spec may set (``sim:post-fix,step-cost-ms=20`` -> ``--sim-step-cost-ms 20``), declared as
+# data so that the build layer reads their names here instead of from argparse's internals.
+SIM_KNOBS: dict[str, dict[str, Any]] = {
+    "draft-agreement": {"type": float, "default": 0.8,
+                        "help": "0..1: weight of the target's own view in the draft's logits; acceptance emerges from it"},
+    "step-cost-ms": {"type": float, "default": 0.0,
+                     "help": "extra time per target forward step (a draft step costs a tenth), modelling GPU time"},
+    "device": {"choices": ("cpu", "cuda"), "default": "cpu"},
+    "seed": {"type": int, "default": 0},
+}
+
+
 def _add_sim_knobs(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("reference-server knobs (sglang-repro's model only; not SGLang flags)")
     g.add_argument("--sim-revision", choices=REVISIONS, default=DEFAULT_REVISION,
                    help="which side of the upstream fix (sglang PR #29616) to model")
-    g.add_argument("--sim-draft-agreement", type=float, default=0.8,
-                   help="0..1: weight of the target's own view in the draft's logits; acceptance emerges from it")
-    g.add_argument("--sim-step-cost-ms", type=float, default=0.0,
-                   help="extra time per target forward step (a draft step costs a tenth), modelling GPU time")
-    g.add_argument("--sim-device", choices=("cpu", "cuda"), default="cpu")
-    g.add_argument("--sim-seed", type=int, default=0)
+    for name, kwargs in SIM_KNOBS.items():
+        g.add_argument(f"--sim-{name}", **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,187 @@
+"""Running a comparison: every case under each build role, trials interleaved; returns data.
+
+Trials run A B A B ... (trial 0 of every role, then trial 1, ...) so that drift of the machine
+during the comparison hits every build alike; trial t of every role gets the same seeded prompts.
+Expectations are judged by :mod:`harness.expectation`, numbers by :mod:`harness.comparison`; the
+command writes the reports (:mod:`harness.report`), as asv keeps publishing apart from running.
+An interrupted comparison returns what it finished, marked partial.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.comparison import (
+    DEFAULT_METRICS,
+    CaseComparison,
+    ComparisonReport,
+    MetricSpec,
+    RoleResult,
+    build_report,
+    compare_case,
+)
+from harness.errors import UserError
+from harness.expectation import ExpectationCheck, judge_role
+from harness.outcome import Outcome
+from harness.paths import reports_root
+from harness.record import RunRecord
+from harness.run import RunInterrupted, RunOptions, execute_run
+from harness.scenario import Case, LoadedScenario
+from harness.scenario.model import RelativeChecks
+
+__all__ = ["ComparisonRun", "compare_cases", "role_specs"]
+
+log = logging.getLogger(__name__)
+
+_RELATIVE = {"accept_length": "accept_length_max_regression",
+             "output_throughput_tok_s": "output_throughput_max_regression"}
+# Metrics carried per trial into the comparison besides the judged ones (DEFAULT_METRICS).
+_SHOWN = ("accept_length_server", "ttft_ms_p50", "itl_ms_p50", "request_throughput_rps")
+
+
+@dataclass(frozen=True)
+class ComparisonRun:
+    """What ``compare_cases`` produced: the comparison, its folder, and every run record."""
+
+    report: ComparisonReport
+    report_dir: Path
+    runs: tuple[RunRecord, ...]
+
+    @property
+    def exit_code(self) -> int:
+        """design.md: 0 every expectation held, 1 one did not, 3 a role could not run (or the comparison was
+        interrupted) and nothing that did run failed."""
+        if not self.report.all_expectations_held:
+            return 1
+        if self.report.any_not_run or self.report.partial:
+            return 3
+        return 0
+
+
+def role_specs(loaded: LoadedScenario, *, overrides: Mapping[str, str], reference: bool) -> dict[str, str]:
+    """Build spec per role, baseline first: the relative checks' baseline, else ``before``, else the first
+    role of the file; then ``after``; then the rest in file order."""
+    roles = loaded.scenario.builds
+    unknown = set(overrides) - set(roles)
+    if unknown:
+        raise UserError(f"no build role {sorted(unknown)[0]!r} in {loaded.file} (roles: {', '.join(roles)})")
+    rel = loaded.scenario.checks.relative
+    first = [r for r in (rel.baseline if rel else None, "before", "after") if r in roles]
+    order = list(dict.fromkeys([*first, *roles]))
+    return {role: overrides.get(role) or (roles[role].sim_spec if reference else roles[role].spec) for role in order}
+
+
+def _relative_checks(rel: RelativeChecks | None, case: CaseComparison) -> list[ExpectationCheck]:
+    """checks.relative: a later role may not be significantly worse than the baseline beyond the tolerance."""
+    if rel is None:
+        return []
+    out = []
+    for metric in case.metrics:
+        tolerance = getattr(rel, _RELATIVE.get(metric.metric, ""), None)
+        if tolerance is None or metric.before_role != rel.baseline:
+            continue
+        worse = metric.verdict == "worse" and metric.delta_rel < -tolerance
+        out.append(ExpectationCheck(
+            role=metric.after_role,
+            expected_outcome=f"{metric.metric} not worse than {rel.baseline} by > {tolerance:.0%}",
+            expected_signature=None,
+            actual_outcome=(f"{metric.delta_rel:+.1%} ({metric.verdict})" if metric.delta_rel == metric.delta_rel
+                            else metric.verdict),
+            actual_signature=None,
+            held=not worse,
+            trials_matching=0,
+            trials=len(metric.after),
+        ))
+    return out
+
+
+def _role_result(role: str, spec: str, runs: Sequence[RunRecord], report_dir: Path) -> RoleResult:
+    names = sorted({m.name for m in DEFAULT_METRICS} | set(_SHOWN))
+    # A trial that did not pass has no meaningful speed (a crash "measures" 0 tok/s): leave it blank.
+    metrics = {
+        name: tuple(v if (v := r.metric(name)) is not None and r.outcome is Outcome.PASS else float("nan")
+                    for r in runs)
+        for name in names
+    }
+    first = runs[0]
+    return RoleResult(
+        role=role,
+        build=spec,
+        build_kind=first.build.kind,
+        version=first.build.version or "",
+        outcomes=tuple(r.outcome for r in runs),
+        signatures=tuple(r.signature for r in runs),
+        reasons=tuple(r.reason for r in runs),
+        metrics=metrics,
+        artifact_dirs=tuple(str(Path(r.artifacts).resolve().relative_to(report_dir.resolve())) for r in runs),
+        excerpt=next((r.excerpt for r in runs if r.excerpt), ""),
+    )
+
+
+def _metric_specs(tolerances: RelativeChecks | None) -> list[MetricSpec]:
+    """The judged metrics; a relative check's tolerance is also the smallest effect that counts."""
+    if tolerances is None:
+        return list(DEFAULT_METRICS)
+    return [MetricSpec(m.name, m.label, m.unit, m.higher_is_better,
+                       getattr(tolerances, _RELATIVE[m.name], None) or m.min_effect) if m.name in _RELATIVE else m
+            for m in DEFAULT_METRICS]
+
+
+def _compare_one(case: Case, specs: Mapping[str, str], by_role: Mapping[str, Sequence[RunRecord]],
+                 report_dir: Path) -> CaseComparison:
+    ran = {role: runs for role, runs in by_role.items() if runs}
+    roles = [_role_result(role, specs[role], runs, report_dir) for role, runs in ran.items()]
+    checks = [judge_role(role, case.scenario.expect[role], runs)
+              for role, runs in ran.items() if role in case.scenario.expect]
+    tolerances = case.scenario.checks.relative
+    base = compare_case(case.name, case.values, roles, checks, metrics=_metric_specs(tolerances))
+    checks += _relative_checks(tolerances, base)
+    return CaseComparison(case=base.case, values=base.values, roles=base.roles, expectations=tuple(checks),
+                          metrics=base.metrics, verdict=base.verdict)
+
+
+def compare_cases(
+    loaded: LoadedScenario,
+    cases: Sequence[Case],
+    specs: Mapping[str, str],
+    *,
+    trials: int | None = None,
+    out_root: Path | None = None,
+    progress: Callable[[RunRecord], None] | None = None,
+) -> ComparisonRun:
+    """Run every case under every role (interleaved trials); the comparison of what ran."""
+    report_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{loaded.scenario.name[:40]}-{secrets.token_hex(2)}"
+    report_dir = (out_root or reports_root()) / "compare" / report_id
+    report_dir.mkdir(parents=True)
+    options = RunOptions(out_root=report_dir, progress=False)
+    all_runs: list[RunRecord] = []
+    compared: list[CaseComparison] = []
+    notes = ["roles: " + ", ".join(f"{role} = {spec}" for role, spec in specs.items())]
+    partial = ""
+    for case in cases:
+        n = trials or case.scenario.workload.trials
+        by_role: dict[str, list[RunRecord]] = {role: [] for role in specs}
+        try:
+            for trial in range(n):
+                for role, spec in specs.items():
+                    record = execute_run(case, spec, role=role, trial=trial, options=options)
+                    by_role[role].append(record)
+                    all_runs.append(record)
+                    if progress:
+                        progress(record)
+        except RunInterrupted as exc:
+            by_role[exc.record.build.role or ""] = [*by_role.get(exc.record.build.role or "", []), exc.record]
+            all_runs.append(exc.record)
+            partial = (f"interrupted during {case.name} ({exc.record.build.role}, trial {exc.record.trial}); "
+                       f"{len(compared)} of {len(cases)} case(s) complete")
+        if any(by_role.values()):
+            compared.append(_compare_one(case, specs, {r: v for r, v in by_role.items() if r in specs}, report_dir))
+        if partial:
+            break
+    report = build_report(report_id, loaded.scenario.name, str(loaded.file), compared, notes=notes, partial=partial)
+    return ComparisonRun(report=report, report_dir=report_dir, runs=tuple(all_runs))

@@ -1,0 +1,174 @@
+"""The launcher seam: what differs between starting real SGLang and the CPU reference server.
+
+``run`` asks the launcher of its build, never the build kind: how flags are checked (the build's own
+parser), how prompt text becomes token counts (the model's tokenizer), which files and hardware a start
+needs, which case it runs (the reference server applies the scenario's ``reference:`` overrides), and
+what ground truth the server can tell about itself afterwards. :func:`launcher_for` chooses one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from harness import hardware
+from harness.build import Build
+from harness.errors import InfraError
+from harness.http import get_json
+from harness.paths import resolve_fixture
+from harness.preflight import ARGPARSE_ERROR, FlagCheck, check_flag_sets, model_gap
+from harness.prompts import Prompt, fit_token_ids, prompt_lengths, random_id_prompts, text_prompts
+from harness.scenario import Case
+from harness.scenario.model import TokenRange
+from harness.sim import REFERENCE_SERVER_LABEL
+from harness.text import last_line
+
+__all__ = ["Launcher", "ReferenceLauncher", "SGLangLauncher", "launcher_for"]
+
+
+class Launcher(Protocol):
+    """One kind of server: everything ``run`` needs to know that depends on it."""
+
+    build: Build
+    label: str
+    is_reference: bool
+
+    def case_for(self, case: Case) -> Case:
+        """The case as this server runs it."""
+
+    def check_flags(self, flag_sets: Sequence[Sequence[str]]) -> list[FlagCheck]:
+        """The server's own parser on each flag set (SGLang's flags, launcher flags included)."""
+
+    def missing(self, case: Case) -> str | None:
+        """What this host lacks to start ``case`` (model files, GPUs), as one line; None when nothing."""
+
+    def gpus_needed(self, case: Case) -> int:
+        """How many GPUs to lease for one start."""
+
+    def prompts(self, case: Case, trial: int) -> list[Prompt]:
+        """The seeded prompts of ``case`` (warm-up ones first), counted with this server's tokenizer."""
+
+    def ground_truth(self, url: str) -> Mapping[str, Any] | None:
+        """What the server measured of itself (only a model can tell), or None."""
+
+
+def _lengths(case: Case) -> tuple[list[int], int]:
+    wl = case.scenario.workload
+    spec = wl.prompt
+    tokens: Any = (range(spec.tokens.start, spec.tokens.stop, spec.tokens.step)
+                   if isinstance(spec.tokens, TokenRange) else spec.tokens)
+    return prompt_lengths(tokens, wl.warmup + wl.requests, spec.seed), spec.seed
+
+
+def _fixture_text(case: Case) -> str:
+    spec = case.scenario.workload.prompt
+    fixture = resolve_fixture(spec.fixture or "", relative_to=case.file.parent)
+    if fixture is None:
+        raise InfraError(f"prompt fixture {spec.fixture!r} not found")
+    return fixture.read_text()
+
+
+@dataclass(frozen=True)
+class SGLangLauncher:
+    """Real SGLang from a build's environment."""
+
+    build: Build
+    label: str = "SGLang"
+    is_reference: bool = False
+
+    def case_for(self, case: Case) -> Case:
+        return case
+
+    def check_flags(self, flag_sets: Sequence[Sequence[str]]) -> list[FlagCheck]:
+        return check_flag_sets(self.build, flag_sets)
+
+    def missing(self, case: Case) -> str | None:
+        sc = case.scenario
+        load_format = sc.server.args.get("load-format")
+        for model in filter(None, (sc.server.model, sc.server.draft_model)):
+            gap = model_gap(model, load_format=str(load_format) if load_format else None)
+            if gap:
+                return gap
+        return hardware_gap(case)
+
+    def gpus_needed(self, case: Case) -> int:
+        return case.scenario.hardware.gpus
+
+    def prompts(self, case: Case, trial: int) -> list[Prompt]:
+        # Same seeded prompts for every build and trial: trials then differ only by the machine's noise.
+        lengths, seed = _lengths(case)
+        spec = case.scenario.workload.prompt
+        if spec.source == "random-ids":
+            return random_id_prompts(lengths, seed=seed, vocab=spec.vocab)
+        return text_prompts(lengths, text=_fixture_text(case), tokenizer_path=case.scenario.server.model, seed=seed)
+
+    def ground_truth(self, url: str) -> Mapping[str, Any] | None:
+        return None
+
+
+@dataclass(frozen=True)
+class ReferenceLauncher:
+    """The CPU reference server (``harness/sim``): a model of SGLang's mechanism, not SGLang."""
+
+    build: Build
+    label: str = REFERENCE_SERVER_LABEL
+    is_reference: bool = True
+
+    def case_for(self, case: Case) -> Case:
+        return case.for_reference()
+
+    def check_flags(self, flag_sets: Sequence[Sequence[str]]) -> list[FlagCheck]:
+        from harness.sim.cli_args import build_parser
+
+        checks = []
+        for flags in flag_sets:
+            argv = [*self.build.launcher[3:], *flags]  # after "python -m harness.sim.server": its --sim-* knobs
+            stderr = io.StringIO()
+            try:
+                with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+                    build_parser().parse_args(argv)
+                checks.append(FlagCheck(True, "flags accepted by the CPU reference server's parser (a model of SGLang's)"))
+            except SystemExit as exc:
+                if exc.code in (0, None):
+                    checks.append(FlagCheck(True, "flags accepted by the CPU reference server's parser"))
+                    continue
+                found = ARGPARSE_ERROR.findall(stderr.getvalue())
+                checks.append(FlagCheck(False, found[-1].strip() if found else last_line(stderr.getvalue())))
+        return checks
+
+    def missing(self, case: Case) -> str | None:
+        return None  # it builds its tiny model itself and runs on CPU
+
+    def gpus_needed(self, case: Case) -> int:
+        return 0
+
+    def prompts(self, case: Case, trial: int) -> list[Prompt]:
+        lengths, seed = _lengths(case)
+        spec = case.scenario.workload.prompt
+        if spec.source == "random-ids":
+            return random_id_prompts(lengths, seed=seed, vocab=spec.vocab)
+        # The reference server tokenizes bytes: exact counts without any download.
+        from harness.sim.tokenizer import ByteTokenizer
+
+        ids = ByteTokenizer().encode(_fixture_text(case))
+        return [Prompt(input_ids=fit_token_ids(ids, n, seed=seed, index=i), text=None, tokens=n)
+                for i, n in enumerate(lengths)]
+
+    def ground_truth(self, url: str) -> Mapping[str, Any] | None:
+        return get_json(f"{url}/sim/stats", timeout_s=2.0)
+
+
+def hardware_gap(case: Case) -> str | None:
+    """What the scenario's hardware requirement lacks on this host, or None."""
+    hw = case.scenario.hardware
+    gap = hardware.requirement_gap(hardware.inventory(), count=hw.gpus, name_pattern=hw.gpu_name,
+                                   min_memory_gib=hw.min_memory_gib,
+                                   min_compute_capability=hw.min_compute_capability)
+    return f"hardware: {gap}" if gap else None
+
+
+def launcher_for(build: Build) -> Launcher:
+    return ReferenceLauncher(build) if build.is_reference else SGLangLauncher(build)
