@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -37,6 +38,10 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
+        if os.environ.get("SGLANG_REPRO_GPU_INVENTORY") is not None:
+            from harness.hardware import injected_inventory
+
+            injected_inventory()  # a malformed value is bad input before anything starts, not a traceback later
         return int(args._main(args))
     except HarnessError as exc:
         # Errors that already name their file and line (scenario problems) stand alone, one per line.

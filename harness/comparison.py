@@ -357,10 +357,8 @@ class RoleResult:
 def combine_verdicts(verdicts: Iterable[str]) -> MetricVerdict:
     """One verdict from many: worse > better > same > not enough data."""
     seen = set(verdicts)
-    for verdict in ("worse", "better", "same"):
-        if verdict in seen:
-            return verdict  # type: ignore[return-value]
-    return "not enough data"
+    order: tuple[MetricVerdict, ...] = ("worse", "better", "same")
+    return next((verdict for verdict in order if verdict in seen), "not enough data")
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,10 @@ INVENTORY_ENV = "SGLANG_REPRO_GPU_INVENTORY"
 _UNKNOWN_NAME = "injected"
 
 
+class InventoryError(UserError, ValueError):
+    """``$SGLANG_REPRO_GPU_INVENTORY`` is malformed: bad input (exit 2), also a ValueError for old callers."""
+
+
 def _entry(raw: str) -> Gpu:
     parts = raw.strip().split(":")
     if not parts[0].isdigit():
@@ -157,10 +161,14 @@ def injected_inventory() -> list[Gpu] | None:
     text = os.environ.get(INVENTORY_ENV)
     if text is None:
         return None
-    gpus = [_entry(raw) for raw in text.split(",") if raw.strip()]
-    indices = [g.index for g in gpus]
-    if len(set(indices)) != len(indices):
-        raise ValueError(f"duplicate GPU index in {text!r}")
+    try:
+        gpus = [_entry(raw) for raw in text.split(",") if raw.strip()]
+        indices = [g.index for g in gpus]
+        if len(set(indices)) != len(indices):
+            raise ValueError(f"duplicate GPU index in {text!r}")
+    except ValueError as exc:
+        raise InventoryError(f"${INVENTORY_ENV}: {exc}; valid: a comma-separated list of "
+                             "INDEX or INDEX:NAME:MEMORY_GIB:CC, or empty for no GPUs") from None
     return gpus
 
 

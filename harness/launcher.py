@@ -32,9 +32,14 @@ __all__ = ["Launcher", "ReferenceLauncher", "SGLangLauncher", "launcher_for"]
 class Launcher(Protocol):
     """One kind of server: everything ``run`` needs to know that depends on it."""
 
-    build: Build
-    label: str
-    is_reference: bool
+    @property
+    def build(self) -> Build: ...
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def is_reference(self) -> bool: ...
 
     def case_for(self, case: Case) -> Case:
         """The case as this server runs it."""

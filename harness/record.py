@@ -216,7 +216,8 @@ def record_to_dict(record: RunRecord) -> dict[str, Any]:
     host = data["host"]
     host["gpu_details"] = host.pop("gpus")
     host["gpus"] = list(record.host.gpu_names)
-    return _plain(data)  # type: ignore[no-any-return]  # _plain keeps a dict a dict
+    plain: dict[str, Any] = _plain(data)
+    return plain
 
 
 def _teardown(data: Any) -> TeardownInfo | None:

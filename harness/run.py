@@ -177,8 +177,8 @@ def _before_ready_phase(log_text: str, flags: Sequence[str]) -> Phase:
     return Phase.WARMUP if _HTTP_UP in log_text else Phase.STARTUP
 
 
-def _crash_verdict(match: Match | None, log_text: str, exit_code: int | None, phase: Phase) -> RunVerdict:
-    if match is not None:
+def _crash_verdict(match: object | None, log_text: str, exit_code: int | None, phase: Phase) -> RunVerdict:
+    if isinstance(match, Match):
         sig = match.signature
         outcome = Outcome.INFRA if sig.kind == "infra" else Outcome.CRASH
         return RunVerdict(outcome, f"{phase.value}: {sig.title}: {match.line.strip()[:300]}", phase, sig.id,
@@ -344,6 +344,7 @@ def _record(resolved: Resolved, attempt: Attempt, verdict: RunVerdict, checks: t
     case, build = resolved.case, resolved.build
     sc = case.scenario
     redact_file(paths.log)
+    env_info: dict[str, Any]
     try:
         env_info = describe_environment(build) if build.python else {"build": build.spec, "error": "not resolved"}
     except HarnessError as exc:

@@ -9,12 +9,14 @@ from dataclasses import dataclass
 import pytest
 
 from harness.argtypes import positive_int
-from harness.hardware import INVENTORY_ENV, injected_inventory
+from harness.build import BUILD_KINDS
+from harness.hardware import injected_inventory
 from harness.lease import DEFAULT_GPU_LEASE_TIMEOUT_S
 
 __all__ = ["Settings", "settings", "parse_build", "parse_shard"]
 
-_BUILD_KINDS = ("python:", "pip:", "src:")
+# Real builds only: the reference server is chosen with --reference items, not --build.
+_BUILD_KINDS = tuple(f"{kind}:" for kind in BUILD_KINDS if kind != "sim")
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         injected_inventory()  # fail at start-up, not in the first gpu item
     except ValueError as exc:
-        raise pytest.UsageError(f"{INVENTORY_ENV}: {exc}") from None
+        raise pytest.UsageError(str(exc)) from None
     config.stash[_SETTINGS] = Settings(
         builds=dict(config.getoption("build") or []),
         trials=config.getoption("trials"),
