@@ -33,6 +33,7 @@ from harness.record import RunRecord
 from harness.run import RunInterrupted, RunOptions, execute_run
 from harness.scenario import Case, LoadedScenario
 from harness.scenario.model import RelativeChecks
+from harness.server_pool import ServerPool
 
 __all__ = ["ComparisonRun", "compare_cases", "role_specs"]
 
@@ -167,13 +168,15 @@ def compare_cases(
         n = trials or case.scenario.workload.trials
         by_role: dict[str, list[RunRecord]] = {role: [] for role in specs}
         try:
-            for trial in range(n):
-                for role, spec in specs.items():
-                    record = execute_run(case, spec, role=role, trial=trial, options=options)
-                    by_role[role].append(record)
-                    all_runs.append(record)
-                    if progress:
-                        progress(record)
+            # One server per role kept across the case's trials (when the scenario shares servers).
+            with ServerPool(report_dir) as pool:
+                for trial in range(n):
+                    for role, spec in specs.items():
+                        record = execute_run(case, spec, role=role, trial=trial, options=options, pool=pool)
+                        by_role[role].append(record)
+                        all_runs.append(record)
+                        if progress:
+                            progress(record)
         except RunInterrupted as exc:
             by_role[exc.record.build.role or ""] = [*by_role.get(exc.record.build.role or "", []), exc.record]
             all_runs.append(exc.record)

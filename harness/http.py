@@ -12,7 +12,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["HttpReply", "get", "get_json"]
+__all__ = ["HttpReply", "get", "get_json", "post"]
 
 # Built once: an opener without proxy handling, whatever HTTP(S)_PROXY say.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -27,7 +27,15 @@ class HttpReply:
 
 def get(url: str, *, timeout_s: float, headers: dict[str, str] | None = None) -> HttpReply:
     """GET ``url``; an HTTP error status is a reply (not an exception). Raises OSError when no reply came."""
-    request = urllib.request.Request(url, headers=headers or {})
+    return _send(urllib.request.Request(url, headers=headers or {}), timeout_s)
+
+
+def post(url: str, *, timeout_s: float, body: bytes = b"", headers: dict[str, str] | None = None) -> HttpReply:
+    """POST ``body`` to ``url``; like :func:`get`."""
+    return _send(urllib.request.Request(url, data=body, headers=headers or {}, method="POST"), timeout_s)
+
+
+def _send(request: urllib.request.Request, timeout_s: float) -> HttpReply:
     try:
         with _OPENER.open(request, timeout=timeout_s) as resp:
             return HttpReply(resp.status, resp.read(), dict(resp.headers.items()))

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from harness import hardware
 from harness.build import Build
 from harness.errors import InfraError
-from harness.http import get_json
+from harness.http import get_json, post
 from harness.paths import resolve_fixture
 from harness.preflight import ARGPARSE_ERROR, FlagCheck, check_flag_sets, model_gap
 from harness.prompts import Prompt, fit_token_ids, prompt_lengths, random_id_prompts, text_prompts
@@ -58,6 +58,10 @@ class Launcher(Protocol):
 
     def ground_truth(self, url: str) -> Mapping[str, Any] | None:
         """What the server measured of itself (only a model can tell), or None."""
+
+    def begin_trial(self, url: str) -> str | None:
+        """Before a trial on a server that served an earlier one: empty its caches (and restart the model's
+        own counters); why that failed, or None."""
 
 
 def _lengths(case: Case) -> tuple[list[int], int]:
@@ -113,6 +117,9 @@ class SGLangLauncher:
     def ground_truth(self, url: str) -> Mapping[str, Any] | None:
         return None
 
+    def begin_trial(self, url: str) -> str | None:
+        return _flush(url)
+
 
 @dataclass(frozen=True)
 class ReferenceLauncher:
@@ -164,6 +171,26 @@ class ReferenceLauncher:
 
     def ground_truth(self, url: str) -> Mapping[str, Any] | None:
         return get_json(f"{url}/sim/stats", timeout_s=2.0)
+
+    def begin_trial(self, url: str) -> str | None:
+        problem = _flush(url)
+        if problem:
+            return problem
+        try:
+            reply = post(f"{url}/sim/reset_stats", timeout_s=5.0)
+        except OSError as exc:
+            return f"POST /sim/reset_stats: {exc}"
+        return None if reply.status == 200 else f"POST /sim/reset_stats answered {reply.status}"
+
+
+def _flush(url: str) -> str | None:
+    # SGLang: `/flush_cache` (GET or POST) empties the radix cache, refused while requests are in flight
+    # (srt/entrypoints/http_server.py flush_cache: 0.5.14 line 839, 0.5.15 line 862).
+    try:
+        reply = post(f"{url}/flush_cache", timeout_s=30.0)
+    except OSError as exc:
+        return f"POST /flush_cache: {exc}"
+    return None if reply.status == 200 else f"POST /flush_cache answered {reply.status}: {reply.body[:200]!r}"
 
 
 def hardware_gap(case: Case) -> str | None:

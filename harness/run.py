@@ -58,6 +58,7 @@ from harness.redact import redact_argv, redact_env, redact_log
 from harness.scenario import Case, server_flags
 from harness.scenario.model import Checks
 from harness.server import ServerDied, ServerProcess, StartupTimeout
+from harness.server_pool import LiveServer, ServerPool, pool_key
 from harness.signatures import Catalogue, Match, last_traceback
 
 __all__ = ["RunInterrupted", "RunOptions", "evaluate_checks", "execute_run"]
@@ -117,6 +118,8 @@ class Attempt:
     metrics: dict[str, float | None] = field(default_factory=dict)
     truth: Mapping[str, Any] | None = None
     teardown: TeardownInfo | None = None
+    live: LiveServer | None = None  # the pooled server this trial ran on
+    log_offset: int = 0  # where this trial's part of a pooled server's log starts
 
 
 @dataclass(frozen=True)
@@ -201,53 +204,89 @@ def _watched(case: Case, catalogue: Catalogue) -> list[str] | None:
 
 
 def _serve(resolved: Resolved, paths: RunPaths, deadline: float, opts: RunOptions, catalogue: Catalogue,
-           attempt: Attempt, trial: int) -> None:
-    """Pre-flight, then start, ready, workload, server-side metrics: fills ``attempt`` as it goes."""
+           attempt: Attempt, trial: int, pool: ServerPool | None) -> None:
+    """Pre-flight, then a server (reused from ``pool`` or started), the workload, server-side metrics.
+
+    Fills ``attempt`` as it goes. Without a pool the server is torn down here; with one, a ready server is
+    handed to the pool (``execute_run`` evicts it when the trial does not pass).
+    """
     case, build, launcher = resolved.case, resolved.build, resolved.launcher
     assert launcher is not None
     sc = case.scenario
     attempt.prompts = launcher.prompts(case, trial)
-    with ExitStack() as stack:
-        port_lease = stack.enter_context(lease_port(sc.server.host))
+    env_overlay = {**build.env, **sc.server.env}
+    key = pool_key(build.spec, server_flags(sc, port=0), env_overlay)
+    live = pool.get(key) if pool is not None else None
+    if live is not None:
+        _reuse(live, resolved, attempt, paths, deadline, opts)
+        return
+    with ExitStack() as leases:
+        port_lease = leases.enter_context(lease_port(sc.server.host))
         attempt.port = port_lease.port
         attempt.flags = server_flags(sc, port=attempt.port)
         attempt.argv = [*build.launcher, *attempt.flags]
         attempt.verdict = _preflight(case, launcher, attempt.flags)
         if attempt.verdict is not None:
             return
-        gpu_indices: Sequence[int] = ()
-        attempt.env_overlay = {**build.env, **sc.server.env}
+        attempt.env_overlay = dict(env_overlay)
         needed = launcher.gpus_needed(case)
+        if pool is not None:
+            pool.make_room(needed)
+        gpu_indices: Sequence[int] = ()
         if needed and opts.gpus is not None:
             gpu_indices = tuple(opts.gpus)
             attempt.env_overlay.update(gpu_env(gpu_indices))
         elif needed:
             inventory = [g.index for g in hardware.inventory()]
-            gpus = stack.enter_context(lease_gpus(needed, inventory, timeout_s=opts.gpu_lease_timeout_s))
+            gpus = leases.enter_context(lease_gpus(needed, inventory, timeout_s=opts.gpu_lease_timeout_s))
             gpu_indices = gpus.indices
             attempt.env_overlay.update(gpus.env)
         matcher = catalogue.stream(_watched(case, catalogue))
         startup_s = min(sc.timeouts.startup_s, max(1.0, deadline - time.monotonic()))
         server = ServerProcess(
             attempt.argv, env={**os.environ, **attempt.env_overlay}, host=sc.server.host, port=attempt.port,
-            log_path=paths.log, run_tag=paths.tag, startup_timeout_s=startup_s, on_line=matcher.feed,
-            gpu_indices=gpu_indices,
+            log_path=pool.log_path(paths.tag) if pool is not None else paths.log, run_tag=paths.tag,
+            startup_timeout_s=startup_s, on_line=matcher.feed, gpu_indices=gpu_indices,
         )
         attempt.server = server
+        handed_over = False
         try:
-            attempt.verdict = _start_and_drive(server, resolved, attempt, paths, deadline, opts)
+            ready = _start(server, attempt)
+            if isinstance(ready, RunVerdict):
+                attempt.verdict = ready
+                return
+            attempt.metrics["ready_s"] = round(ready, 3)
+            if pool is not None:
+                attempt.live = LiveServer(key, server, leases.pop_all(), attempt.flags, attempt.argv,
+                                          attempt.env_overlay, attempt.port, ready, needed, trials=1)
+                pool.add(attempt.live)
+                handed_over = True
+            attempt.verdict = _drive(server, resolved, attempt, paths, deadline, opts)
         finally:
-            attempt.teardown = _teardown(server)
+            if not handed_over:
+                attempt.teardown = _teardown(server)
 
 
-def _start_and_drive(server: ServerProcess, resolved: Resolved, attempt: Attempt, paths: RunPaths,
-                     deadline: float, opts: RunOptions) -> RunVerdict:
-    from harness.workload import run_workload  # aiohttp loads only when a server is driven
+def _reuse(live: LiveServer, resolved: Resolved, attempt: Attempt, paths: RunPaths, deadline: float,
+           opts: RunOptions) -> None:
+    """A trial on a server an earlier trial started: caches flushed, the model's counters restarted."""
+    assert resolved.launcher is not None
+    attempt.live, attempt.server = live, live.server
+    attempt.port, attempt.flags, attempt.argv = live.port, live.flags, live.argv
+    attempt.env_overlay = dict(live.env_overlay)
+    attempt.log_offset = live.server.log_path.stat().st_size if live.server.log_path.exists() else 0
+    attempt.metrics["server_trial"] = float(live.trials)
+    live.trials += 1
+    problem = resolved.launcher.begin_trial(live.server.url)
+    if problem:
+        attempt.verdict = RunVerdict(Outcome.INFRA, f"workload: the shared server could not start a trial: {problem}",
+                                     Phase.WORKLOAD)
+        return
+    attempt.verdict = _drive(live.server, resolved, attempt, paths, deadline, opts)
 
-    case, launcher = resolved.case, resolved.launcher
-    assert launcher is not None
-    sc = case.scenario
-    wl = sc.workload
+
+def _start(server: ServerProcess, attempt: Attempt) -> float | RunVerdict:
+    """Seconds to ready, or the verdict of a start that did not get there."""
     server.start()
     try:
         ready_s = server.wait_ready()
@@ -258,6 +297,18 @@ def _start_and_drive(server: ServerProcess, resolved: Resolved, attempt: Attempt
         phase = _before_ready_phase(server.log_tail(400), attempt.flags)
         return RunVerdict(Outcome.TIMEOUT, f"{phase.value}: {exc}", phase)
     log.info("server ready in %.1f s at %s", ready_s, server.url)
+    return ready_s
+
+
+def _drive(server: ServerProcess, resolved: Resolved, attempt: Attempt, paths: RunPaths, deadline: float,
+           opts: RunOptions) -> RunVerdict:
+    """The workload on a ready server, still watching it, then the server-side metrics."""
+    from harness.workload import run_workload  # aiohttp loads only when a server is driven
+
+    case, launcher = resolved.case, resolved.launcher
+    assert launcher is not None
+    sc = case.scenario
+    wl = sc.workload
 
     def should_abort() -> str | None:
         # The scenario bound goes through the same path as a dying server, so the records so far are kept.
@@ -274,7 +325,7 @@ def _start_and_drive(server: ServerProcess, resolved: Resolved, attempt: Attempt
     ))
     failed = [r for r in result.records if not r.ok]
     attempt.failing_request = failed[0].index if failed else None
-    attempt.metrics = {"ready_s": round(ready_s, 3), **aggregate(result.records, result.measured_wall_s)}
+    attempt.metrics.update(aggregate(result.records, result.measured_wall_s))
     # A crash line can trail the last failed request slightly: give the watcher a moment when anything failed.
     if server.died.wait(0.3 if failed else 0.0) or server.failure():
         return _crash_verdict(server.crash_match, server.log_tail(400), server.exit_code, Phase.WORKLOAD)
@@ -343,6 +394,8 @@ def _record(resolved: Resolved, attempt: Attempt, verdict: RunVerdict, checks: t
             paths: RunPaths, *, role: str | None, trial: int, started: float, started_at: str) -> RunRecord:
     case, build = resolved.case, resolved.build
     sc = case.scenario
+    if attempt.live is not None:
+        _copy_log_slice(attempt.live.server.log_path, attempt.log_offset, paths.log)
     redact_file(paths.log)
     env_info: dict[str, Any]
     try:
@@ -374,7 +427,8 @@ def _record(resolved: Resolved, attempt: Attempt, verdict: RunVerdict, checks: t
         reason=verdict.reason,
         metrics=dict(attempt.metrics),
         server=ServerInfo(argv=tuple(redact_argv(attempt.argv)), env=redact_env(attempt.env_overlay),
-                          log=str(paths.log), exit_code=server.exit_code if server else None, run_tag=paths.tag,
+                          log=str(paths.log), exit_code=server.exit_code if server else None,
+                          run_tag=server.run_tag if server else paths.tag,
                           teardown=attempt.teardown),
         host=_host_record(env_info["host"]),
         started_at=started_at,
@@ -390,6 +444,16 @@ def _record(resolved: Resolved, attempt: Attempt, verdict: RunVerdict, checks: t
     )
     write_record(paths.run_dir, record)
     return record
+
+
+def _copy_log_slice(source: Path, offset: int, target: Path) -> None:
+    """This trial's part of a shared server's log (its start-up too, for the trial that started it)."""
+    if not source.exists():
+        return
+    with open(source, "rb") as f:
+        f.seek(offset)
+        data = f.read()
+    target.write_text(redact_log(data.decode("utf-8", errors="replace")))
 
 
 def _request_body(prompt: Prompt, case: Case) -> dict[str, Any]:
@@ -432,9 +496,12 @@ def execute_run(
     role: str | None = None,
     trial: int = 0,
     options: RunOptions | None = None,
+    pool: ServerPool | None = None,
 ) -> RunRecord:
     """Run ``case`` on one build once and return its record (also written to ``result.json``).
 
+    With a ``pool`` (and ``server.share_between_trials`` in the scenario) the trial reuses a server an
+    earlier trial started, and leaves it there when it passes.
     Raises UserError for a bad build spec (nothing is started), and :class:`RunInterrupted` after writing
     the record of a run stopped by SIGINT or SIGTERM.
     """
@@ -452,10 +519,12 @@ def execute_run(
                      f"{run_dir.name}-{secrets.token_hex(4)}")
     attempt = Attempt(verdict=resolved.problem)
     interrupted = False
+    if not sc.server.share_between_trials:
+        pool = None
     with _sigterm_as_interrupt():
         if attempt.verdict is None:
             try:
-                _serve(resolved, paths, deadline, opts, catalogue, attempt, trial)
+                _serve(resolved, paths, deadline, opts, catalogue, attempt, trial, pool)
             except UserError:
                 raise
             except HarnessError as exc:
@@ -472,6 +541,9 @@ def execute_run(
                 attempt.verdict = RunVerdict(Outcome.INFRA, f"harness I/O error: {exc}", None)
         assert attempt.verdict is not None
         verdict, checks = _judge(attempt.verdict, sc.checks, attempt.metrics)
+        if attempt.live is not None and pool is not None and verdict.outcome is not Outcome.PASS:
+            # A fresh server after any crash, failed check or interruption: never carry a broken one on.
+            attempt.teardown = pool.evict(attempt.live.key)
         record = _record(resolved, attempt, verdict, checks, paths, role=role, trial=trial, started=started,
                          started_at=started_at)
     if interrupted:

@@ -8,7 +8,9 @@ from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.errors import UserError
 from harness.outcome import Outcome, exit_code_for
 from harness.record import RunRecord
+from harness.paths import reports_root
 from harness.run import RunInterrupted, RunOptions, execute_run
+from harness.server_pool import ServerPool
 from harness.scenario import Case
 
 COMMAND = "run"
@@ -60,12 +62,13 @@ def main(args: argparse.Namespace) -> int:
     outcomes: list[Outcome] = []
     for case in cases:
         spec, role = resolve_role(case, args.build, args.reference)
-        for trial in range(args.trials or case.scenario.workload.trials):
-            try:
-                record = execute_run(case, spec, role=role, trial=trial, options=options)
-            except RunInterrupted as exc:
-                print(summary_line(exc.record), flush=True)
-                return exit_code_for([*outcomes, exc.record.outcome])
-            outcomes.append(record.outcome)
-            print(summary_line(record), flush=True)
+        with ServerPool(args.out or reports_root()) as pool:
+            for trial in range(args.trials or case.scenario.workload.trials):
+                try:
+                    record = execute_run(case, spec, role=role, trial=trial, options=options, pool=pool)
+                except RunInterrupted as exc:
+                    print(summary_line(exc.record), flush=True)
+                    return exit_code_for([*outcomes, exc.record.outcome])
+                outcomes.append(record.outcome)
+                print(summary_line(record), flush=True)
     return exit_code_for(outcomes)

@@ -9,6 +9,7 @@ before the build is resolved: resolving a ``pip:`` build creates an environment)
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ import pytest
 
 from harness import hardware
 from harness.errors import InfraError, UserError
-from harness.pytest_plugin import gating, leasing, reporting
+from harness.pytest_plugin import gating, leasing, reporting, runner
 from harness.pytest_plugin.options import settings
 from harness.expectation import run_holds
 from harness.outcome import Outcome
@@ -86,7 +87,9 @@ class ScenarioItem(pytest.Item):
         trials = opts.trials or sc.workload.trials
         expectation = sc.expect.get(self.role)
         try:
-            with leasing.item_gpus(needed, pool, timeout_s=opts.gpu_lease_timeout_s) as gpus:
+            with leasing.item_gpus(needed, pool, timeout_s=opts.gpu_lease_timeout_s) as gpus, \
+                    contextlib.ExitStack() as servers:
+                servers.callback(runner.close_pool, self)
                 for trial in range(trials):
                     result = self.ihook.pytest_sglang_repro_run(item=self, case=self.case, role=self.role,
                                                                 spec=spec, trial=trial, gpus=gpus)

@@ -17,9 +17,11 @@ if TYPE_CHECKING:
     from harness.record import RunRecord
     from harness.scenario import Case
 
-__all__ = ["pytest_sglang_repro_run"]
+__all__ = ["close_pool", "pytest_sglang_repro_run"]
 
 _BUILDS = pytest.StashKey[dict[str, Any]]()
+# The item's trials share servers (when the scenario allows); closed when the item ends.
+_POOL = pytest.StashKey[Any]()
 
 
 def _resolve(config: pytest.Config, spec: str) -> Any:
@@ -49,7 +51,18 @@ def _options(gpus: Sequence[int]) -> Any:
 def pytest_sglang_repro_run(
     item: pytest.Item, case: Case, role: str, spec: str, trial: int, gpus: Sequence[int]
 ) -> RunRecord:
+    from harness.paths import reports_root
     from harness.run import execute_run
+    from harness.server_pool import ServerPool
 
     build = _resolve(item.config, spec)
-    return execute_run(case, build, role=role, trial=trial, options=_options(gpus))
+    pool = item.stash.setdefault(_POOL, ServerPool(reports_root()))
+    return execute_run(case, build, role=role, trial=trial, options=_options(gpus), pool=pool)
+
+
+def close_pool(item: pytest.Item) -> None:
+    """Tear down the servers the item's trials shared: called while the item still holds its GPU lease."""
+    pool = item.stash.get(_POOL, None)
+    if pool is not None:
+        pool.close()
+        del item.stash[_POOL]

@@ -101,6 +101,13 @@ class Server(_Strict):
     args: dict[str, FlagValue] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
     host: str = "127.0.0.1"
+    share_between_trials: bool = Field(
+        default=True,
+        description="trials of a case on one build reuse one server (caches flushed between trials; a fresh "
+        "server after any crash or failed check). On by default: the first trial always meets a fresh server, "
+        "so a bug that needs one is still seen, and later trials measure the steady server rather than its "
+        "start-up. Turn off when every trial must start the server itself.",
+    )
 
     @field_validator("args")
     @classmethod

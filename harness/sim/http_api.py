@@ -204,6 +204,16 @@ async def sim_stats(request: web.Request) -> web.Response:
     return web.json_response(await _stats(request.app["state"]))
 
 
+async def sim_reset_stats(request: web.Request) -> web.Response:
+    """The reference server's own: start a new ground-truth window (a trial on a shared server)."""
+    state: ApiState = request.app["state"]
+    try:
+        ok = await state.client.call("reset_stats")
+    except SchedulerGone as exc:
+        return web.Response(status=503, text=str(exc))
+    return web.json_response({"reset": bool(ok)}, status=200 if ok else 409)
+
+
 async def flush_cache(request: web.Request) -> web.Response:
     state: ApiState = request.app["state"]
     try:
@@ -258,6 +268,7 @@ def build_app(state: ApiState) -> web.Application:
     app.router.add_get("/get_server_info", server_info)
     app.router.add_get("/server_info", server_info)
     app.router.add_get("/sim/stats", sim_stats)
+    app.router.add_post("/sim/reset_stats", sim_reset_stats)
     app.router.add_post("/generate", generate)
     app.router.add_route("*", "/flush_cache", flush_cache)
     app.router.add_get("/v1/models", models)

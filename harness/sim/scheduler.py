@@ -54,12 +54,19 @@ class Scheduler:
         torch.manual_seed(settings.seed)
         self.waiting: list[Req] = []
         self.running: list[Req] = []
+        self.reset_stats()
+        self.worker: FrozenKVMTPWorker | None = None
+        self.init_model_worker()
+
+    def reset_stats(self) -> bool:
+        """Start a new ground-truth window (a trial on a server shared between trials); refused in flight."""
+        if getattr(self, "running", None) or getattr(self, "waiting", None):
+            return False
         self._first_arrival: float | None = None
         self._last_finish: float | None = None
         self.stats = {"completion_tokens": 0, "prompt_tokens": 0, "verify_steps": 0, "accepted_drafts": 0,
                       "proposed_drafts": 0, "requests": 0, "busy_s": 0.0, "forward_steps": 0, "draft_steps": 0}
-        self.worker: FrozenKVMTPWorker | None = None
-        self.init_model_worker()
+        return True
 
     # -- start-up, in SGLang's order ------------------------------------------------------
     def init_model_worker(self) -> None:
@@ -339,6 +346,8 @@ class Scheduler:
             self.out.send(("stats", msg[1], self.snapshot()))
         elif kind == "flush_cache":
             self.out.send(("flush_cache", msg[1], self.flush_cache()))
+        elif kind == "reset_stats":
+            self.out.send(("reset_stats", msg[1], self.reset_stats()))
         elif kind == "shutdown":
             return False
         return True

@@ -69,7 +69,7 @@ class SchedulerClient:
         self._send(("abort", rid))
 
     async def call(self, kind: str, timeout: float = 10.0) -> object:
-        """A request-reply exchange (``stats``, ``flush_cache``) bounded by ``timeout``."""
+        """A request-reply exchange (``stats``, ``flush_cache``, ``reset_stats``) bounded by ``timeout``."""
         assert self._loop is not None
         token = next(self._tokens)
         fut = self._loop.create_future()
@@ -116,7 +116,7 @@ class SchedulerClient:
             if pending is not None:
                 pending.output_ids.extend(new_ids)
                 pending.queue.put_nowait((meta, finish))
-        elif kind in ("stats", "flush_cache"):
+        elif kind in ("stats", "flush_cache", "reset_stats"):
             fut = self._calls.get(msg[1])
             if fut is not None and not fut.done():
                 fut.set_result(msg[2])
