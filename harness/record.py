@@ -167,6 +167,7 @@ class RunRecord:
     expectation: ExpectationResult | None = None
     ground_truth: Mapping[str, Any] | None = None
     experiment: str = ""  # digest of server argv (host/port left out) + workload: "the same experiment"
+    timings: Mapping[str, float] = field(default_factory=dict)  # seconds per phase (resolve, preflight, start...)
     schema_version: int = RECORD_SCHEMA_VERSION
 
     @property
@@ -298,6 +299,7 @@ def record_from_dict(data: Mapping[str, Any], *, source: str = "result.json") ->
             expectation=_expectation(data.get("expectation")),
             ground_truth=data.get("ground_truth"),
             experiment=str(data.get("experiment") or ""),
+            timings={str(k): float(v) for k, v in (data.get("timings") or {}).items()},
             schema_version=RECORD_SCHEMA_VERSION,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -120,6 +120,15 @@ class Attempt:
     teardown: TeardownInfo | None = None
     live: LiveServer | None = None  # the pooled server this trial ran on
     log_offset: int = 0  # where this trial's part of a pooled server's log starts
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase of the harness's own work
+
+    @contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.timings[phase] = round(self.timings.get(phase, 0.0) + time.monotonic() - t0, 4)
 
 
 @dataclass(frozen=True)
@@ -225,7 +234,8 @@ def _serve(resolved: Resolved, paths: RunPaths, deadline: float, opts: RunOption
         attempt.port = port_lease.port
         attempt.flags = server_flags(sc, port=attempt.port)
         attempt.argv = [*build.launcher, *attempt.flags]
-        attempt.verdict = _preflight(case, launcher, attempt.flags)
+        with attempt.timed("preflight"):
+            attempt.verdict = _preflight(case, launcher, attempt.flags)
         if attempt.verdict is not None:
             return
         attempt.env_overlay = dict(env_overlay)
@@ -251,7 +261,8 @@ def _serve(resolved: Resolved, paths: RunPaths, deadline: float, opts: RunOption
         attempt.server = server
         handed_over = False
         try:
-            ready = _start(server, attempt)
+            with attempt.timed("start"):
+                ready = _start(server, attempt)
             if isinstance(ready, RunVerdict):
                 attempt.verdict = ready
                 return
@@ -261,10 +272,12 @@ def _serve(resolved: Resolved, paths: RunPaths, deadline: float, opts: RunOption
                                           attempt.env_overlay, attempt.port, ready, needed, trials=1)
                 pool.add(attempt.live)
                 handed_over = True
-            attempt.verdict = _drive(server, resolved, attempt, paths, deadline, opts)
+            with attempt.timed("workload"):
+                attempt.verdict = _drive(server, resolved, attempt, paths, deadline, opts)
         finally:
             if not handed_over:
-                attempt.teardown = _teardown(server)
+                with attempt.timed("teardown"):
+                    attempt.teardown = _teardown(server)
 
 
 def _reuse(live: LiveServer, resolved: Resolved, attempt: Attempt, paths: RunPaths, deadline: float,
@@ -282,7 +295,8 @@ def _reuse(live: LiveServer, resolved: Resolved, attempt: Attempt, paths: RunPat
         attempt.verdict = RunVerdict(Outcome.INFRA, f"workload: the shared server could not start a trial: {problem}",
                                      Phase.WORKLOAD)
         return
-    attempt.verdict = _drive(live.server, resolved, attempt, paths, deadline, opts)
+    with attempt.timed("workload"):
+        attempt.verdict = _drive(live.server, resolved, attempt, paths, deadline, opts)
 
 
 def _start(server: ServerProcess, attempt: Attempt) -> float | RunVerdict:
@@ -392,6 +406,7 @@ def _host_record(info: Mapping[str, Any]) -> Any:
 
 def _record(resolved: Resolved, attempt: Attempt, verdict: RunVerdict, checks: tuple[CheckResult, ...],
             paths: RunPaths, *, role: str | None, trial: int, started: float, started_at: str) -> RunRecord:
+    record_started = time.monotonic()
     case, build = resolved.case, resolved.build
     sc = case.scenario
     if attempt.live is not None:
@@ -440,6 +455,7 @@ def _record(resolved: Resolved, attempt: Attempt, verdict: RunVerdict, checks: t
         checks=checks,
         expectation=expectation,
         ground_truth=attempt.truth,
+        timings={**attempt.timings, "record": round(time.monotonic() - record_started, 4)},
         experiment=experiment_digest(attempt.flags, workload) if attempt.flags else "",
     )
     write_record(paths.run_dir, record)
@@ -508,7 +524,10 @@ def execute_run(
     opts = options or RunOptions()
     started = time.monotonic()
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
     resolved = _resolve(case, build_spec)
+    timings["resolve"] = round(time.monotonic() - t0, 4)
     sc = resolved.case.scenario
     deadline = started + sc.timeouts.scenario_s
     catalogue = opts.catalogue or Catalogue.load()
@@ -517,7 +536,7 @@ def execute_run(
                           opts.out_root)
     paths = RunPaths(run_dir, run_dir / "server.log", run_dir / "requests.jsonl",
                      f"{run_dir.name}-{secrets.token_hex(4)}")
-    attempt = Attempt(verdict=resolved.problem)
+    attempt = Attempt(verdict=resolved.problem, timings=timings)
     interrupted = False
     if not sc.server.share_between_trials:
         pool = None
@@ -543,7 +562,8 @@ def execute_run(
         verdict, checks = _judge(attempt.verdict, sc.checks, attempt.metrics)
         if attempt.live is not None and pool is not None and verdict.outcome is not Outcome.PASS:
             # A fresh server after any crash, failed check or interruption: never carry a broken one on.
-            attempt.teardown = pool.evict(attempt.live.key)
+            with attempt.timed("teardown"):
+                attempt.teardown = pool.evict(attempt.live.key)
         record = _record(resolved, attempt, verdict, checks, paths, role=role, trial=trial, started=started,
                          started_at=started_at)
     if interrupted:
