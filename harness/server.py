@@ -31,12 +31,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
+
+import psutil
 
 from harness import hardware
 from harness.text import last_line
 from harness.errors import EXIT_INFRA, HarnessError, InfraError
 from harness.lease import port_is_free
 from harness.reaper import TAG_VAR, Watchdog, kill_run
+from harness.redact import is_secret_flag, redact_text, redact_values, secret_values
 
 __all__ = [
     "ServerProcess",
@@ -50,7 +54,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 READY_LINE = "The server is fired up and ready to roll!"
-_POLL_S = 0.05  # log tail and process-exit polling
 _HEALTH_POLL_S = 0.1
 _HEALTH_TIMEOUT_S = 1.0  # runs in its own thread, so a hung server cannot delay a crash verdict
 _PR_SET_PDEATHSIG = 1
@@ -107,6 +110,32 @@ def _load_prctl() -> Callable[..., int] | None:
 
 
 _prctl = _load_prctl()
+
+
+_MAX_LINE = 1 << 20
+_DRAIN_S = 0.5  # after the server exits, how long its last output may take to reach the watcher
+
+
+def _secret_flag_values(argv: Sequence[str]) -> frozenset[str]:
+    """Values of secret flags (``--api-key X``, ``--api-key=X``) in ``argv``: redacted wherever the log shows them."""
+    out = set()
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if is_secret_flag(flag):
+            if eq and value:
+                out.add(value)
+            elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                out.add(argv[i + 1])
+    return frozenset(v for v in out if len(v) >= 4)
+
+
+def _listeners(port: int) -> set[int | None]:
+    """PIDs listening on ``port`` (None for a socket whose owner this user may not see)."""
+    try:
+        conns = psutil.net_connections(kind="inet")
+    except (psutil.Error, OSError):
+        return set()
+    return {c.pid for c in conns if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN}
 
 
 def _child_setup(parent_pid: int) -> Callable[[], None] | None:
@@ -189,6 +218,9 @@ class ServerProcess:
         self._gpu_baseline: dict[int, float] = {}
         self._report: TeardownReport | None = None
         self._lock = threading.Lock()
+        self._secrets: frozenset[str] = frozenset()
+        self._log_done = threading.Event()
+        self.log_error: str | None = None  # why the log could not be written in full (a full disk)
 
     # ----- lifecycle -----
 
@@ -227,17 +259,20 @@ class ServerProcess:
             self._gpu_baseline = hardware.gpu_memory_used_mib(self.gpu_indices)
         self._started_mono = time.monotonic()
         self._watchdog = Watchdog(self.run_tag)
+        # The log goes through the harness, redacted line by line as it is written: a harness killed mid-run
+        # leaves no secret (SGLang logs its whole server_args, --api-key included) in server.log.
+        self._secrets = secret_values(self.env) | _secret_flag_values(self.argv)
+        self.log_path.write_bytes(b"")
         try:
-            with open(self.log_path, "wb") as log_file:
-                self._proc = subprocess.Popen(
-                    list(self.argv),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log_file,
-                    stderr=subprocess.STDOUT,
-                    env=self.env,
-                    start_new_session=True,
-                    preexec_fn=_child_setup(os.getpid()),
-                )
+            self._proc = subprocess.Popen(
+                list(self.argv),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+                preexec_fn=_child_setup(os.getpid()),
+            )
         except OSError as exc:
             self._watchdog.disarm()
             self.state = ServerState.STOPPED
@@ -245,7 +280,7 @@ class ServerProcess:
         self._watchdog.add_group(self._proc.pid)
         # argv may carry secrets (--api-key); the redacting artifact writer records it, not this log.
         log.info("started server pid %d (run %s): %s", self._proc.pid, self.run_tag, self.argv[0])
-        for target, name in ((self._watch_log, "log"), (self._poll_health, "health")):
+        for target, name in ((self._watch_log, "log"), (self._watch_exit, "exit"), (self._poll_health, "health")):
             thread = threading.Thread(target=target, name=f"server-{name}-{self._proc.pid}", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -308,7 +343,8 @@ class ServerProcess:
                 thread.join(timeout=2 + _HEALTH_TIMEOUT_S)
             if self._watchdog is not None:
                 self._watchdog.disarm()
-            port_freed = self._wait_port_free(port_free_timeout_s)
+            own = {proc.pid, *result.terminated, *result.killed, *result.escaped}
+            port_freed = self._wait_port_free(port_free_timeout_s, own)
             gpu_released = None
             if self.gpu_indices:
                 gpu_released = hardware.wait_gpu_released(
@@ -365,34 +401,48 @@ class ServerProcess:
             self._mark_died()
 
     def _watch_log(self) -> None:
-        assert self._proc is not None
+        """Pump the server's output: each line redacted into the log file and shown to the matcher at once."""
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
         pending = b""
-        with open(self.log_path, "rb") as f:
+        with open(self.log_path, "ab", buffering=0) as out:
             while True:
-                stopping = self._stopping.is_set()
-                chunk = f.read()
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    chunk = b""
                 if chunk:
                     pending += chunk
                     *lines, pending = pending.split(b"\n")
+                    if len(pending) > _MAX_LINE:  # a line without end: cut it rather than hold it all
+                        lines.append(pending)
+                        pending = b""
                     for raw in lines:
-                        self._handle_line(raw.decode(errors="replace").rstrip("\r"))
+                        self._log_line(out, raw)
                     continue
-                if self._exit_code is None:
-                    code = self._proc.poll()
-                    if code is not None:
-                        # Read what the process wrote before exiting, so a crash line wins over the bare exit.
-                        self._exit_code = code
-                        pending += f.read()
-                        *lines, pending = pending.split(b"\n")
-                        for raw in lines:
-                            self._handle_line(raw.decode(errors="replace").rstrip("\r"))
-                        log.info("server pid %d exited with code %d", self._proc.pid, code)
-                        self._mark_died()
-                if stopping:
-                    if pending:
-                        self._handle_line(pending.decode(errors="replace").rstrip("\r"))
-                    return
-                self._stopping.wait(_POLL_S)
+                # End of output: every process that held the pipe is gone (or closed it).
+                if pending:
+                    self._log_line(out, pending)
+                self._log_done.set()
+                return
+
+    def _watch_exit(self) -> None:
+        """The server process exiting is death, even while a descendant still holds the output pipe."""
+        assert self._proc is not None
+        code = self._proc.wait()
+        self._exit_code = code
+        # Let the pump show the matcher what was written before the exit: a crash line wins over a bare exit.
+        self._log_done.wait(_DRAIN_S)
+        log.info("server pid %d exited with code %d", self._proc.pid, code)
+        self._mark_died()
+
+    def _log_line(self, out: Any, raw: bytes) -> None:
+        line = redact_text(redact_values(raw.decode(errors="replace").rstrip("\r"), self._secrets))
+        try:
+            out.write(line.encode() + b"\n")
+        except OSError as exc:  # a full disk: keep watching; the run reports what it could not keep
+            self.log_error = self.log_error or f"writing {self.log_path}: {exc.strerror or exc}"
+        self._handle_line(line)
 
     def _set_ready(self, via: str) -> None:
         with_ready = time.monotonic() - self._started_mono
@@ -430,7 +480,13 @@ class ServerProcess:
             )
         return ServerDied(message, exit_code=self._exit_code, crash_match=self.crash_match, log_tail=tail)
 
-    def _wait_port_free(self, timeout_s: float) -> bool:
+    def _wait_port_free(self, timeout_s: float, own: set[int]) -> bool:
+        holders = _listeners(self.port)
+        if holders and None not in holders and not holders & own:
+            # Another process holds the port (the server never bound it): nothing of this run to wait for.
+            log.warning("port %s:%d is held by pid %s, not by this run", self.host, self.port,
+                        ", ".join(str(p) for p in sorted(h for h in holders if h is not None)))
+            return False
         deadline = time.monotonic() + timeout_s
         while not port_is_free(self.host, self.port):
             if time.monotonic() >= deadline:

@@ -126,7 +126,8 @@ def test_sigkill_of_the_harness_leaves_no_server(tmp_path):
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
-            logs = list(out.glob("runs/*/server.log"))
+            # A server shared between trials logs under servers/<tag>/ until its trial's record is written.
+            logs = list(out.glob("runs/*/server.log")) + list(out.glob("servers/*/server.log"))
             if logs and "ready to roll" in logs[0].read_text():
                 break
             time.sleep(0.2)
@@ -144,7 +145,7 @@ def test_sigkill_of_the_harness_leaves_no_server(tmp_path):
     finally:
         if harness.poll() is None:
             harness.kill()
-        for run_dir in out.glob("runs/*"):
+        for run_dir in [*out.glob("runs/*"), *out.glob("servers/*")]:
             for pid in tagged_processes(run_dir.name):
                 os.kill(pid, signal.SIGKILL)
 
