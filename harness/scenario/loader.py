@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness.paths import FIXTURES, resolve_fixture
-from harness.scenario.errors import ScenarioError, format_line, validation_lines
+from harness.scenario.errors import ScenarioError, excerpt, format_line, validation_lines
 from harness.scenario.matrix import (
     DEFAULT_CASE,
     MatrixError,
@@ -76,22 +76,28 @@ def _signature_lines(source: Source, scenario: Scenario, known: set[str] | None)
             if sig not in known:
                 lines.append(format_line(source.path, source.position(("checks", "crash_signatures", i)),
                                          f"checks.crash_signatures[{i}]",
-                                         f"unknown signature {sig!r} (catalogue: {', '.join(sorted(known))})"))
+                                         f"unknown signature {excerpt(sig)} (catalogue: {', '.join(sorted(known))})"))
     for role, exp in scenario.expect.items():
         for sig in exp.signatures:
             if sig != "unknown" and sig not in known:
                 lines.append(format_line(source.path, source.position(("expect", role, "signature")),
                                          f"expect.{role}.signature",
-                                         f"unknown signature {sig!r} (catalogue: {', '.join(sorted(known))}, unknown)"))
+                                         f"unknown signature {excerpt(sig)} (catalogue: {', '.join(sorted(known))}, unknown)"))
     return lines
 
 
 def _fixture_lines(source: Source, scenario: Scenario) -> list[str]:
     prompt = scenario.workload.prompt
-    if prompt.fixture and resolve_fixture(prompt.fixture, relative_to=source.path.parent) is None:
+    if not prompt.fixture:
+        return []
+    try:
+        found = resolve_fixture(prompt.fixture, relative_to=source.path.parent)
+    except (OSError, ValueError):  # e.g. a name longer than the file system allows
+        found = None
+    if found is None:
         return [format_line(source.path, source.position(("workload", "prompt", "fixture")),
                             "workload.prompt.fixture",
-                            f"no fixture file {prompt.fixture!r} under {FIXTURES} or next to the scenario")]
+                            f"no fixture file {excerpt(prompt.fixture)} under {FIXTURES} or next to the scenario")]
     return []
 
 
@@ -111,7 +117,7 @@ def load_file(path: Path | str, *, known_signatures: set[str] | None = None) -> 
     except SourceError as exc:
         raise ScenarioError([format_line(path, (exc.line, exc.column), "", exc.message)]) from None
     except OSError as exc:
-        raise ScenarioError([f"{path}:1:1: cannot read: {exc.strerror or exc}"]) from None
+        raise ScenarioError([format_line(path, (1, 1), "", f"cannot read: {exc.strerror or exc}")]) from None
     try:
         base = Scenario.model_validate(source.data)
     except ValidationError as exc:
@@ -171,12 +177,15 @@ def find_scenario_files(paths: Iterable[Path | str]) -> list[Path]:
     """Files as given, folders searched recursively for *.yaml / *.yml, in a stable order."""
     files: list[Path] = []
     for p in map(Path, paths):
-        if p.is_dir():
-            files.extend(sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES and f.is_file()))
-        elif p.exists():
-            files.append(p)
-        else:
-            raise ScenarioError([f"{p}: no such file or folder"])
+        try:
+            if p.is_dir():
+                files.extend(sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES and f.is_file()))
+            elif p.exists():
+                files.append(p)  # read_source refuses anything but a regular file, with one line
+            else:
+                raise ScenarioError([f"{p}: no such file or folder"])
+        except OSError as exc:
+            raise ScenarioError([f"{p}: cannot read: {exc.strerror or exc}"]) from None
     return files
 
 
@@ -196,19 +205,30 @@ def load_paths(paths: Sequence[Path | str]) -> list[LoadedScenario]:
     for item in loaded:
         other = names.setdefault(item.scenario.name, item.file)
         if other != item.file:
-            lines.append(f"{item.file}:1:1: name: scenario name {item.scenario.name!r} is also used by {other}")
+            lines.append(f"{item.file}:1:1: name: scenario name {excerpt(item.scenario.name)} is also used by {other}")
     if lines:
         raise ScenarioError(lines)
     return loaded
 
 
+def _case_names(loaded: LoadedScenario, shown: int = 12) -> str:
+    names = [c.name for c in loaded.cases]
+    more = f", ... ({len(names) - shown} more; `sglang-repro list {loaded.file}` shows all)" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def select_cases(loaded: LoadedScenario, pattern: str | None) -> list[Case]:
-    """The cases whose name equals ``pattern`` or contains all its ``axis=label`` parts."""
-    if not pattern:
+    """The cases whose name equals ``pattern`` or contains all its ``axis=label`` parts; every case for None.
+
+    An empty pattern is an error, not "every case": ``--case "$CASE"`` with CASE unset should not run them all.
+    """
+    if pattern is None:
         return list(loaded.cases)
+    if not pattern.strip() or any(not part.strip() for part in pattern.split(",")):
+        raise ScenarioError([f"{loaded.file}: case {excerpt(pattern)} is empty or has an empty part; "
+                             f"give a case name or axis=label (cases: {_case_names(loaded)})"])
     wanted = set(pattern.split(","))
     picked = [c for c in loaded.cases if c.name == pattern or wanted <= set(c.name.split(","))]
     if not picked:
-        names = ", ".join(c.name for c in loaded.cases)
-        raise ScenarioError([f"{loaded.file}: no case matches {pattern!r} (cases: {names})"])
+        raise ScenarioError([f"{loaded.file}: no case matches {excerpt(pattern)} (cases: {_case_names(loaded)})"])
     return picked
