@@ -159,11 +159,11 @@ def validation_lines(
                                      f"unknown key {excerpt(key)}{hint} (valid: {', '.join(keys)})"))
             continue
         if err["type"] == "missing":
-            parent, key = tuple(path[:-1]), str(path[-1])
-            near = [k for k in unknown.get(parent, []) if len(k) <= 100]
+            parent_loc, key = tuple(path[:-1]), str(path[-1])
+            near = [k for k in unknown.get(parent_loc, []) if len(k) <= 100]
             if any(difflib.get_close_matches(key, near, n=1, cutoff=0.6)):
                 continue
-            lines.append(format_line(file, position(prefix + parent), _dotted(full), "required field is missing"))
+            lines.append(format_line(file, position(prefix + parent_loc), _dotted(full), "required field is missing"))
             continue
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] not in ("value_error", "assertion_error") and "input" in err:

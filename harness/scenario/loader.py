@@ -115,7 +115,7 @@ def load_file(path: Path | str, *, known_signatures: set[str] | None = None) -> 
     try:
         source = read_source(path)
     except SourceError as exc:
-        raise ScenarioError([format_line(path, (exc.line, exc.column), "", exc.message)]) from None
+        raise ScenarioError([format_line(path, (exc.line, exc.column), exc.field, exc.message)]) from None
     except OSError as exc:
         raise ScenarioError([format_line(path, (1, 1), "", f"cannot read: {exc.strerror or exc}")]) from None
     try:
@@ -127,6 +127,7 @@ def load_file(path: Path | str, *, known_signatures: set[str] | None = None) -> 
         known_signatures = _known_signatures()
     lines = _signature_lines(source, base, known_signatures) + _fixture_lines(source, base)
 
+    expanded: list[tuple[str, dict[str, str], tuple[Override, ...]]]
     if base.matrix is None:
         expanded = [(DEFAULT_CASE, {}, ())]
     else:
@@ -225,8 +226,10 @@ def select_cases(loaded: LoadedScenario, pattern: str | None) -> list[Case]:
     if pattern is None:
         return list(loaded.cases)
     if not pattern.strip() or any(not part.strip() for part in pattern.split(",")):
-        raise ScenarioError([f"{loaded.file}: case {excerpt(pattern)} is empty or has an empty part; "
-                             f"give a case name or axis=label (cases: {_case_names(loaded)})"])
+        raise ScenarioError([(
+            f"{loaded.file}: case {excerpt(pattern)} is empty or has an empty part; "
+            f"give a case name or axis=label (cases: {_case_names(loaded)})"
+        )])
     wanted = set(pattern.split(","))
     picked = [c for c in loaded.cases if c.name == pattern or wanted <= set(c.name.split(","))]
     if not picked:

@@ -74,6 +74,9 @@ class Axis:
     variants: tuple[tuple[str, tuple[Override, ...]], ...]  # (label, overrides)
 
 
+Variant = tuple[str, tuple[Override, ...]]
+
+
 def _split(path: Any, loc: tuple[Any, ...]) -> tuple[str, ...]:
     if not isinstance(path, str) or not path or any(not p for p in path.split(".")):
         raise MatrixError(loc, f"expected a dotted field path such as 'workload.prompt.tokens', got {excerpt(path)}")
@@ -106,13 +109,13 @@ def parse_matrix(matrix: Any) -> list[Axis]:
             values = body.get("values")
             if not isinstance(values, list) or not values:
                 raise MatrixError(loc + ("values",), "a field axis needs a non-empty list of values")
-            variants = tuple(
+            variants: tuple[Variant, ...] = tuple(
                 (_label(v), (Override(path, v, loc + ("values", i)),)) for i, v in enumerate(values)
             )
         elif isinstance(body, dict):
             if not body:
                 raise MatrixError(loc, "axis has no variants")
-            variants_list = []
+            variants_list: list[Variant] = []
             for label, overrides in body.items():
                 vloc = loc + (label,)
                 if not isinstance(label, str) or not _LABEL.match(label):

@@ -46,9 +46,9 @@ _MAX_INT_BITS = 63
 class SourceError(Exception):
     """A problem in the file itself (syntax, tags, duplicates, bounds), with its position."""
 
-    def __init__(self, line: int, column: int, message: str) -> None:
+    def __init__(self, line: int, column: int, message: str, field: str = "") -> None:
         super().__init__(message)
-        self.line, self.column, self.message = line, column, message
+        self.line, self.column, self.message, self.field = line, column, message, field
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,15 @@ def _mark(node: yaml.Node) -> Position:
 
 
 def _tag(tag: str) -> str:
-    return excerpt("!!" + tag.removeprefix(_YAML) if tag.startswith(_YAML) else tag)
+    return excerpt("!!" + tag.removeprefix(_YAML) if tag.startswith(_YAML) else tag, quote=False)
+
+
+def _dotted(path: Path_) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(path))
+
+
+def _fail(node: yaml.Node, path: Path_, message: str) -> SourceError:
+    return SourceError(*_mark(node), message, field=_dotted(path))
 
 
 def _kind(mode: int) -> str:
@@ -127,61 +135,60 @@ class _Walker:
     def walk(self, node: yaml.Node, path: Path_, depth: int) -> None:
         self.nodes += 1
         if self.nodes > MAX_NODES:
-            raise SourceError(*_mark(node), f"more than {MAX_NODES} values once aliases (*name) are expanded; "
-                                            "a scenario is a page of YAML")
+            raise _fail(node, path, f"more than {MAX_NODES} values once aliases (*name) are expanded; "
+                                    "a scenario is a page of YAML")
         if depth > MAX_DEPTH:
-            raise SourceError(*_mark(node), f"nested more than {MAX_DEPTH} levels deep")
+            raise _fail(node, path, f"nested more than {MAX_DEPTH} levels deep")
         if isinstance(node, yaml.ScalarNode):
-            self._scalar(node)
+            self._scalar(node, path)
         elif isinstance(node, yaml.SequenceNode):
             if node.tag != _YAML + "seq":
-                raise SourceError(*_mark(node), f"tag {_tag(node.tag)} is not allowed: {_PLAIN}")
+                raise _fail(node, path, f"tag {_tag(node.tag)} is not allowed: {_PLAIN}")
             for i, item in enumerate(node.value):
                 self.positions[path + (i,)] = _mark(item)
                 self.walk(item, path + (i,), depth + 1)
         elif isinstance(node, yaml.MappingNode):
             if node.tag != _YAML + "map":
-                raise SourceError(*_mark(node), f"tag {_tag(node.tag)} is not allowed: {_PLAIN}")
+                raise _fail(node, path, f"tag {_tag(node.tag)} is not allowed: {_PLAIN}")
             self._mapping(node, path, depth)
 
     def _mapping(self, node: yaml.MappingNode, path: Path_, depth: int) -> None:
         seen: dict[Any, yaml.Node] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
-                raise SourceError(*_mark(key_node), "mapping keys must be plain strings")
-            self.walk(key_node, path, depth + 1)
+                raise _fail(key_node, path, "mapping keys must be plain strings")
+            self._scalar(key_node, path)
             key = key_node.value
             if key in seen:
-                line, col = _mark(key_node)
                 first = seen[key].start_mark.line + 1
-                raise SourceError(line, col, f"duplicate key {excerpt(key)} (first given on line {first})")
+                raise _fail(key_node, path + (key,), f"duplicate key {excerpt(key)} (first given on line {first})")
             seen[key] = key_node
             self.positions[path + (key,)] = _mark(key_node)
             self.walk(value_node, path + (key,), depth + 1)
 
-    def _scalar(self, node: yaml.ScalarNode) -> None:
+    def _scalar(self, node: yaml.ScalarNode, path: Path_) -> None:
         self.chars += len(node.value)
         if self.chars > MAX_CHARS:
-            raise SourceError(*_mark(node), f"more than {MAX_CHARS} characters of text once aliases (*name) "
-                                            "are expanded; a scenario is a page of YAML")
+            raise _fail(node, path, f"more than {MAX_CHARS} characters of text once aliases (*name) "
+                                    "are expanded; a scenario is a page of YAML")
         if id(node) in self.scalars_checked:  # an alias of a scalar already checked
             return
         self.scalars_checked.add(id(node))
         if node.tag not in _SCALAR_TAGS:
-            raise SourceError(*_mark(node), f"tag {_tag(node.tag)} is not allowed: {_PLAIN}")
+            raise _fail(node, path, f"tag {_tag(node.tag)} is not allowed: {_PLAIN}")
         bad = _UNCARRIABLE.search(node.value)
         if bad:
             what = "a NUL character" if bad.group() == "\x00" else f"a lone surrogate U+{ord(bad.group()):04X}"
-            raise SourceError(*_mark(node), f"{excerpt(node.value)} contains {what}, which no command line, "
-                                            "environment or file can carry")
+            raise _fail(node, path, f"{excerpt(node.value)} contains {what}, which no command line, "
+                                    "environment or file can carry")
         if node.tag == _YAML + "merge":
             return
         try:
             value = self.loader.construct_object(node)
         except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, yaml.YAMLError):
-            raise SourceError(*_mark(node), f"{excerpt(node.value)} is not a valid {_tag(node.tag)} value") from None
+            raise _fail(node, path, f"{excerpt(node.value)} is not a valid {_tag(node.tag)} value") from None
         if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _MAX_INT_BITS:
-            raise SourceError(*_mark(node), f"integer {excerpt(node.value)} is out of range (at most 63 bits)")
+            raise _fail(node, path, f"integer {excerpt(node.value)} is out of range (at most 63 bits)")
 
 
 def _parse(path: Path, text: str) -> Source:
