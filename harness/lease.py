@@ -103,10 +103,20 @@ class PortLease(_Lease):
         return f"PortLease({self.host}:{self.port}, held={self.held})"
 
 
+def _family(host: str) -> socket.AddressFamily:
+    """The address family a server binding ``host`` uses; InfraError when the name does not resolve."""
+    if ":" in host:
+        return socket.AF_INET6
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise InfraError(f"server host {host!r} does not resolve on this machine: {exc}") from None
+    return infos[0][0] if infos else socket.AF_INET
+
+
 def port_is_free(host: str, port: int) -> bool:
     """Whether a server could bind ``host:port`` now (with SO_REUSEADDR, as servers do, so TIME_WAIT is free)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
+    with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
@@ -116,9 +126,11 @@ def port_is_free(host: str, port: int) -> bool:
 
 
 def _os_port(host: str) -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
+    with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, 0))
+        except OSError as exc:  # e.g. an address of another machine: nothing here can serve on it
+            raise InfraError(f"cannot bind server host {host!r} on this machine: {exc.strerror or exc}") from None
         return int(sock.getsockname()[1])
 
 

@@ -183,3 +183,21 @@ def test_ports_sharing_a_lock_slot_are_not_leased_together() -> None:
             assert second.port % PORT_SLOTS != first.port % PORT_SLOTS
         finally:
             second.release()
+
+
+@pytest.mark.parametrize("host", ["no-such-host.invalid", "192.0.2.1"])
+def test_a_host_this_machine_cannot_serve_on_is_infra_not_a_traceback(host: str) -> None:
+    with pytest.raises(InfraError, match="server host"):
+        lease_port(host)
+
+
+def test_ipv6_loopback_lease() -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this host")
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("::1 is not configured here")
+    with lease_port("::1") as lease:
+        assert lease.port > 0
