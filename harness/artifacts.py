@@ -106,8 +106,8 @@ def write_repro(
         (run_dir / "first_failing_request.json").write_text(redact_log(json.dumps(request)) + "\n")
         lines += [
             'HERE="$(cd "$(dirname "$0")" && pwd)"',
-            'curl -sS -N "http://$HOST:$PORT/generate" -H "Content-Type: application/json" '
-            '--data-binary @"$HERE/first_failing_request.json"',
+            ('curl -sS -N "http://$HOST:$PORT/generate" -H "Content-Type: application/json" '
+             '--data-binary @"$HERE/first_failing_request.json"'),
             "echo",
         ]
     lines.append('wait "$SERVER_PID"')

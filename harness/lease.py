@@ -33,7 +33,10 @@ from harness.errors import InfraError, UserError
 # How long a run waits for GPUs that other runs hold before it ends as infra.
 DEFAULT_GPU_LEASE_TIMEOUT_S = 1800.0
 
-__all__ = ["DEFAULT_GPU_LEASE_TIMEOUT_S", "PORT_SLOTS", "lock_dir", "port_is_free", "PortLease", "lease_port", "GpuLease", "lease_gpus", "cuda_visible_devices", "gpu_env"]
+__all__ = [
+    "DEFAULT_GPU_LEASE_TIMEOUT_S", "PORT_SLOTS", "GpuLease", "PortLease", "cuda_visible_devices", "gpu_env",
+    "lease_gpus", "lease_port", "lock_dir", "port_is_free",
+]
 
 log = logging.getLogger(__name__)
 

@@ -62,7 +62,7 @@ def cli(*args: str, cwd: Path, timeout: float = 60, env: dict[str, str] | None =
     """``sglang-repro ARGS`` in a bounded child: (exit code, stderr, seconds)."""
     began = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-m", "harness", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False,
         env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, preexec_fn=_limit_child,
     )
     return proc.returncode, proc.stderr, time.monotonic() - began
@@ -97,7 +97,7 @@ def test_special_files_are_one_line_never_read(tmp_path: Path, kind: str) -> Non
     else:
         target = Path("/dev/zero")
     # `run` loads exactly the file named (validate would search a folder); a FIFO used to hang here.
-    rc, err, took = cli("run", str(target), "--build", "sim:post-fix", "--out", str(tmp_path / "r"), cwd=tmp_path)
+    rc, err, _ = cli("run", str(target), "--build", "sim:post-fix", "--out", str(tmp_path / "r"), cwd=tmp_path)
     assert rc == 2, err
     (line,) = err.splitlines()
     assert line.startswith(f"{target}:1:1: ") and "not a scenario file" in line, line
@@ -242,7 +242,7 @@ def test_repro_script_quotes_every_value(tmp_path: Path) -> None:
     )
     text = path.read_text()
     assert "hf_abcdefghijklmnopqrstuvwxyz" not in text
-    proc = subprocess.run(["bash", str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=30,
+    proc = subprocess.run(["bash", str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=30, check=False,
                           env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)})
     assert proc.returncode == 1 and "server exited" in proc.stderr, proc.stderr
     assert not list(tmp_path.rglob("pwned*")), sorted(p.name for p in tmp_path.rglob("pwned*"))

@@ -19,7 +19,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -32,10 +32,10 @@ from typing import Any
 from harness.scenario.errors import excerpt
 
 __all__ = [
-    "Axis",
     "DEFAULT_CASE",
     "DEFAULT_MAX_CASES",
     "MAX_CASES_ENV",
+    "Axis",
     "MatrixError",
     "Override",
     "apply_overrides",
