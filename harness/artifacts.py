@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.net import url_host
-from harness.record import RunRecord, record_to_dict
 from harness.paths import reports_root
+from harness.record import RunRecord, record_to_dict
 from harness.redact import redact_argv, redact_env, redact_log, redact_text
 
 __all__ = ["new_run_dir", "redact_file", "write_env", "write_json", "write_record", "write_repro"]

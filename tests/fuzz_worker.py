@@ -51,7 +51,7 @@ def _child(file: str, cwd: str, out: str) -> None:
         code = main(["validate", file])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 98
-    except BaseException:  # noqa: BLE001 - anything escaping main is the bug this records, as a traceback
+    except BaseException:  # anything escaping main is the bug this records, shown as a traceback
         traceback.print_exc()
         code = 99
     finally:

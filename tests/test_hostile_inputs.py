@@ -48,7 +48,7 @@ VALID = textwrap.dedent(
 
 LAUGHS = "".join(
     f"{name}: &{name} [{', '.join([prev] * 9)}]\n"
-    for name, prev in zip("bcdefghij", ["*a"] + [f"*{c}" for c in "bcdefghi"])
+    for name, prev in zip("bcdefghij", ["*a"] + [f"*{c}" for c in "bcdefghi"], strict=True)
 )
 LAUGHS = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + LAUGHS
 
@@ -147,7 +147,7 @@ def test_billion_laughs_stops_at_the_node_bound(tmp_path: Path, capsys: pytest.C
 
 def test_alias_bomb_inside_prompt_tokens(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     anchors = "x-a: &a [1, 2, 3, 4, 5, 6, 7, 8]\n" + "".join(
-        f"x-{c}: &{c} [{', '.join([f'*{p}'] * 8)}]\n" for p, c in zip("abcdefg", "bcdefgh")
+        f"x-{c}: &{c} [{', '.join([f'*{p}'] * 8)}]\n" for p, c in zip("abcdefg", "bcdefgh", strict=True)
     )
     text = anchors + VALID.replace("prompt: {tokens: 8}", "prompt: {tokens: *h}")
     p = tmp_path / "bomb.yaml"

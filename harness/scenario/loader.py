@@ -82,7 +82,8 @@ def _signature_lines(source: Source, scenario: Scenario, known: set[str] | None)
             if sig != "unknown" and sig not in known:
                 lines.append(format_line(source.path, source.position(("expect", role, "signature")),
                                          f"expect.{role}.signature",
-                                         f"unknown signature {excerpt(sig)} (catalogue: {', '.join(sorted(known))}, unknown)"))
+                                         f"unknown signature {excerpt(sig)} "
+                                         f"(catalogue: {', '.join(sorted(known))}, unknown)"))
     return lines
 
 
@@ -214,8 +215,9 @@ def load_paths(paths: Sequence[Path | str]) -> list[LoadedScenario]:
 
 def _case_names(loaded: LoadedScenario, shown: int = 12) -> str:
     names = [c.name for c in loaded.cases]
-    more = f", ... ({len(names) - shown} more; `sglang-repro list {loaded.file}` shows all)" if len(names) > shown else ""
-    return ", ".join(names[:shown]) + more
+    if len(names) <= shown:
+        return ", ".join(names)
+    return ", ".join(names[:shown]) + f", ... ({len(names) - shown} more; `sglang-repro list {loaded.file}` shows all)"
 
 
 def select_cases(loaded: LoadedScenario, pattern: str | None) -> list[Case]:

@@ -119,7 +119,8 @@ def parse_matrix(matrix: Any) -> list[Axis]:
             for label, overrides in body.items():
                 vloc = loc + (label,)
                 if not isinstance(label, str) or not _LABEL.match(label):
-                    raise MatrixError(vloc, f"variant label {excerpt(label)} must be letters, digits, '_', '.', '+', '-'")
+                    raise MatrixError(vloc, f"variant label {excerpt(label)} must be letters, digits, "
+                                            "'_', '.', '+', '-'")
                 if not isinstance(overrides, dict) or not overrides:
                     raise MatrixError(vloc, "a variant is a non-empty mapping of dotted field path -> value")
                 variants_list.append(

@@ -124,7 +124,8 @@ class Server(_Strict):
     def _flags(cls, v: dict[str, FlagValue]) -> dict[str, FlagValue]:
         for name in v:
             if name.startswith("-"):
-                raise ValueError(f"flag {excerpt(name)}: write it without leading dashes, e.g. {excerpt(name.lstrip('-'))}")
+                raise ValueError(f"flag {excerpt(name)}: write it without leading dashes, "
+                                 f"e.g. {excerpt(name.lstrip('-'))}")
             if not _FLAG.match(name):
                 raise ValueError(f"flag {excerpt(name)} is not a flag name (lowercase words joined by '-')")
             if name in _RESERVED_FLAGS:
@@ -210,7 +211,8 @@ class PromptSpec(_Strict):
             return TokenRange.model_validate(v)
         if isinstance(v, TokenRange):
             return v
-        raise ValueError(f"expected a token count (int >= 1), a list of counts, or {{start, stop, step}}; got {excerpt(v)}")
+        raise ValueError("expected a token count (int >= 1), a list of counts, or {start, stop, step}; "
+                         f"got {excerpt(v)}")
 
     @model_validator(mode="after")
     def _fixture(self) -> PromptSpec:
@@ -421,7 +423,8 @@ class Scenario(_Strict):
                 missing = [s for s in exp.signatures if s != "unknown" and s not in watched]
                 if missing:
                     raise ValueError(
-                        f"expect.{role} expects signature {excerpt(missing[0])}, which checks.crash_signatures does not watch"
+                        f"expect.{role} expects signature {excerpt(missing[0])}, "
+                        "which checks.crash_signatures does not watch"
                     )
         rel = self.checks.relative
         if rel is not None and rel.baseline not in self.builds:
