@@ -25,7 +25,7 @@ from harness.redact import redact_argv, redact_env, redact_log, redact_text
 __all__ = ["new_run_dir", "redact_file", "write_env", "write_json", "write_record", "write_repro"]
 
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def _slug(text: str, limit: int = 40) -> str:

@@ -198,6 +198,9 @@ def test_long_bad_values_show_a_short_excerpt(tmp_path: Path, capsys: pytest.Cap
         ("args:", "host: '[::1]'\n  args:", "without brackets"),
         ("args:", "host: 1.2.3\n  args:", "is not a host"),
         ("args:", "host: a b\n  args:", "is not a host"),
+        ("args:", 'host: "localhost\\n"\n  args:', "is not a host"),
+        ("speculative-algorithm: NEXTN", '"tp-size\\n": 4', "is not a flag name"),
+        ("args:", 'env: {"HF_HOME\\n": x}\n  args:', "is not valid"),
     ],
 )
 def test_values_no_process_can_take_are_validation_errors(

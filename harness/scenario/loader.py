@@ -185,9 +185,9 @@ def find_scenario_files(paths: Iterable[Path | str]) -> list[Path]:
             elif p.exists():
                 files.append(p)  # read_source refuses anything but a regular file, with one line
             else:
-                raise ScenarioError([f"{p}: no such file or folder"])
+                raise ScenarioError([format_line(p, (1, 1), "", "no such file or folder")])
         except OSError as exc:
-            raise ScenarioError([f"{p}: cannot read: {exc.strerror or exc}"]) from None
+            raise ScenarioError([format_line(p, (1, 1), "", f"cannot read: {exc.strerror or exc}")]) from None
     return files
 
 

@@ -50,8 +50,8 @@ DEFAULT_CASE = "default"
 DEFAULT_MAX_CASES = 256
 MAX_CASES_ENV = "SGLANG_REPRO_MAX_CASES"
 _MAX_LABEL = 48
-_AXIS = re.compile(r"^[a-z][a-z0-9_]*$")
-_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+_AXIS = re.compile(r"^[a-z][a-z0-9_]*\Z")
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*\Z")
 _REMOVABLE = {("server", "args"), ("server", "env")}
 
 

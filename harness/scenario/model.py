@@ -40,7 +40,7 @@ ExpectedOutcome = Literal["pass", "fail", "crash", "infra", "timeout"]
 ExpectedPhase = Literal["pre-flight", "start-up", "warm-up", "workload", "teardown"]
 
 _SLUG = r"^[a-z0-9][a-z0-9_.-]*$"
-_FLAG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_FLAG = re.compile(r"^[a-z0-9][a-z0-9-]*\Z")
 # Set by the harness for every launch; a scenario that sets them would fight the lease.
 _RESERVED_FLAGS = {
     "model-path": "server.model",
@@ -50,8 +50,8 @@ _RESERVED_FLAGS = {
     "host": "server.host",
     "port": "the harness (it leases a free port per run)",
 }
-_HOSTNAME = re.compile(r"^(?=.{1,253}\.?$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
+_HOSTNAME = re.compile(r"^(?=.{1,253}\.?\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?\Z")
 # Bounds on numbers that size what a run allocates or waits for: a value past them is a typo, and
 # would validate, then exhaust memory (a prompt list) or overflow a wait (a timeout) during the run.
 _MAX_TOKENS = 10_000_000
@@ -79,7 +79,7 @@ class Upstream(_Strict):
     @classmethod
     def _links(cls, v: list[str]) -> list[str]:
         for link in v:
-            if not re.match(r"^https?://\S+$", link):
+            if not re.match(r"^https?://\S+\Z", link):
                 raise ValueError(f"expected an http(s) link, got {excerpt(link)}")
         return v
 
@@ -136,7 +136,7 @@ class Server(_Strict):
     @classmethod
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
         for name in v:
-            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*\Z", name):
                 raise ValueError(f"environment variable name {excerpt(name)} is not valid")
         return v
 
@@ -155,7 +155,7 @@ def check_host(host: str) -> str:
         return host
     except ValueError:
         pass
-    if _HOSTNAME.match(host) and not re.match(r"^[0-9.]+$", host):
+    if _HOSTNAME.match(host) and not re.match(r"^[0-9.]+\Z", host):
         return host
     raise ValueError(f"{excerpt(host)} is not a host: give an IP address (127.0.0.1, ::1) or a host name (localhost)")
 
@@ -305,7 +305,7 @@ class BuildRole(_Strict):
         if revision not in REVISIONS:
             raise ValueError(f"reference-server revision {excerpt(revision)} is not one of {', '.join(REVISIONS)}")
         for knob in filter(None, knobs.split(",")):
-            if not re.match(r"^[a-z][a-z-]*=[^,\s]+$", knob):
+            if not re.match(r"^[a-z][a-z-]*=[^,\s]+\Z", knob):
                 raise ValueError(f"reference-server knob {excerpt(knob)} must look like name=value")
         return v
 
@@ -401,7 +401,7 @@ class Scenario(_Strict):
     @classmethod
     def _roles(cls, v: dict[str, BuildRole]) -> dict[str, BuildRole]:
         for role in v:
-            if not re.match(r"^[a-z][a-z0-9_-]*$", role):
+            if not re.match(r"^[a-z][a-z0-9_-]*\Z", role):
                 raise ValueError(f"role name {excerpt(role)} must be lowercase letters, digits, '_' or '-'")
         return v
 
@@ -409,7 +409,7 @@ class Scenario(_Strict):
     @classmethod
     def _markers(cls, v: list[str]) -> list[str]:
         for m in v:
-            if not re.match(r"^[a-z_][a-z0-9_]*$", m):
+            if not re.match(r"^[a-z_][a-z0-9_]*\Z", m):
                 raise ValueError(f"marker {excerpt(m)} must be a Python identifier in lowercase")
         return v
 
