@@ -125,7 +125,8 @@ def test_size_is_checked_before_reading(tmp_path: Path, capsys: pytest.CaptureFi
         (VALID.replace("requests: 2", "requests: !!set {a, b}"), "8:13", "only plain YAML"),
         (VALID.replace("model: google/gemma-4-E4B-it", 'model: "\\0google/gemma-4-E4B-it"'), "4:10", "NUL"),
         (VALID + "a: &a [*a]\n", "", "nested more than"),
-        ("x: " + "[" * 3000 + "]" * 3000 + "\n", "", "nest"),
+        ("x: " + "[" * 300_000 + "]" * 300_000 + "\n", "1:35", "nested more than 32 levels"),
+        ("x: [" + ", ".join(["1"] * 300_000) + "]\n", "", "more than 20000 keys and values"),
     ],
 )
 def test_bad_yaml_is_one_located_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,

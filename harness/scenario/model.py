@@ -204,7 +204,8 @@ class PromptSpec(_Strict):
                 raise ValueError("empty list of prompt lengths")
             if len(v) > _MAX_LENGTHS:
                 raise ValueError(f"{len(v)} prompt lengths; at most {_MAX_LENGTHS}")
-            if not all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= _MAX_TOKENS for x in v):
+            # type() is not isinstance(): a bool is not a length. This runs once per matrix case: keep it cheap.
+            if any(type(x) is not int for x in v) or not 1 <= min(v) <= max(v) <= _MAX_TOKENS:
                 raise ValueError(f"every prompt length must be an int >= 1 and <= {_MAX_TOKENS}, got {excerpt(v)}")
             return v
         if isinstance(v, dict):

@@ -191,9 +191,35 @@ class _Walker:
             raise _fail(node, path, f"integer {excerpt(node.value)} is out of range (at most 63 bits)")
 
 
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that stops composing past MAX_NODES nodes or MAX_DEPTH levels.
+
+    PyYAML composes the whole document before anything else sees it, in pure Python: a 1 MiB list
+    takes seconds, and nesting recurses once per level. Counting here keeps both bounded.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.composed = 0
+        self.depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self.composed += 1
+        self.depth += 1
+        try:
+            if self.composed > MAX_NODES or self.depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                what = (f"more than {MAX_NODES} keys and values" if self.composed > MAX_NODES
+                        else f"nested more than {MAX_DEPTH} levels deep")
+                raise SourceError(mark.line + 1, mark.column + 1, f"{what}; a scenario is a page of YAML")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
 def _parse(path: Path, text: str) -> Source:
     try:
-        loader = yaml.SafeLoader(text)
+        loader = _BoundedLoader(text)
     except yaml.reader.ReaderError as exc:  # a control character: checked as the reader is built
         line, col = _line_col(text, exc.position)
         raise SourceError(line, col, f"character U+{exc.character:04X} is not allowed in a YAML file "
