@@ -202,6 +202,7 @@ def test_long_bad_values_show_a_short_excerpt(tmp_path: Path, capsys: pytest.Cap
         ("args:", 'host: "localhost\\n"\n  args:', "is not a host"),
         ("speculative-algorithm: NEXTN", '"tp-size\\n": 4', "is not a flag name"),
         ("args:", 'env: {"HF_HOME\\n": x}\n  args:', "is not valid"),
+        ("speculative-algorithm: NEXTN", "speculative-algorithm: " + "N" * 200_000, "holds at most 131071"),
     ],
 )
 def test_values_no_process_can_take_are_validation_errors(

@@ -57,6 +57,8 @@ _HOSTNAME = re.compile(r"^(?=.{1,253}\.?\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za
 _MAX_TOKENS = 10_000_000
 _MAX_LENGTHS = 10_000
 _MAX_WAIT_S = 7 * 24 * 3600.0
+_MAX_ARG_BYTES = 128 * 1024 - 1  # MAX_ARG_STRLEN less the terminating NUL
+_MAX_ARGV_BYTES = 1 << 20
 _BUILD_KINDS = tuple(f"{kind}:" for kind in BUILD_KINDS)
 
 FlagValue = Union[bool, int, float, str, list[Union[int, float, str]], None]
@@ -144,6 +146,23 @@ class Server(_Strict):
     @classmethod
     def _host(cls, v: str) -> str:
         return check_host(v)
+
+    @model_validator(mode="after")
+    def _launchable(self) -> Server:
+        # Linux refuses exec (E2BIG) for one argument or variable over 128 KiB, or all of them over
+        # a quarter of the stack limit: say so now rather than fail the launch after the build.
+        texts = [self.model, self.draft_model or ""]
+        for value in self.args.values():
+            texts += [str(x) for x in value] if isinstance(value, list) else [str(value)]
+        texts += [f"{k}={val}" for k, val in self.env.items()]
+        sizes = [len(t.encode("utf-8", "surrogatepass")) for t in texts]
+        if max(sizes) > _MAX_ARG_BYTES:
+            raise ValueError(f"a value of {max(sizes)} bytes; a command-line argument or environment "
+                             f"variable holds at most {_MAX_ARG_BYTES}")
+        if sum(sizes) > _MAX_ARGV_BYTES:
+            raise ValueError(f"server model, args and env add up to {sum(sizes)} bytes; "
+                             f"a command line holds at most {_MAX_ARGV_BYTES}")
+        return self
 
 
 def check_host(host: str) -> str:
