@@ -72,7 +72,7 @@ def _serve(request: dict[str, str]) -> dict[str, object]:
     texts = {}
     for name in ("stdout", "stderr"):
         path = Path(request["out"], name)
-        texts[name] = path.read_bytes()[:20_000].decode("utf-8", "replace") if path.exists() else ""
+        texts[name] = path.read_bytes()[:1_000_000].decode("utf-8", "replace") if path.exists() else ""
     return {"code": code, "cpu": usage.ru_utime + usage.ru_stime, "wall": wall, **texts}
 
 

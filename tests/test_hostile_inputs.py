@@ -318,3 +318,12 @@ def test_list_never_prints_secrets(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["list", str(p), "--format", "json"]) == 0
     described = json.loads(capsys.readouterr().out)
     assert described[0]["env"] == {"MY_API_KEY": "<redacted>", "OTHER": "plain"}
+
+
+def test_one_problem_in_every_case_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    matrix = ("matrix:\n  a:\n    field: workload.prompt.seed\n    values: [1, 2, 3, 4]\n"
+              "  b:\n    field: workload.max_new_tokens\n    values: [1, 2, 3, 4]\n  c:\n    x: {x.y: 1}\n")
+    p = tmp_path / "s.yaml"
+    p.write_text(VALID + matrix)
+    (line,) = validate_lines(p, capsys)
+    assert line.endswith("[16 cases: a=1,b=1,c=x; a=1,b=2,c=x; a=1,b=3,c=x; ...]"), line

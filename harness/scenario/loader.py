@@ -146,6 +146,8 @@ def load_file(path: Path | str, *, known_signatures: set[str] | None = None) -> 
             raise ScenarioError([format_line(path, source.position(exc.loc), ".".join(map(str, exc.loc)),
                                              exc.message)]) from None
     cases = []
+    # The same problem in many cases is one line naming them, not one line per case.
+    in_cases: dict[tuple[str, str], list[str]] = {}
     for name, values, overrides in expanded:
         try:
             merged = apply_overrides(plain, overrides)
@@ -156,23 +158,36 @@ def load_file(path: Path | str, *, known_signatures: set[str] | None = None) -> 
         except ValidationError as exc:
             for line in validation_lines(exc, model=Scenario, data=merged, file=path,
                                          position=_position_for(source, overrides)):
-                lines.append(line if name == DEFAULT_CASE else f"{line} [case {name}]")
+                if name == DEFAULT_CASE:
+                    lines.append(line)
+                else:
+                    in_cases.setdefault((line, ""), []).append(name)
             continue
-        lines.extend(f"{line} [case {name}]" for line in _signature_lines(source, scenario, known_signatures)
-                     if name != DEFAULT_CASE)
+        for line in _signature_lines(source, scenario, known_signatures):
+            if name != DEFAULT_CASE:
+                in_cases.setdefault((line, ""), []).append(name)
         ref_scenario = None
         if reference:
             ref_data = apply_overrides(merged, reference)
             try:
                 ref_scenario = Scenario.model_validate(ref_data)
             except ValidationError as exc:
-                lines.extend(f"{line} [reference, case {name}]" for line in validation_lines(
-                    exc, model=Scenario, data=ref_data, file=path, position=_position_for(source, reference)))
+                for line in validation_lines(exc, model=Scenario, data=ref_data, file=path,
+                                             position=_position_for(source, reference)):
+                    in_cases.setdefault((line, "reference, "), []).append(name)
                 continue
         cases.append(Case(file=path, name=name, values=values, scenario=scenario, reference_scenario=ref_scenario))
+    lines.extend(f"{line} [{where}{_which_cases(names)}]" for (line, where), names in in_cases.items())
     if lines:
         raise ScenarioError(list(dict.fromkeys(lines)))
     return LoadedScenario(file=path, scenario=base, cases=tuple(cases))
+
+
+def _which_cases(names: list[str], shown: int = 3) -> str:
+    if len(names) == 1:
+        return f"case {names[0]}"
+    listed = "; ".join(names[:shown])
+    return f"cases {listed}" if len(names) <= shown else f"{len(names)} cases: {listed}; ..."
 
 
 def find_scenario_files(paths: Iterable[Path | str]) -> list[Path]:
