@@ -17,11 +17,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.record import RunRecord, record_to_dict
+from harness.net import url_host
 from harness.paths import reports_root
+from harness.record import RunRecord, record_to_dict
 from harness.redact import redact_argv, redact_env, redact_log, redact_text
 
 __all__ = ["new_run_dir", "redact_file", "write_env", "write_json", "write_record", "write_repro"]
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def _slug(text: str, limit: int = 40) -> str:
@@ -71,33 +75,39 @@ def write_repro(
     request: Mapping[str, Any] | None,
     note: str,
 ) -> Path:
-    """A script that starts the same server and sends the first failing request with curl."""
+    """A script that starts the same server and sends the first failing request with curl.
+
+    Every value from the scenario or the environment is shell-quoted (``shlex.quote``) or kept out of
+    the script: the script is meant to be run, so no value may become shell syntax.
+    """
     lines = [
         "#!/usr/bin/env bash",
-        f"# {redact_text(note)}",
+        *(f"# {line}" for line in redact_text(note).splitlines() or [""]),
         "# Written by sglang-repro. Secrets are redacted: export them yourself before running.",
         "set -euo pipefail",
-        f"PORT=${{PORT:-{port}}}",
+        f"PORT=${{PORT:-{int(port)}}}",
+        f"HOST={shlex.quote(url_host(host))}",
     ]
     for key, value in sorted(redact_env(env).items()):
-        lines.append(f"export {key}={shlex.quote(value)}")
+        if _ENV_NAME.match(key):  # a name bash cannot export is left out rather than run as code
+            lines.append(f"export {key}={shlex.quote(value)}")
     server = [a if a != str(port) else "$PORT" for a in redact_argv(argv)]
     quoted = " ".join('"$PORT"' if a == "$PORT" else shlex.quote(a) for a in server)
     lines += [
         f"{quoted} &",
         "SERVER_PID=$!",
         'trap \'kill -- "$SERVER_PID" 2>/dev/null || true\' EXIT',
-        f'until curl -sf "http://{host}:$PORT/health" >/dev/null; do',
+        'until curl -sf "http://$HOST:$PORT/health" >/dev/null; do',
         '  kill -0 "$SERVER_PID" 2>/dev/null || { echo "server exited" >&2; exit 1; }',
         "  sleep 1",
         "done",
     ]
     if request is not None:
-        (run_dir / "first_failing_request.json").write_text(json.dumps(request) + "\n")
+        (run_dir / "first_failing_request.json").write_text(redact_log(json.dumps(request)) + "\n")
         lines += [
             'HERE="$(cd "$(dirname "$0")" && pwd)"',
-            f'curl -sS -N "http://{host}:$PORT/generate" -H "Content-Type: application/json" '
-            '--data-binary @"$HERE/first_failing_request.json"',
+            ('curl -sS -N "http://$HOST:$PORT/generate" -H "Content-Type: application/json" '
+             '--data-binary @"$HERE/first_failing_request.json"'),
             "echo",
         ]
     lines.append('wait "$SERVER_PID"')

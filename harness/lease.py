@@ -4,6 +4,12 @@ A lease is a file lock (``flock``) held for the lease's lifetime under one direc
 ``$SGLANG_REPRO_LOCK_DIR``, else ``$XDG_RUNTIME_DIR/sglang-repro-locks``, else ``/tmp/sglang-repro-locks``.
 The kernel drops the lock when the holder dies, so a crashed harness never leaves a stale lease.
 
+The directory holds a bounded set of files: a port's lease is a lock on one of :data:`PORT_SLOTS` slot
+files (``port-slot-<port % PORT_SLOTS>.lock``), a GPU's on ``gpu-<index>.lock``. One file per port would
+leave a file for every port ever leased (hundreds after a few hundred runs); deleting a lock file on
+release instead races with a waiter that has it open. Two ports that share a slot cannot be leased at
+the same time, which only makes a harness try its next candidate port.
+
 GPU sets are taken all-or-nothing: a waiter tries every GPU without blocking and, if it cannot get
 ``count``, lets go of what it got before sleeping. Nobody waits while holding a partial set, so no two
 waiters can deadlock.
@@ -27,11 +33,15 @@ from harness.errors import InfraError, UserError
 # How long a run waits for GPUs that other runs hold before it ends as infra.
 DEFAULT_GPU_LEASE_TIMEOUT_S = 1800.0
 
-__all__ = ["DEFAULT_GPU_LEASE_TIMEOUT_S", "lock_dir", "port_is_free", "PortLease", "lease_port", "GpuLease", "lease_gpus", "cuda_visible_devices", "gpu_env"]
+__all__ = [
+    "DEFAULT_GPU_LEASE_TIMEOUT_S", "PORT_SLOTS", "GpuLease", "PortLease", "cuda_visible_devices", "gpu_env",
+    "lease_gpus", "lease_port", "lock_dir", "port_is_free",
+]
 
 log = logging.getLogger(__name__)
 
 _PORT_ATTEMPTS = 200
+PORT_SLOTS = 256  # far above the servers one host runs at once
 
 
 def lock_dir() -> Path:
@@ -96,10 +106,20 @@ class PortLease(_Lease):
         return f"PortLease({self.host}:{self.port}, held={self.held})"
 
 
+def _family(host: str) -> socket.AddressFamily:
+    """The address family a server binding ``host`` uses; InfraError when the name does not resolve."""
+    if ":" in host:
+        return socket.AF_INET6
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise InfraError(f"server host {host!r} does not resolve on this machine: {exc}") from None
+    return infos[0][0] if infos else socket.AF_INET
+
+
 def port_is_free(host: str, port: int) -> bool:
     """Whether a server could bind ``host:port`` now (with SO_REUSEADDR, as servers do, so TIME_WAIT is free)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
+    with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
@@ -109,9 +129,11 @@ def port_is_free(host: str, port: int) -> bool:
 
 
 def _os_port(host: str) -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
+    with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, 0))
+        except OSError as exc:  # e.g. an address of another machine: nothing here can serve on it
+            raise InfraError(f"cannot bind server host {host!r} on this machine: {exc.strerror or exc}") from None
         return int(sock.getsockname()[1])
 
 
@@ -127,7 +149,7 @@ def lease_port(host: str = "127.0.0.1", *, start: int | None = None) -> PortLeas
         port = _os_port(host) if start is None else start + attempt
         if port > 65535:
             break
-        lock = _try_lock(directory / f"port-{port}.lock")
+        lock = _try_lock(directory / f"port-slot-{port % PORT_SLOTS}.lock")
         if lock is None:
             continue
         # Check after locking: a lease holder's server may already be bound, or a foreign process may be.
@@ -135,7 +157,8 @@ def lease_port(host: str = "127.0.0.1", *, start: int | None = None) -> PortLeas
             return PortLease(host, port, lock)
         lock.release()
     where = f"from {start}" if start is not None else "suggested by the OS"
-    raise InfraError(f"no free port on {host} {where} after {_PORT_ATTEMPTS} tries")
+    raise InfraError(f"no free port on {host} {where} after {_PORT_ATTEMPTS} tries (a port leased by a run on "
+                     f"this host also blocks the others of its slot, one of {PORT_SLOTS}; lock dir {directory})")
 
 
 class GpuLease(_Lease):

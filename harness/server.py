@@ -39,6 +39,7 @@ from harness import hardware
 from harness.text import last_line
 from harness.errors import EXIT_INFRA, HarnessError, InfraError
 from harness.lease import port_is_free
+from harness.net import url_for
 from harness.reaper import TAG_VAR, Watchdog, kill_run
 from harness.redact import is_secret_flag, redact_text, redact_values, secret_values
 
@@ -154,10 +155,6 @@ def _child_setup(parent_pid: int) -> Callable[[], None] | None:
     return setup
 
 
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
-
-
 class ServerProcess:
     """A server started in its own session, watched live, and torn down with nothing left behind.
 
@@ -247,7 +244,7 @@ class ServerProcess:
 
     @property
     def url(self) -> str:
-        return f"http://{_url_host(self.host)}:{self.port}"
+        return url_for(self.host, self.port)
 
     def start(self) -> None:
         """Launch the server; returns at once (``wait_ready`` waits)."""

@@ -154,3 +154,50 @@ def test_port_lease_skips_ports_in_use() -> None:
 
 def test_lock_dir_override(_lock_dir: Path) -> None:
     assert lock_dir() == _lock_dir and _lock_dir.is_dir()
+
+
+def test_lock_dir_stays_bounded_over_many_leases(_lock_dir: Path) -> None:
+    from harness.lease import PORT_SLOTS
+
+    held = [lease_port() for _ in range(64)]  # held at once: all distinct, as before
+    assert len({lease.port for lease in held}) == len(held)
+    for lease in held:
+        lease.release()
+    for attempt in range(700):  # a few hundred runs' worth, each leasing and releasing a port
+        with lease_port(start=20000 + 3 * attempt) as lease:
+            assert lease.held
+    for _ in range(3):
+        with lease_gpus(2, INVENTORY, timeout_s=5):
+            pass
+    files = sorted(p.name for p in _lock_dir.iterdir())
+    assert len(files) <= PORT_SLOTS + len(INVENTORY), (len(files), files[:5])
+
+
+def test_ports_sharing_a_lock_slot_are_not_leased_together() -> None:
+    from harness.lease import PORT_SLOTS
+
+    with lease_port(start=21000) as first:
+        second = lease_port(start=first.port + PORT_SLOTS)  # same slot: taken, so the next port is tried
+        try:
+            assert second.port != first.port + PORT_SLOTS
+            assert second.port % PORT_SLOTS != first.port % PORT_SLOTS
+        finally:
+            second.release()
+
+
+@pytest.mark.parametrize("host", ["no-such-host.invalid", "192.0.2.1"])
+def test_a_host_this_machine_cannot_serve_on_is_infra_not_a_traceback(host: str) -> None:
+    with pytest.raises(InfraError, match="server host"):
+        lease_port(host)
+
+
+def test_ipv6_loopback_lease() -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this host")
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("::1 is not configured here")
+    with lease_port("::1") as lease:
+        assert lease.port > 0

@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 from harness.argtypes import positive_int
+from harness.commands._output import check_out_root
 from harness.scenario import Case, LoadedScenario, load_file, select_cases
 
 __all__ = ["add_scenario_arguments", "selected_cases"]
@@ -21,8 +22,11 @@ def add_scenario_arguments(parser: argparse.ArgumentParser, *, trials_help: str)
 
 
 def selected_cases(args: argparse.Namespace) -> tuple[LoadedScenario, list[Case]]:
-    """The loaded scenario and the cases ``--case`` picks (all without it); raises ScenarioError."""
+    """The loaded scenario and the cases ``--case`` picks (all without it), after checking that the
+    output root can be written (``--out``); raises ScenarioError or UserError before anything starts."""
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     loaded = load_file(args.scenario)
-    return loaded, select_cases(loaded, args.case)
+    cases = select_cases(loaded, args.case)
+    check_out_root(args.out)
+    return loaded, cases

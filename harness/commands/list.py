@@ -7,6 +7,7 @@ import json
 import shlex
 from typing import Any
 
+from harness.redact import redact_argv, redact_env
 from harness.scenario import Case, load_paths, sglang_argv
 
 COMMAND = "list"
@@ -20,15 +21,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def describe(case: Case) -> dict[str, Any]:
-    """The plain-data view of a case that `list --format json` prints."""
+    """The plain-data view of a case that `list --format json` prints; secrets (``--api-key`` values,
+    secret-named environment values) are redacted, since listings end up in CI logs."""
     sc = case.scenario
     return {
         "scenario": sc.name,
         "file": str(case.file),
         "case": case.name,
         "values": case.values,
-        "argv": sglang_argv(sc),
-        "env": sc.server.env,
+        "argv": redact_argv(sglang_argv(sc)),
+        "env": redact_env(sc.server.env),
         "prompt_tokens": sc.workload.prompt.lengths(),
         "requests": sc.workload.requests,
         "expect": {role: exp.model_dump() for role, exp in sc.expect.items()},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import reprlib
 import types
 import typing
 from collections.abc import Iterable, Sequence
@@ -13,7 +14,10 @@ from pydantic import BaseModel, ValidationError
 
 from harness.errors import UserError
 
-__all__ = ["ScenarioError", "format_line", "validation_lines"]
+__all__ = ["ScenarioError", "excerpt", "format_line", "validation_lines"]
+
+_MAX_FIELD = 120  # a key is text from the file: a long one is shortened, never printed whole
+_MAX_MESSAGE = 600
 
 
 class ScenarioError(UserError):
@@ -24,9 +28,46 @@ class ScenarioError(UserError):
         self.lines = list(lines)
 
 
+def _short_repr() -> reprlib.Repr:
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxset = 2, 4, 4, 4, 4
+    r.maxstring, r.maxother, r.maxlong = 48, 48, 24
+    return r
+
+
+_REPR = _short_repr()
+
+
+def excerpt(value: Any, *, limit: int = 60, quote: bool = True) -> str:
+    """A short view of a value from the file for an error line: never the whole of a large value.
+
+    ``repr`` would build the full text first (a shared alias structure can stand for gigabytes);
+    :mod:`reprlib` stops after a few items and characters, so this costs the same for any value.
+    """
+    if isinstance(value, str) and not quote:
+        text = value if len(value) <= limit else value[: limit - 3] + "..."
+        return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
+    try:
+        text = _REPR.repr(value)
+    except ValueError:  # e.g. an int too long to print
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def format_line(path: Path | str, pos: tuple[int, int], field: str, message: str) -> str:
-    where = f"{path}:{pos[0]}:{pos[1]}"
+    """One error line. The field path and message are cut to a bound and kept on one line."""
+    where = f"{_one_line(str(path))}:{pos[0]}:{pos[1]}"
+    field = _bounded(_one_line(field), _MAX_FIELD)
+    message = _bounded(_one_line(message), _MAX_MESSAGE)
     return f"{where}: {field}: {message}" if field else f"{where}: {message}"
+
+
+def _one_line(text: str) -> str:
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _model_in(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
@@ -80,13 +121,9 @@ def _data_path(loc: Iterable[Any], data: Any) -> list[Any]:
 def _dotted(path: Sequence[Any]) -> str:
     s = ""
     for part in path:
+        part = part if isinstance(part, int) else excerpt(str(part), limit=40, quote=False)
         s += f"[{part}]" if isinstance(part, int) else (f".{part}" if s else str(part))
     return s
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def validation_lines(
@@ -116,19 +153,20 @@ def validation_lines(
         if err["type"] == "extra_forbidden":
             parent, key = path[:-1], str(path[-1])
             keys = valid_keys(model, parent) or []
-            close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+            close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6) if len(key) <= 100 else []
             hint = f"; did you mean {close[0]!r}?" if close else ""
             lines.append(format_line(file, position(full), _dotted(full),
-                                     f"unknown key {key!r}{hint} (valid: {', '.join(keys)})"))
+                                     f"unknown key {excerpt(key)}{hint} (valid: {', '.join(keys)})"))
             continue
         if err["type"] == "missing":
-            parent, key = tuple(path[:-1]), str(path[-1])
-            if any(difflib.get_close_matches(key, unknown.get(parent, []), n=1, cutoff=0.6)):
+            parent_loc, key = tuple(path[:-1]), str(path[-1])
+            near = [k for k in unknown.get(parent_loc, []) if len(k) <= 100]
+            if any(difflib.get_close_matches(key, near, n=1, cutoff=0.6)):
                 continue
-            lines.append(format_line(file, position(prefix + parent), _dotted(full), "required field is missing"))
+            lines.append(format_line(file, position(prefix + parent_loc), _dotted(full), "required field is missing"))
             continue
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] not in ("value_error", "assertion_error") and "input" in err:
-            message += f" (got {_shown(err['input'])})"
+            message += f" (got {excerpt(err['input'])})"
         lines.append(format_line(file, position(full), _dotted(full), message))
     return lines or [format_line(file, position(prefix), "", str(exc).splitlines()[0])]

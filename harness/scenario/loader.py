@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness.paths import FIXTURES, resolve_fixture
-from harness.scenario.errors import ScenarioError, format_line, validation_lines
+from harness.scenario.errors import ScenarioError, excerpt, format_line, validation_lines
 from harness.scenario.matrix import (
     DEFAULT_CASE,
     MatrixError,
@@ -76,22 +76,29 @@ def _signature_lines(source: Source, scenario: Scenario, known: set[str] | None)
             if sig not in known:
                 lines.append(format_line(source.path, source.position(("checks", "crash_signatures", i)),
                                          f"checks.crash_signatures[{i}]",
-                                         f"unknown signature {sig!r} (catalogue: {', '.join(sorted(known))})"))
+                                         f"unknown signature {excerpt(sig)} (catalogue: {', '.join(sorted(known))})"))
     for role, exp in scenario.expect.items():
         for sig in exp.signatures:
             if sig != "unknown" and sig not in known:
                 lines.append(format_line(source.path, source.position(("expect", role, "signature")),
                                          f"expect.{role}.signature",
-                                         f"unknown signature {sig!r} (catalogue: {', '.join(sorted(known))}, unknown)"))
+                                         f"unknown signature {excerpt(sig)} "
+                                         f"(catalogue: {', '.join(sorted(known))}, unknown)"))
     return lines
 
 
 def _fixture_lines(source: Source, scenario: Scenario) -> list[str]:
     prompt = scenario.workload.prompt
-    if prompt.fixture and resolve_fixture(prompt.fixture, relative_to=source.path.parent) is None:
+    if not prompt.fixture:
+        return []
+    try:
+        found = resolve_fixture(prompt.fixture, relative_to=source.path.parent)
+    except (OSError, ValueError):  # e.g. a name longer than the file system allows
+        found = None
+    if found is None:
         return [format_line(source.path, source.position(("workload", "prompt", "fixture")),
                             "workload.prompt.fixture",
-                            f"no fixture file {prompt.fixture!r} under {FIXTURES} or next to the scenario")]
+                            f"no fixture file {excerpt(prompt.fixture)} under {FIXTURES} or next to the scenario")]
     return []
 
 
@@ -109,9 +116,9 @@ def load_file(path: Path | str, *, known_signatures: set[str] | None = None) -> 
     try:
         source = read_source(path)
     except SourceError as exc:
-        raise ScenarioError([format_line(path, (exc.line, exc.column), "", exc.message)]) from None
+        raise ScenarioError([format_line(path, (exc.line, exc.column), exc.field, exc.message)]) from None
     except OSError as exc:
-        raise ScenarioError([f"{path}:1:1: cannot read: {exc.strerror or exc}"]) from None
+        raise ScenarioError([format_line(path, (1, 1), "", f"cannot read: {exc.strerror or exc}")]) from None
     try:
         base = Scenario.model_validate(source.data)
     except ValidationError as exc:
@@ -121,6 +128,7 @@ def load_file(path: Path | str, *, known_signatures: set[str] | None = None) -> 
         known_signatures = _known_signatures()
     lines = _signature_lines(source, base, known_signatures) + _fixture_lines(source, base)
 
+    expanded: list[tuple[str, dict[str, str], tuple[Override, ...]]]
     if base.matrix is None:
         expanded = [(DEFAULT_CASE, {}, ())]
     else:
@@ -138,6 +146,8 @@ def load_file(path: Path | str, *, known_signatures: set[str] | None = None) -> 
             raise ScenarioError([format_line(path, source.position(exc.loc), ".".join(map(str, exc.loc)),
                                              exc.message)]) from None
     cases = []
+    # The same problem in many cases is one line naming them, not one line per case.
+    in_cases: dict[tuple[str, str], list[str]] = {}
     for name, values, overrides in expanded:
         try:
             merged = apply_overrides(plain, overrides)
@@ -148,35 +158,51 @@ def load_file(path: Path | str, *, known_signatures: set[str] | None = None) -> 
         except ValidationError as exc:
             for line in validation_lines(exc, model=Scenario, data=merged, file=path,
                                          position=_position_for(source, overrides)):
-                lines.append(line if name == DEFAULT_CASE else f"{line} [case {name}]")
+                if name == DEFAULT_CASE:
+                    lines.append(line)
+                else:
+                    in_cases.setdefault((line, ""), []).append(name)
             continue
-        lines.extend(f"{line} [case {name}]" for line in _signature_lines(source, scenario, known_signatures)
-                     if name != DEFAULT_CASE)
+        for line in _signature_lines(source, scenario, known_signatures):
+            if name != DEFAULT_CASE:
+                in_cases.setdefault((line, ""), []).append(name)
         ref_scenario = None
         if reference:
             ref_data = apply_overrides(merged, reference)
             try:
                 ref_scenario = Scenario.model_validate(ref_data)
             except ValidationError as exc:
-                lines.extend(f"{line} [reference, case {name}]" for line in validation_lines(
-                    exc, model=Scenario, data=ref_data, file=path, position=_position_for(source, reference)))
+                for line in validation_lines(exc, model=Scenario, data=ref_data, file=path,
+                                             position=_position_for(source, reference)):
+                    in_cases.setdefault((line, "reference, "), []).append(name)
                 continue
         cases.append(Case(file=path, name=name, values=values, scenario=scenario, reference_scenario=ref_scenario))
+    lines.extend(f"{line} [{where}{_which_cases(names)}]" for (line, where), names in in_cases.items())
     if lines:
         raise ScenarioError(list(dict.fromkeys(lines)))
     return LoadedScenario(file=path, scenario=base, cases=tuple(cases))
+
+
+def _which_cases(names: list[str], shown: int = 3) -> str:
+    if len(names) == 1:
+        return f"case {names[0]}"
+    listed = "; ".join(names[:shown])
+    return f"cases {listed}" if len(names) <= shown else f"{len(names)} cases: {listed}; ..."
 
 
 def find_scenario_files(paths: Iterable[Path | str]) -> list[Path]:
     """Files as given, folders searched recursively for *.yaml / *.yml, in a stable order."""
     files: list[Path] = []
     for p in map(Path, paths):
-        if p.is_dir():
-            files.extend(sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES and f.is_file()))
-        elif p.exists():
-            files.append(p)
-        else:
-            raise ScenarioError([f"{p}: no such file or folder"])
+        try:
+            if p.is_dir():
+                files.extend(sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES and f.is_file()))
+            elif p.exists():
+                files.append(p)  # read_source refuses anything but a regular file, with one line
+            else:
+                raise ScenarioError([format_line(p, (1, 1), "", "no such file or folder")])
+        except OSError as exc:
+            raise ScenarioError([format_line(p, (1, 1), "", f"cannot read: {exc.strerror or exc}")]) from None
     return files
 
 
@@ -196,19 +222,33 @@ def load_paths(paths: Sequence[Path | str]) -> list[LoadedScenario]:
     for item in loaded:
         other = names.setdefault(item.scenario.name, item.file)
         if other != item.file:
-            lines.append(f"{item.file}:1:1: name: scenario name {item.scenario.name!r} is also used by {other}")
+            lines.append(f"{item.file}:1:1: name: scenario name {excerpt(item.scenario.name)} is also used by {other}")
     if lines:
         raise ScenarioError(lines)
     return loaded
 
 
+def _case_names(loaded: LoadedScenario, shown: int = 12) -> str:
+    names = [c.name for c in loaded.cases]
+    if len(names) <= shown:
+        return ", ".join(names)
+    return ", ".join(names[:shown]) + f", ... ({len(names) - shown} more; `sglang-repro list {loaded.file}` shows all)"
+
+
 def select_cases(loaded: LoadedScenario, pattern: str | None) -> list[Case]:
-    """The cases whose name equals ``pattern`` or contains all its ``axis=label`` parts."""
-    if not pattern:
+    """The cases whose name equals ``pattern`` or contains all its ``axis=label`` parts; every case for None.
+
+    An empty pattern is an error, not "every case": ``--case "$CASE"`` with CASE unset should not run them all.
+    """
+    if pattern is None:
         return list(loaded.cases)
+    if not pattern.strip() or any(not part.strip() for part in pattern.split(",")):
+        raise ScenarioError([(
+            f"{loaded.file}: case {excerpt(pattern)} is empty or has an empty part; "
+            f"give a case name or axis=label (cases: {_case_names(loaded)})"
+        )])
     wanted = set(pattern.split(","))
     picked = [c for c in loaded.cases if c.name == pattern or wanted <= set(c.name.split(","))]
     if not picked:
-        names = ", ".join(c.name for c in loaded.cases)
-        raise ScenarioError([f"{loaded.file}: no case matches {pattern!r} (cases: {names})"])
+        raise ScenarioError([f"{loaded.file}: no case matches {excerpt(pattern)} (cases: {_case_names(loaded)})"])
     return picked

@@ -14,31 +14,44 @@ or named variants, each a set of dotted-path overrides::
 
 A case is named ``axis=label`` joined by ``,`` (``tokens=276,path=eager``); without a matrix
 the single case is ``default``. Setting ``server.args.X`` or ``server.env.X`` to null removes it.
+
+The number of cases is bounded (:func:`max_cases`, 256 unless ``$SGLANG_REPRO_MAX_CASES`` says
+otherwise) and checked before any case is built: seven axes of ten values are ten million cases.
 """
 
 from __future__ import annotations
 
-import copy
+import hashlib
 import itertools
+import math
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from harness.scenario.errors import excerpt
+
 __all__ = [
-    "Axis",
     "DEFAULT_CASE",
+    "DEFAULT_MAX_CASES",
+    "MAX_CASES_ENV",
+    "Axis",
     "MatrixError",
     "Override",
     "apply_overrides",
     "case_name",
+    "max_cases",
     "parse_matrix",
     "product",
     "reference_overrides",
 ]
 
 DEFAULT_CASE = "default"
-_AXIS = re.compile(r"^[a-z][a-z0-9_]*$")
-_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+DEFAULT_MAX_CASES = 256
+MAX_CASES_ENV = "SGLANG_REPRO_MAX_CASES"
+_MAX_LABEL = 48
+_AXIS = re.compile(r"^[a-z][a-z0-9_]*\Z")
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*\Z")
 _REMOVABLE = {("server", "args"), ("server", "env")}
 
 
@@ -61,15 +74,21 @@ class Axis:
     variants: tuple[tuple[str, tuple[Override, ...]], ...]  # (label, overrides)
 
 
+Variant = tuple[str, tuple[Override, ...]]
+
+
 def _split(path: Any, loc: tuple[Any, ...]) -> tuple[str, ...]:
     if not isinstance(path, str) or not path or any(not p for p in path.split(".")):
-        raise MatrixError(loc, f"expected a dotted field path such as 'workload.prompt.tokens', got {path!r}")
+        raise MatrixError(loc, f"expected a dotted field path such as 'workload.prompt.tokens', got {excerpt(path)}")
     return tuple(path.split("."))
 
 
 def _label(value: Any) -> str:
     text = str(value).lower() if isinstance(value, bool) else str(value)
-    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text) or "_"
+    label = re.sub(r"[^A-Za-z0-9_.+-]+", "_", text) or "_"
+    if len(label) > _MAX_LABEL:  # a long value keeps a short, still distinct, case name
+        label = label[: _MAX_LABEL - 9] + "~" + hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:8]
+    return label
 
 
 def parse_matrix(matrix: Any) -> list[Axis]:
@@ -80,27 +99,28 @@ def parse_matrix(matrix: Any) -> list[Axis]:
     for name, body in matrix.items():
         loc = loc0 + (name,)
         if not isinstance(name, str) or not _AXIS.match(name):
-            raise MatrixError(loc, f"axis name {name!r} must be lowercase letters, digits and '_'")
+            raise MatrixError(loc, f"axis name {excerpt(name)} must be lowercase letters, digits and '_'")
         if isinstance(body, dict) and "field" in body:
             extra = set(body) - {"field", "values"}
             if extra:
-                raise MatrixError(loc + (sorted(extra)[0],), f"unknown key {sorted(extra)[0]!r} in a field axis "
+                raise MatrixError(loc + (sorted(extra)[0],), f"unknown key {excerpt(sorted(extra)[0])} in a field axis "
                                   "(valid: field, values)")
             path = _split(body["field"], loc + ("field",))
             values = body.get("values")
             if not isinstance(values, list) or not values:
                 raise MatrixError(loc + ("values",), "a field axis needs a non-empty list of values")
-            variants = tuple(
+            variants: tuple[Variant, ...] = tuple(
                 (_label(v), (Override(path, v, loc + ("values", i)),)) for i, v in enumerate(values)
             )
         elif isinstance(body, dict):
             if not body:
                 raise MatrixError(loc, "axis has no variants")
-            variants_list = []
+            variants_list: list[Variant] = []
             for label, overrides in body.items():
                 vloc = loc + (label,)
                 if not isinstance(label, str) or not _LABEL.match(label):
-                    raise MatrixError(vloc, f"variant label {label!r} must be letters, digits, '_', '.', '+', '-'")
+                    raise MatrixError(vloc, f"variant label {excerpt(label)} must be letters, digits, "
+                                            "'_', '.', '+', '-'")
                 if not isinstance(overrides, dict) or not overrides:
                     raise MatrixError(vloc, "a variant is a non-empty mapping of dotted field path -> value")
                 variants_list.append(
@@ -110,7 +130,7 @@ def parse_matrix(matrix: Any) -> list[Axis]:
         elif isinstance(body, list):
             raise MatrixError(loc, "a list needs a field: write {field: some.path, values: [...]}")
         else:
-            raise MatrixError(loc, f"expected {{field, values}} or named variants, got {body!r}")
+            raise MatrixError(loc, f"expected {{field, values}} or named variants, got {excerpt(body)}")
         labels = [label for label, _ in variants]
         dupes = {label for label in labels if labels.count(label) > 1}
         if dupes:
@@ -129,28 +149,40 @@ def reference_overrides(body: Any) -> tuple[Override, ...]:
     for p, v in body.items():
         path = _split(p, loc + (p,))
         if path[0] not in ("workload", "timeouts"):
-            raise MatrixError(loc + (p,), f"reference may only change workload.* or timeouts.*, not {p!r}")
+            raise MatrixError(loc + (p,), f"reference may only change workload.* or timeouts.*, not {excerpt(p)}")
         out.append(Override(path, v, loc + (p,)))
     return tuple(out)
 
 
 def apply_overrides(data: dict[str, Any], overrides: tuple[Override, ...]) -> dict[str, Any]:
-    """A deep copy of ``data`` with the overrides set (never mutates the caller's data)."""
-    out = copy.deepcopy(data)
+    """``data`` with the overrides set; never mutates the caller's data.
+
+    Only the mappings along each override's path are copied; the rest is shared with ``data``
+    (nothing downstream mutates it). A deep copy per case would cost cases x file size.
+    """
+    out = dict(data)
+    copied: set[tuple[str, ...]] = {()}
     for ov in overrides:
         node = out
         for i, part in enumerate(ov.path[:-1]):
-            nxt = node.get(part) if isinstance(node, dict) else None
+            here = ov.path[: i + 1]
+            nxt = node.get(part)
             if nxt is None:
                 nxt = node[part] = {}
+                copied.add(here)
             if not isinstance(nxt, dict):
-                raise MatrixError(ov.loc, f"{'.'.join(ov.path[: i + 1])} is not a mapping, cannot set "
-                                  f"{'.'.join(ov.path)}")
+                raise MatrixError(ov.loc, f"{excerpt('.'.join(here), quote=False)} is not a mapping, cannot set "
+                                  f"{excerpt('.'.join(ov.path), quote=False)}")
+            if here not in copied:
+                nxt = node[part] = dict(nxt)
+                copied.add(here)
             node = nxt
         if ov.value is None and ov.path[:-1] in _REMOVABLE:
             node.pop(ov.path[-1], None)
         else:
-            node[ov.path[-1]] = copy.deepcopy(ov.value)
+            node[ov.path[-1]] = ov.value
+        # What now sits at ov.path is the file's own value: copy it again before setting inside it.
+        copied = {c for c in copied if c[: len(ov.path)] != ov.path}
     return out
 
 
@@ -158,8 +190,34 @@ def case_name(choice: tuple[tuple[str, str], ...]) -> str:
     return ",".join(f"{axis}={label}" for axis, label in choice) or DEFAULT_CASE
 
 
+def max_cases() -> int:
+    """The most cases one scenario may expand to: ``$SGLANG_REPRO_MAX_CASES``, else 256."""
+    raw = os.environ.get(MAX_CASES_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_CASES
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise MatrixError(("matrix",), f"{MAX_CASES_ENV}={excerpt(raw)} is not a positive integer")
+    return limit
+
+
+def check_size(axes: list[Axis]) -> int:
+    """The number of cases ``axes`` give; MatrixError past :func:`max_cases`, before any is built."""
+    count = math.prod(len(a.variants) for a in axes)
+    limit = max_cases()
+    if count > limit:
+        sizes = " x ".join(f"{a.name}={len(a.variants)}" for a in axes[:8]) + (" x ..." if len(axes) > 8 else "")
+        raise MatrixError(("matrix",), f"matrix expands to {count} cases ({sizes}), more than the limit of {limit}; "
+                                       f"split the scenario, or raise the limit with {MAX_CASES_ENV}={count}")
+    return count
+
+
 def product(axes: list[Axis]) -> list[tuple[str, dict[str, str], tuple[Override, ...]]]:
-    """Every case: (name, {axis: label}, overrides)."""
+    """Every case: (name, {axis: label}, overrides). MatrixError when there are too many (:func:`check_size`)."""
+    check_size(axes)
     cases = []
     for combo in itertools.product(*[[(a.name, label, ovs) for label, ovs in a.variants] for a in axes]):
         choice = tuple((axis, label) for axis, label, _ in combo)

@@ -7,12 +7,14 @@ scenario without a matrix, so a contradiction that only one case creates is stil
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.build import BUILD_KINDS
+from harness.scenario.errors import excerpt
 from harness.sim import REVISIONS
 
 __all__ = [
@@ -38,7 +40,7 @@ ExpectedOutcome = Literal["pass", "fail", "crash", "infra", "timeout"]
 ExpectedPhase = Literal["pre-flight", "start-up", "warm-up", "workload", "teardown"]
 
 _SLUG = r"^[a-z0-9][a-z0-9_.-]*$"
-_FLAG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_FLAG = re.compile(r"^[a-z0-9][a-z0-9-]*\Z")
 # Set by the harness for every launch; a scenario that sets them would fight the lease.
 _RESERVED_FLAGS = {
     "model-path": "server.model",
@@ -48,13 +50,23 @@ _RESERVED_FLAGS = {
     "host": "server.host",
     "port": "the harness (it leases a free port per run)",
 }
+_HOSTNAME = re.compile(r"^(?=.{1,253}\.?\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?\Z")
+# Bounds on numbers that size what a run allocates or waits for: a value past them is a typo, and
+# would validate, then exhaust memory (a prompt list) or overflow a wait (a timeout) during the run.
+_MAX_TOKENS = 10_000_000
+_MAX_LENGTHS = 10_000
+_MAX_WAIT_S = 7 * 24 * 3600.0
+_MAX_ARG_BYTES = 128 * 1024 - 1  # MAX_ARG_STRLEN less the terminating NUL
+_MAX_ARGV_BYTES = 1 << 20
 _BUILD_KINDS = tuple(f"{kind}:" for kind in BUILD_KINDS)
 
 FlagValue = Union[bool, int, float, str, list[Union[int, float, str]], None]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # No inf/nan: a timeout of .inf validates and then overflows the first wait that uses it.
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
 
 class Upstream(_Strict):
@@ -69,8 +81,8 @@ class Upstream(_Strict):
     @classmethod
     def _links(cls, v: list[str]) -> list[str]:
         for link in v:
-            if not re.match(r"^https?://\S+$", link):
-                raise ValueError(f"expected an http(s) link, got {link!r}")
+            if not re.match(r"^https?://\S+\Z", link):
+                raise ValueError(f"expected an http(s) link, got {excerpt(link)}")
         return v
 
 
@@ -114,33 +126,73 @@ class Server(_Strict):
     def _flags(cls, v: dict[str, FlagValue]) -> dict[str, FlagValue]:
         for name in v:
             if name.startswith("-"):
-                raise ValueError(f"flag {name!r}: write it without leading dashes, e.g. {name.lstrip('-')!r}")
+                raise ValueError(f"flag {excerpt(name)}: write it without leading dashes, "
+                                 f"e.g. {excerpt(name.lstrip('-'))}")
             if not _FLAG.match(name):
-                raise ValueError(f"flag {name!r} is not a flag name (lowercase words joined by '-')")
+                raise ValueError(f"flag {excerpt(name)} is not a flag name (lowercase words joined by '-')")
             if name in _RESERVED_FLAGS:
-                raise ValueError(f"flag {name!r} is set from {_RESERVED_FLAGS[name]}, not server.args")
+                raise ValueError(f"flag {excerpt(name)} is set from {_RESERVED_FLAGS[name]}, not server.args")
         return v
 
     @field_validator("env")
     @classmethod
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
         for name in v:
-            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
-                raise ValueError(f"environment variable name {name!r} is not valid")
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*\Z", name):
+                raise ValueError(f"environment variable name {excerpt(name)} is not valid")
         return v
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, v: str) -> str:
+        return check_host(v)
+
+    @model_validator(mode="after")
+    def _launchable(self) -> Server:
+        # Linux refuses exec (E2BIG) for one argument or variable over 128 KiB, or all of them over
+        # a quarter of the stack limit: say so now rather than fail the launch after the build.
+        texts = [self.model, self.draft_model or ""]
+        for value in self.args.values():
+            texts += [str(x) for x in value] if isinstance(value, list) else [str(value)]
+        texts += [f"{k}={val}" for k, val in self.env.items()]
+        sizes = [len(t.encode("utf-8", "surrogatepass")) for t in texts]
+        if max(sizes) > _MAX_ARG_BYTES:
+            raise ValueError(f"a value of {max(sizes)} bytes; a command-line argument or environment "
+                             f"variable holds at most {_MAX_ARG_BYTES}")
+        if sum(sizes) > _MAX_ARGV_BYTES:
+            raise ValueError(f"server model, args and env add up to {sum(sizes)} bytes; "
+                             f"a command line holds at most {_MAX_ARGV_BYTES}")
+        return self
+
+
+def check_host(host: str) -> str:
+    """``host`` if it is an IP literal (IPv4, or IPv6 without brackets) or a DNS host name; else ValueError."""
+    if host.startswith("[") and host.endswith("]"):
+        raise ValueError(f"write an IPv6 address without brackets, e.g. {excerpt(host[1:-1])}")
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        pass
+    if _HOSTNAME.match(host) and not re.match(r"^[0-9.]+\Z", host):
+        return host
+    raise ValueError(f"{excerpt(host)} is not a host: give an IP address (127.0.0.1, ::1) or a host name (localhost)")
 
 
 class TokenRange(_Strict):
     """Prompt lengths start, start+step, ... below stop (like Python's range)."""
 
-    start: int = Field(ge=1)
-    stop: int = Field(ge=2)
+    start: int = Field(ge=1, le=_MAX_TOKENS)
+    stop: int = Field(ge=2, le=_MAX_TOKENS + 1)
     step: int = Field(default=1, ge=1)
 
     @model_validator(mode="after")
     def _nonempty(self) -> TokenRange:
         if self.stop <= self.start:
             raise ValueError(f"empty range: stop ({self.stop}) must be greater than start ({self.start})")
+        count = len(range(self.start, self.stop, self.step))
+        if count > _MAX_LENGTHS:
+            raise ValueError(f"the range gives {count} prompt lengths; at most {_MAX_LENGTHS} (use a larger step)")
         return self
 
     def lengths(self) -> list[int]:
@@ -163,20 +215,24 @@ class PromptSpec(_Strict):
         if isinstance(v, bool):
             raise ValueError("expected a token count (int >= 1), a list of counts, or {start, stop, step}")
         if isinstance(v, int):
-            if v < 1:
-                raise ValueError(f"a prompt needs at least 1 token, got {v}")
+            if not 1 <= v <= _MAX_TOKENS:
+                raise ValueError(f"a prompt has 1 to {_MAX_TOKENS} tokens, got {excerpt(v)}")
             return v
         if isinstance(v, list):
             if not v:
                 raise ValueError("empty list of prompt lengths")
-            if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v):
-                raise ValueError(f"every prompt length must be an int >= 1, got {v!r}")
+            if len(v) > _MAX_LENGTHS:
+                raise ValueError(f"{len(v)} prompt lengths; at most {_MAX_LENGTHS}")
+            # type() is not isinstance(): a bool is not a length. This runs once per matrix case: keep it cheap.
+            if any(type(x) is not int for x in v) or not 1 <= min(v) <= max(v) <= _MAX_TOKENS:
+                raise ValueError(f"every prompt length must be an int >= 1 and <= {_MAX_TOKENS}, got {excerpt(v)}")
             return v
         if isinstance(v, dict):
             return TokenRange.model_validate(v)
         if isinstance(v, TokenRange):
             return v
-        raise ValueError(f"expected a token count (int >= 1), a list of counts, or {{start, stop, step}}; got {v!r}")
+        raise ValueError("expected a token count (int >= 1), a list of counts, or {start, stop, step}; "
+                         f"got {excerpt(v)}")
 
     @model_validator(mode="after")
     def _fixture(self) -> PromptSpec:
@@ -198,16 +254,16 @@ class PromptSpec(_Strict):
 
 
 class Workload(_Strict):
-    requests: int = Field(ge=1)
-    concurrency: int = Field(default=1, ge=1)
+    requests: int = Field(ge=1, le=1_000_000)
+    concurrency: int = Field(default=1, ge=1, le=10_000)
     request_rate: float | None = Field(default=None, gt=0, description="requests/s; null = all at once")
     prompt: PromptSpec
-    max_new_tokens: int = Field(ge=1)
+    max_new_tokens: int = Field(ge=1, le=_MAX_TOKENS)
     ignore_eos: bool = True
     temperature: float = Field(default=0.0, ge=0)
     stream: bool = True
-    warmup: int = Field(default=0, ge=0)
-    trials: int = Field(default=1, ge=1)
+    warmup: int = Field(default=0, ge=0, le=1_000_000)
+    trials: int = Field(default=1, ge=1, le=10_000)
 
 
 class Bound(_Strict):
@@ -259,7 +315,7 @@ class BuildRole(_Strict):
     @classmethod
     def _spec(cls, v: str) -> str:
         if not v.startswith(_BUILD_KINDS):
-            raise ValueError(f"build spec {v!r} must start with one of {', '.join(_BUILD_KINDS)}")
+            raise ValueError(f"build spec {excerpt(v)} must start with one of {', '.join(_BUILD_KINDS)}")
         return v
 
     @field_validator("sim")
@@ -267,10 +323,10 @@ class BuildRole(_Strict):
     def _sim(cls, v: str) -> str:
         revision, _, knobs = v.partition(",")
         if revision not in REVISIONS:
-            raise ValueError(f"reference-server revision {revision!r} is not one of {', '.join(REVISIONS)}")
+            raise ValueError(f"reference-server revision {excerpt(revision)} is not one of {', '.join(REVISIONS)}")
         for knob in filter(None, knobs.split(",")):
-            if not re.match(r"^[a-z][a-z-]*=[^,\s]+$", knob):
-                raise ValueError(f"reference-server knob {knob!r} must look like name=value")
+            if not re.match(r"^[a-z][a-z-]*=[^,\s]+\Z", knob):
+                raise ValueError(f"reference-server knob {excerpt(knob)} must look like name=value")
         return v
 
     @property
@@ -300,7 +356,7 @@ class Expectation(_Strict):
             if not v:
                 raise ValueError("an empty list accepts nothing; give at least one value")
             if len(set(v)) != len(v):
-                raise ValueError(f"duplicate values in {v!r}")
+                raise ValueError(f"duplicate values in {excerpt(v)}")
         return v
 
     @property
@@ -337,9 +393,9 @@ class Expectation(_Strict):
 
 
 class Timeouts(_Strict):
-    startup_s: float = Field(default=900, gt=0)
-    request_s: float = Field(default=300, gt=0)
-    scenario_s: float = Field(default=3600, gt=0)
+    startup_s: float = Field(default=900, gt=0, le=_MAX_WAIT_S)
+    request_s: float = Field(default=300, gt=0, le=_MAX_WAIT_S)
+    scenario_s: float = Field(default=3600, gt=0, le=_MAX_WAIT_S)
 
 
 class Scenario(_Strict):
@@ -365,33 +421,34 @@ class Scenario(_Strict):
     @classmethod
     def _roles(cls, v: dict[str, BuildRole]) -> dict[str, BuildRole]:
         for role in v:
-            if not re.match(r"^[a-z][a-z0-9_-]*$", role):
-                raise ValueError(f"role name {role!r} must be lowercase letters, digits, '_' or '-'")
+            if not re.match(r"^[a-z][a-z0-9_-]*\Z", role):
+                raise ValueError(f"role name {excerpt(role)} must be lowercase letters, digits, '_' or '-'")
         return v
 
     @field_validator("markers")
     @classmethod
     def _markers(cls, v: list[str]) -> list[str]:
         for m in v:
-            if not re.match(r"^[a-z_][a-z0-9_]*$", m):
-                raise ValueError(f"marker {m!r} must be a Python identifier in lowercase")
+            if not re.match(r"^[a-z_][a-z0-9_]*\Z", m):
+                raise ValueError(f"marker {excerpt(m)} must be a Python identifier in lowercase")
         return v
 
     @model_validator(mode="after")
     def _cross(self) -> Scenario:
         for role, exp in self.expect.items():
             if role not in self.builds:
-                raise ValueError(f"expect.{role}: no build role {role!r} (roles: {', '.join(self.builds)})")
+                raise ValueError(f"expect.{role}: no build role {excerpt(role)} (roles: {', '.join(self.builds)})")
             watched = self.checks.crash_signatures
             if watched != "all":
                 missing = [s for s in exp.signatures if s != "unknown" and s not in watched]
                 if missing:
                     raise ValueError(
-                        f"expect.{role} expects signature {missing[0]!r}, which checks.crash_signatures does not watch"
+                        f"expect.{role} expects signature {excerpt(missing[0])}, "
+                        "which checks.crash_signatures does not watch"
                     )
         rel = self.checks.relative
         if rel is not None and rel.baseline not in self.builds:
-            raise ValueError(f"checks.relative.baseline: no build role {rel.baseline!r}")
+            raise ValueError(f"checks.relative.baseline: no build role {excerpt(rel.baseline)}")
         if self.matrix is not None and not self.matrix:
             raise ValueError("matrix is empty: remove it, or give at least one axis")
         return self

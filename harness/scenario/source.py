@@ -3,30 +3,52 @@
 Only YAML's plain types are built (``yaml.SafeLoader``'s constructors): a ``!!python/...`` tag
 is an error with its position, never an object. Duplicate keys are errors too, since YAML would
 silently keep the last one.
+
+A scenario is a page of YAML, so everything about reading one is bounded: only regular files are
+opened (a FIFO or ``/dev/zero`` is refused before a byte is read), the size is checked before
+reading, and the document, with every alias (``*name``) expanded as the data will be used, may hold
+at most :data:`MAX_NODES` values, :data:`MAX_DEPTH` levels and :data:`MAX_CHARS` characters of text.
+YAML aliases make a 300-byte file stand for gigabytes ("billion laughs"); the walk that records
+positions counts each alias every time it is used, so such a file stops at the bound, in milliseconds.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-__all__ = ["MAX_BYTES", "Position", "Source", "SourceError", "read_source"]
+from harness.scenario.errors import excerpt
+
+__all__ = ["MAX_BYTES", "MAX_CHARS", "MAX_DEPTH", "MAX_NODES", "Position", "Source", "SourceError", "read_source"]
 
 MAX_BYTES = 1 << 20  # a scenario is a page of YAML; a bigger file is a mistake or an attack
+MAX_NODES = 20_000  # values after alias expansion (the seed scenarios have about 100)
+MAX_DEPTH = 32  # nesting levels (the format itself needs 5)
+MAX_CHARS = 4 * MAX_BYTES  # characters of text after alias expansion
 
 Position = tuple[int, int]  # 1-based line and column
 Path_ = tuple[Any, ...]
 
+_YAML = "tag:yaml.org,2002:"
+_SCALAR_TAGS = frozenset(_YAML + t for t in ("str", "int", "float", "bool", "null", "timestamp", "merge"))
+_PLAIN = "only plain YAML is allowed (mappings, lists, strings, numbers, booleans, null)"
+# Neither a process argument, an environment value nor a UTF-8 file can carry these.
+_UNCARRIABLE = re.compile("[\x00\ud800-\udfff]")
+_MAX_INT_BITS = 63
+
 
 class SourceError(Exception):
-    """A problem in the file itself (syntax, tags, duplicates), with its position."""
+    """A problem in the file itself (syntax, tags, duplicates, bounds), with its position."""
 
-    def __init__(self, line: int, column: int, message: str) -> None:
+    def __init__(self, line: int, column: int, message: str, field: str = "") -> None:
         super().__init__(message)
-        self.line, self.column, self.message = line, column, message
+        self.line, self.column, self.message, self.field = line, column, message, field
 
 
 @dataclass(frozen=True)
@@ -38,7 +60,10 @@ class Source:
     def position(self, loc: Path_) -> Position:
         """The position of the deepest part of ``loc`` that the file spells out."""
         for end in range(len(loc), -1, -1):
-            pos = self.positions.get(tuple(loc[:end]))
+            try:
+                pos = self.positions.get(tuple(loc[:end]))
+            except TypeError:  # an unhashable part (pydantic can name a list as a dict key)
+                continue
             if pos is not None:
                 return pos
         return (1, 1)
@@ -48,59 +73,195 @@ def _mark(node: yaml.Node) -> Position:
     return (node.start_mark.line + 1, node.start_mark.column + 1)
 
 
-def _walk(node: yaml.Node, path: Path_, out: dict[Path_, Position]) -> None:
-    if isinstance(node, yaml.MappingNode):
+def _tag(tag: str) -> str:
+    return excerpt("!!" + tag.removeprefix(_YAML) if tag.startswith(_YAML) else tag, quote=False)
+
+
+def _dotted(path: Path_) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(path))
+
+
+def _fail(node: yaml.Node, path: Path_, message: str) -> SourceError:
+    return SourceError(*_mark(node), message, field=_dotted(path))
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The file's bytes; only a regular file of at most MAX_BYTES is read. Raises SourceError or OSError."""
+    # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SourceError(1, 1, f"{_kind(info.st_mode)}, not a scenario file (a regular *.yaml file)")
+        if info.st_size > MAX_BYTES:
+            raise SourceError(1, 1, f"file is {info.st_size} bytes; a scenario is at most {MAX_BYTES}")
+        chunks, size = [], 0
+        while size <= MAX_BYTES:  # the file may grow while we read it
+            chunk = os.read(fd, MAX_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > MAX_BYTES:
+        raise SourceError(1, 1, f"file grew past {MAX_BYTES} bytes while being read; a scenario is at most that")
+    return b"".join(chunks)
+
+
+def _line_col(text: str, index: int) -> Position:
+    index = max(0, min(index, len(text)))
+    return (text.count("\n", 0, index) + 1, index - (text.rfind("\n", 0, index) + 1) + 1)
+
+
+class _Walker:
+    """Records every key's position and checks the bounds, expanding aliases as the data will."""
+
+    def __init__(self, loader: yaml.SafeLoader) -> None:
+        self.loader = loader
+        self.positions: dict[Path_, Position] = {}
+        self.nodes = 0
+        self.chars = 0
+        self.scalars_checked: set[int] = set()
+
+    def walk(self, node: yaml.Node, path: Path_, depth: int) -> None:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise _fail(node, path, f"more than {MAX_NODES} values once aliases (*name) are expanded; "
+                                    "a scenario is a page of YAML")
+        if depth > MAX_DEPTH:
+            raise _fail(node, path, f"nested more than {MAX_DEPTH} levels deep")
+        if isinstance(node, yaml.ScalarNode):
+            self._scalar(node, path)
+        elif isinstance(node, yaml.SequenceNode):
+            if node.tag != _YAML + "seq":
+                raise _fail(node, path, f"tag {_tag(node.tag)} is not allowed: {_PLAIN}")
+            for i, item in enumerate(node.value):
+                self.positions[path + (i,)] = _mark(item)
+                self.walk(item, path + (i,), depth + 1)
+        elif isinstance(node, yaml.MappingNode):
+            if node.tag != _YAML + "map":
+                raise _fail(node, path, f"tag {_tag(node.tag)} is not allowed: {_PLAIN}")
+            self._mapping(node, path, depth)
+
+    def _mapping(self, node: yaml.MappingNode, path: Path_, depth: int) -> None:
         seen: dict[Any, yaml.Node] = {}
         for key_node, value_node in node.value:
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-            if key is None:
-                raise SourceError(*_mark(key_node), "mapping keys must be plain strings")
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise _fail(key_node, path, "mapping keys must be plain strings")
+            self._scalar(key_node, path)
+            key = key_node.value
             if key in seen:
-                line, col = _mark(key_node)
                 first = seen[key].start_mark.line + 1
-                raise SourceError(line, col, f"duplicate key {key!r} (first given on line {first})")
+                raise _fail(key_node, path + (key,), f"duplicate key {excerpt(key)} (first given on line {first})")
             seen[key] = key_node
-            out[path + (key,)] = _mark(key_node)
-            _walk(value_node, path + (key,), out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            out[path + (i,)] = _mark(item)
-            _walk(item, path + (i,), out)
+            self.positions[path + (key,)] = _mark(key_node)
+            self.walk(value_node, path + (key,), depth + 1)
+
+    def _scalar(self, node: yaml.ScalarNode, path: Path_) -> None:
+        self.chars += len(node.value)
+        if self.chars > MAX_CHARS:
+            raise _fail(node, path, f"more than {MAX_CHARS} characters of text once aliases (*name) "
+                                    "are expanded; a scenario is a page of YAML")
+        if id(node) in self.scalars_checked:  # an alias of a scalar already checked
+            return
+        self.scalars_checked.add(id(node))
+        if node.tag not in _SCALAR_TAGS:
+            raise _fail(node, path, f"tag {_tag(node.tag)} is not allowed: {_PLAIN}")
+        bad = _UNCARRIABLE.search(node.value)
+        if bad:
+            what = "a NUL character" if bad.group() == "\x00" else f"a lone surrogate U+{ord(bad.group()):04X}"
+            raise _fail(node, path, f"{excerpt(node.value)} contains {what}, which no command line, "
+                                    "environment or file can carry")
+        if node.tag == _YAML + "merge":
+            return
+        try:
+            value = self.loader.construct_object(node)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, yaml.YAMLError):
+            raise _fail(node, path, f"{excerpt(node.value)} is not a valid {_tag(node.tag)} value") from None
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _MAX_INT_BITS:
+            raise _fail(node, path, f"integer {excerpt(node.value)} is out of range (at most 63 bits)")
 
 
-def read_source(path: Path) -> Source:
-    """Parse ``path`` into plain data with positions; raise SourceError or OSError."""
-    raw = path.read_bytes()
-    if len(raw) > MAX_BYTES:
-        raise SourceError(1, 1, f"file is {len(raw)} bytes; a scenario is at most {MAX_BYTES}")
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that stops composing past MAX_NODES nodes or MAX_DEPTH levels.
+
+    PyYAML composes the whole document before anything else sees it, in pure Python: a 1 MiB list
+    takes seconds, and nesting recurses once per level. Counting here keeps both bounded.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.composed = 0
+        self.depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self.composed += 1
+        self.depth += 1
+        try:
+            if self.composed > MAX_NODES or self.depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                what = (f"more than {MAX_NODES} keys and values" if self.composed > MAX_NODES
+                        else f"nested more than {MAX_DEPTH} levels deep")
+                raise SourceError(mark.line + 1, mark.column + 1, f"{what}; a scenario is a page of YAML")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def _parse(path: Path, text: str) -> Source:
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SourceError(1, 1, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    loader = yaml.SafeLoader(text)
+        loader = _BoundedLoader(text)
+    except yaml.reader.ReaderError as exc:  # a control character: checked as the reader is built
+        line, col = _line_col(text, exc.position)
+        raise SourceError(line, col, f"character U+{exc.character:04X} is not allowed in a YAML file "
+                                     "(control characters are not text)") from None
     try:
         node = loader.get_single_node()
         if node is None:
             raise SourceError(1, 1, "empty file: a scenario is a mapping with at least name, description, "
                                     "server, workload and builds")
-        positions: dict[Path_, Position] = {}
-        _walk(node, (), positions)
+        walker = _Walker(loader)
+        walker.walk(node, (), 0)
         data = loader.construct_document(node)
+    except yaml.reader.ReaderError as exc:
+        line, col = _line_col(text, exc.position)
+        raise SourceError(line, col, f"character U+{exc.character:04X} is not allowed in a YAML file") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        problem = exc.problem or exc.context or "invalid YAML"
+        problem = excerpt(exc.problem or exc.context or "invalid YAML", limit=160, quote=False)
         if isinstance(exc, yaml.constructor.ConstructorError) and "tag" in problem:
-            problem = (f"{problem.strip()}: only plain YAML is allowed (mappings, lists, strings, "
-                       "numbers, booleans, null)")
+            problem = f"{problem.strip()}: {_PLAIN}"
         raise SourceError(line, col, f"YAML error: {problem}") from None
-    except yaml.YAMLError as exc:  # e.g. a reader error on control characters
-        raise SourceError(1, 1, f"YAML error: {str(exc).splitlines()[0]}") from None
-    except RecursionError:
-        raise SourceError(1, 1, "YAML nesting is too deep") from None
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SourceError(1, 1, f"YAML error: {excerpt(first, limit=160, quote=False)}") from None
+    except RecursionError:  # the composer recurses per nesting level, before the walk can count them
+        raise SourceError(1, 1, f"YAML nesting is too deep (at most {MAX_DEPTH} levels)") from None
     finally:
         loader.dispose()
     if not isinstance(data, dict):
         kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
         raise SourceError(*_mark(node), f"top level must be a mapping of scenario fields, got {kind}")
-    return Source(path=path, data=data, positions=positions)
+    return Source(path=path, data=data, positions=walker.positions)
+
+
+def read_source(path: Path) -> Source:
+    """Parse ``path`` into plain data with positions; raise SourceError or OSError."""
+    raw = _read_bounded(path)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = raw[: exc.start].decode("utf-8", "replace")
+        line, col = _line_col(before, len(before))
+        raise SourceError(line, col, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return _parse(path, text)
