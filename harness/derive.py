@@ -56,7 +56,8 @@ The client proves itself:
   concurrency slot freed, whichever is later): how late the client's own loop was.
 - ``loop_lag_ms_*``: oversleep of a 20 ms event-loop tick during the measured phase.
 - ``client_cpu_fraction``: CPU seconds of the harness process (all threads) per second of the measured phase.
-- ``achieved_rate_rps`` vs ``requested_rate_rps`` (None: unlimited), ``achieved_concurrency_mean`` (request
+- ``achieved_rate_rps`` ((measured - 1) / (last send - first due time)) vs ``requested_rate_rps``
+  (None: unlimited), ``achieved_concurrency_mean`` (request
   seconds in flight per second of the full window) and ``concurrency_max`` vs ``requested_concurrency``.
 - ``client_fell_behind``: 1 when the p99 scheduling delay or the p99 loop lag passed
   :data:`CLIENT_BEHIND_MS`; such a run's metrics say more about the client than the server and are not
@@ -272,7 +273,9 @@ def derive_metrics(
         phase = (trace.measured_end_ns - trace.measured_start_ns) / NS
     out["client_cpu_fraction"] = trace.cpu_ns / NS / phase if trace is not None and phase else None
     sends = sorted(r.sent_ns for r in measured)
-    span = (sends[-1] - sends[0]) / NS if len(sends) >= 2 else 0.0
+    # From the first request's due time, so a client that sends late (in a burst) shows a lower rate.
+    first_due = min((r.due_ns for r in measured), default=0)
+    span = (sends[-1] - first_due) / NS if len(sends) >= 2 else 0.0
     out["achieved_rate_rps"] = (len(sends) - 1) / span if span > 0 else None
     out["requested_rate_rps"] = manifest.request_rate if manifest is not None else None
     peak, busy_ns = _in_flight(measured)
