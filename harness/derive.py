@@ -11,8 +11,13 @@ that ended normally (HTTP 200, ``data: [DONE]``, a finish reason that is not ``a
 
 Throughput, two windows (output tokens are the ok requests' ``completion_tokens``, counted by the server):
 
-- full: from the first measured request sent to the last token received by any measured request (the
-  arrival of its last token-carrying event; not the stream close, not connection setup before the send).
+- full: from the first measured request sent to the last token received by any measured request. "Sent" is
+  when the request's last byte was written to a connected socket (``written_ns``, from aiohttp's request
+  tracing), so connection setup is not in the window; "received" is the arrival of the last token-carrying
+  event (not the stream close). Measured this way the window is within 1% of the reference server's own
+  served span (``/sim/stats`` ``span_s``, first arrival to last finish) on 10 short requests and at 64
+  simultaneous connections (``tests/test_measure.py``); measured from before connection setup it read
+  2.5-3.8% (10 requests) and 1.3-1.7% (64 connections) low.
   ``output_throughput_tok_s`` = tokens / window, ``request_throughput_rps`` = ok requests / window.
 - steady (``*_steady``): ramp-up and drain removed. It starts when the K-th measured request is sent, with
   K = min(concurrency, measured) in a closed loop (every slot busy from then on) and K = ceil(10% of measured)
@@ -59,9 +64,11 @@ The client proves itself:
 - ``achieved_rate_rps`` ((measured - 1) / (last send - first due time)) vs ``requested_rate_rps``
   (None: unlimited), ``achieved_concurrency_mean`` (request
   seconds in flight per second of the full window) and ``concurrency_max`` vs ``requested_concurrency``.
-- ``client_fell_behind``: 1 when the p99 scheduling delay or the p99 loop lag passed
-  :data:`CLIENT_BEHIND_MS`; such a run's metrics say more about the client than the server and are not
-  compared (:func:`not_comparable`).
+- ``client_fell_behind``: 1 when the p99 scheduling delay passed :data:`CLIENT_BEHIND_MS`: the client sent
+  its requests late, so the load it applied was not the load asked for; such a run's metrics say more about
+  the client than the server and are not compared (:func:`not_comparable`). Loop lag is reported beside it
+  as the likely cause, not as a criterion: a loaded machine oversleeps a 20 ms tick by several ms while
+  requests still leave on time.
 
 Percentiles interpolate linearly between order statistics (numpy's default).
 """
@@ -222,7 +229,7 @@ def derive_metrics(
 
     # --- throughput, full window --------------------------------------------------------------------------
     last_tokens = [t for r in measured if (t := r.last_token_ns) is not None]
-    first_send = min((r.sent_ns for r in measured), default=None)
+    first_send = min((r.written_ns if r.written_ns is not None else r.sent_ns for r in measured), default=None)
     window = (max(last_tokens) - first_send) / NS if last_tokens and first_send is not None else None
     window = window if window and window > 0 else None
     out["window_s"] = window
@@ -283,8 +290,8 @@ def derive_metrics(
     full_ns = (max(r.closed_ns for r in measured) - sends[0]) if measured else 0
     out["achieved_concurrency_mean"] = busy_ns / full_ns if full_ns > 0 else None
     out["requested_concurrency"] = manifest.concurrency if manifest is not None else None
-    behind = [v for v in (out["sched_delay_ms_p99"], out["loop_lag_ms_p99"]) if v is not None]
-    out["client_fell_behind"] = float(any(v > CLIENT_BEHIND_MS for v in behind)) if behind else None
+    p99 = out["sched_delay_ms_p99"]
+    out["client_fell_behind"] = None if p99 is None else float(p99 > CLIENT_BEHIND_MS)
     return out
 
 
@@ -293,6 +300,7 @@ def not_comparable(metrics: Mapping[str, Any]) -> str | None:
     if metrics.get("client_fell_behind") != 1.0:
         return None
     sched, lag = metrics.get("sched_delay_ms_p99"), metrics.get("loop_lag_ms_p99")
-    parts = [f"{name} p99 {v:.1f} ms" for name, v in (("scheduling delay", sched), ("event-loop lag", lag))
-             if isinstance(v, (int, float)) and v > CLIENT_BEHIND_MS]
-    return f"the client fell behind ({', '.join(parts) or 'flagged'} > {CLIENT_BEHIND_MS:g} ms)"
+    detail = f"scheduling delay p99 {sched:.1f} ms > {CLIENT_BEHIND_MS:g} ms" if isinstance(sched, float) else "flagged"
+    if isinstance(lag, float):
+        detail += f"; event-loop lag p99 {lag:.1f} ms"
+    return f"the client fell behind ({detail})"

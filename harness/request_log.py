@@ -82,6 +82,7 @@ class RequestRecord:
     error: str | None
     due_ns: int
     sent_ns: int
+    written_ns: int | None  # the request's last byte written to a connected socket (after connection setup)
     headers_ns: int | None
     chunks: tuple[tuple[int, int], ...]
     done_ns: int | None
@@ -191,7 +192,7 @@ def _record_fields(rec: RequestRecord) -> dict[str, Any]:
     return {
         "index": rec.index, "warmup": rec.warmup, "prompt_tokens": rec.prompt_tokens, "stream": rec.stream,
         "ok": rec.ok, "status": rec.status, "error_kind": rec.error_kind.value if rec.error_kind else None,
-        "error": rec.error, "due_ns": rec.due_ns, "sent_ns": rec.sent_ns, "headers_ns": rec.headers_ns,
+        "error": rec.error, "due_ns": rec.due_ns, "sent_ns": rec.sent_ns, "written_ns": rec.written_ns, "headers_ns": rec.headers_ns,
         "chunks": [list(c) for c in rec.chunks], "done_ns": rec.done_ns, "closed_ns": rec.closed_ns,
         "finish_reason": rec.finish_reason, "completion_tokens": rec.completion_tokens,
         "token_source": rec.token_source, "meta_info": rec.meta_info, "text": rec.text,
@@ -205,7 +206,7 @@ def _record(obj: Mapping[str, Any]) -> RequestRecord:
         index=int(obj["index"]), warmup=bool(obj["warmup"]), prompt_tokens=int(obj["prompt_tokens"]),
         stream=bool(obj["stream"]), ok=bool(obj["ok"]), status=obj.get("status"),
         error_kind=ErrorKind(kind) if kind else None, error=obj.get("error"), due_ns=int(obj["due_ns"]),
-        sent_ns=int(obj["sent_ns"]), headers_ns=obj.get("headers_ns"),
+        sent_ns=int(obj["sent_ns"]), written_ns=obj.get("written_ns"), headers_ns=obj.get("headers_ns"),
         chunks=tuple((int(t), int(n)) for t, n in obj.get("chunks") or ()), done_ns=obj.get("done_ns"),
         closed_ns=int(obj["closed_ns"]), finish_reason=obj.get("finish_reason"),
         completion_tokens=int(obj["completion_tokens"]), meta_info=dict(obj.get("meta_info") or {}),

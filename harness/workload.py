@@ -132,6 +132,7 @@ class _Partial:
     status: int | None = None
     error_kind: ErrorKind | None = None
     error: str | None = None
+    written_ns: int | None = None
     headers_ns: int | None = None
     done_ns: int | None = None
     chunks: list[tuple[int, int]] = field(default_factory=list)
@@ -178,7 +179,7 @@ class _Partial:
         return RequestRecord(
             index=self.index, warmup=self.warmup, prompt_tokens=self.prompt.tokens, stream=self.stream, ok=ok,
             status=self.status, error_kind=self.error_kind, error=self.error, due_ns=self.due_ns,
-            sent_ns=self.sent_ns, headers_ns=self.headers_ns, chunks=tuple(self.chunks), done_ns=self.done_ns,
+            sent_ns=self.sent_ns, written_ns=self.written_ns, headers_ns=self.headers_ns, chunks=tuple(self.chunks), done_ns=self.done_ns,
             closed_ns=end, finish_reason=self.finish_reason, completion_tokens=self.completion_tokens,
             meta_info=dict(self.meta_info), text=_truncate(self.text), started_at=self.started_at,
             token_source=self.token_source,
@@ -312,7 +313,7 @@ class _Runner:
         self.progress.update(rec.ok)
 
     async def _send(self, p: _Partial) -> None:
-        async with self.session.post(self.url, json=p.body) as resp:
+        async with self.session.post(self.url, json=p.body, trace_request_ctx=p) as resp:
             p.headers_ns = self.clock.now()
             p.status = resp.status
             if resp.status != 200:
@@ -417,7 +418,8 @@ async def run_workload(
     no_timeout = aiohttp.ClientTimeout(total=None)
     runner: _Runner | None = None
     try:
-        async with aiohttp.ClientSession(connector=connector, timeout=no_timeout, trust_env=False) as session:
+        async with aiohttp.ClientSession(connector=connector, timeout=no_timeout, trust_env=False,
+                                         trace_configs=[_wire_trace(clock)]) as session:
             runner = _Runner(
                 session, base_url, clock=clock, concurrency=concurrency, request_timeout_s=request_timeout_s,
                 stream=stream,
@@ -436,6 +438,20 @@ async def run_workload(
     records = tuple(runner.records[i] for i in sorted(runner.records))
     return WorkloadResult(records=records, measured_wall_s=wall, aborted=runner.abort_reason, manifest=manifest,
                           trace=_trace(runner), epoch_wall=clock.epoch_wall)
+
+
+def _wire_trace(clock: _Clock) -> aiohttp.TraceConfig:
+    """Marks when each request's bytes were written to a connected socket (after any connection setup)."""
+    trace = aiohttp.TraceConfig()
+
+    async def written(_session: Any, ctx: Any, _params: Any) -> None:
+        partial = ctx.trace_request_ctx
+        if isinstance(partial, _Partial):
+            partial.written_ns = clock.now()  # the last write of the request (headers, then body chunks)
+
+    trace.on_request_headers_sent.append(written)
+    trace.on_request_chunk_sent.append(written)
+    return trace
 
 
 def _trace(runner: _Runner) -> ClientTrace:

@@ -188,7 +188,7 @@ def _rec(i: int, sent_ms: int, token_ms: list[int], *, per: int = 2) -> RequestR
     chunks = tuple((t * MS, per * (k + 1)) for k, t in enumerate(token_ms))
     last = token_ms[-1] * MS
     return RequestRecord(index=i, warmup=False, prompt_tokens=4, stream=True, ok=True, status=200, error_kind=None,
-                         error=None, due_ns=sent_ms * MS, sent_ns=sent_ms * MS, headers_ns=sent_ms * MS,
+                         error=None, due_ns=sent_ms * MS, sent_ns=sent_ms * MS, written_ns=None, headers_ns=sent_ms * MS,
                          chunks=chunks, done_ns=last, closed_ns=last + 5 * MS, finish_reason={"type": "length"},
                          completion_tokens=per * len(token_ms), meta_info={}, text="", started_at=0.0)
 
@@ -256,3 +256,25 @@ def test_manifest_mismatch_names_the_field() -> None:
     # Informational only: the prompt content digest.
     assert manifest_mismatch(a, Manifest.from_dict({**a.to_dict(), "prompts_sha256": "other"})) is None
     assert manifest_mismatch(a, None) is None and manifest_mismatch(a.to_dict(), b.to_dict()) is not None
+
+
+# --- acceptance length: a check names the figure it bounds ------------------------------------------------------
+
+
+def test_accept_length_check_bounds_the_named_source() -> None:
+    from harness.derive import ACCEPT_LENGTH_SOURCES
+    from harness.run import evaluate_checks
+    from harness.scenario.model import ACCEPT_LENGTH_METRICS, Checks
+
+    def failed(check: dict) -> list[str]:
+        return [c.detail for c in evaluate_checks(Checks.model_validate({"accept_length": check}), metrics)
+                if not c.held]
+
+    assert dict(ACCEPT_LENGTH_SOURCES) == ACCEPT_LENGTH_METRICS
+    metrics = {"requests_ok": 1, "requests_failed": 0, "accept_length": 2.0, "accept_length_server": 1.2,
+               "accept_length_gauge": None}
+    assert failed({"min": 1.5}) == []
+    assert failed({"min": 1.5, "source": "server"}) == ["accept length (server: accept_length_server) 1.2 < min 1.5"]
+    assert failed({"min": 1.5, "source": "gauge"}) == ["accept length (gauge: accept_length_gauge) was not measured"]
+    with pytest.raises(ValueError, match="source"):
+        Checks.model_validate({"accept_length": {"min": 1.5, "source": "lifetime"}})

@@ -35,7 +35,7 @@ def rec(index: int, tokens: int, meta: dict, *, ok: bool = True, warmup: bool = 
     return RequestRecord(
         index=index, warmup=warmup, prompt_tokens=10, stream=True, ok=ok, status=200 if ok else 500,
         error_kind=None if ok else ErrorKind.HTTP, error=None if ok else "boom", due_ns=0, sent_ns=0,
-        headers_ns=MS, chunks=tuple(chunks), done_ns=e2e_ms * MS, closed_ns=e2e_ms * MS,
+        written_ns=None, headers_ns=MS, chunks=tuple(chunks), done_ns=e2e_ms * MS, closed_ns=e2e_ms * MS,
         finish_reason={"type": "length"}, completion_tokens=tokens, meta_info={"completion_tokens": tokens, **meta},
         text="", started_at=0.0,
     )
