@@ -255,12 +255,12 @@ def derive_metrics(
 
     # --- latency ------------------------------------------------------------------------------------------
     streamed = [r for r in ok if r.stream]
-    _dist(out, "ttft", [t for r in streamed if (t := r.ttft_s) is not None])
-    _dist(out, "tpot", [t for r in streamed if (t := r.tpot_s) is not None])
+    _dist(out, "ttft", [x for r in streamed if (x := r.ttft_s) is not None])
+    _dist(out, "tpot", [y for r in streamed if (y := r.tpot_s) is not None])
     _dist(out, "itl", [x for r in streamed for x in r.itl_s])
     _dist(out, "chunk_latency", [x for r in streamed for x in r.chunk_gaps_s])
     _dist(out, "e2e", [r.e2e_s for r in ok])
-    _dist(out, "close", [(r.closed_ns - last) / NS for r in streamed if (last := r.last_token_ns) is not None],
+    _dist(out, "close", [(r.closed_ns - lt) / NS for r in streamed if (lt := r.last_token_ns) is not None],
           qs=(50, 99))
     decode_tokens = sum(r.completion_tokens - r.content_chunks[0][1] for r in streamed if r.content_chunks)
     decode_chunks = sum(len(r.content_chunks) - 1 for r in streamed if r.content_chunks)

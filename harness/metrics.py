@@ -34,7 +34,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.derive import derive_metrics, percentile, request_accept_length, request_verify_count
+from harness.derive import (
+    derive_metrics,
+    percentile,
+    request_accept_length,
+    request_verify_count,
+)
 from harness.manifest import Manifest
 from harness.request_log import ClientTrace, RequestRecord
 

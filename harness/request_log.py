@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import itertools
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,9 +40,9 @@ __all__ = [
     "JSONL_SCHEMA",
     "ClientTrace",
     "ErrorKind",
-    "RequestRecord",
-    "RequestLog",
     "JsonlWriter",
+    "RequestLog",
+    "RequestRecord",
     "ids_digest",
     "read_requests_jsonl",
 ]
@@ -131,7 +132,7 @@ class RequestRecord:
             return ()
         out: list[float] = []
         chunks = self.content_chunks
-        for (t0, _), (t1, new) in zip(chunks, chunks[1:]):
+        for (t0, _), (t1, new) in itertools.pairwise(chunks):
             out.extend([(t1 - t0) / NS / new] * new)
         return tuple(out)
 
@@ -141,7 +142,7 @@ class RequestRecord:
         if not self.stream:
             return ()
         chunks = self.content_chunks
-        return tuple((t1 - t0) / NS for (t0, _), (t1, _) in zip(chunks, chunks[1:]))
+        return tuple((t1 - t0) / NS for (t0, _), (t1, _) in itertools.pairwise(chunks))
 
     @property
     def tpot_s(self) -> float | None:

@@ -50,7 +50,14 @@ import aiohttp
 from harness.errors import UserError
 from harness.manifest import Manifest, build_manifest
 from harness.prompts import Prompt
-from harness.request_log import NS, ClientTrace, ErrorKind, JsonlWriter, RequestRecord, ids_digest
+from harness.request_log import (
+    NS,
+    ClientTrace,
+    ErrorKind,
+    JsonlWriter,
+    RequestRecord,
+    ids_digest,
+)
 
 __all__ = [
     "ABORT_POLL_S",
@@ -299,7 +306,7 @@ class _Runner:
                 # Before the headers: the server could not be reached or hung up; after: the stream broke.
                 kind = ErrorKind.CONNECTION if p.headers_ns is None else ErrorKind.STREAM
                 p.fail(kind, f"{type(exc).__name__}: {exc}")
-            except ValueError as exc:  # a body that is not JSON, or an event that is not an object
+            except (ValueError, TypeError) as exc:  # a body that is not JSON, or an event that is not an object
                 p.fail(ErrorKind.STREAM, f"{type(exc).__name__}: {exc}")
             del self.inflight[index]
             self.finish(p)
@@ -323,7 +330,7 @@ class _Runner:
             if not self.stream:
                 data = await resp.json(content_type=None)
                 if not isinstance(data, dict):
-                    raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+                    raise TypeError(f"expected a JSON object, got {type(data).__name__}")
                 p.on_event(data, self.clock.now())
                 p.done_ns = self.clock.now()
                 return
@@ -351,7 +358,7 @@ class _Runner:
             return
         obj = json.loads(payload)
         if not isinstance(obj, dict):
-            raise ValueError(f"SSE event is not a JSON object: {payload[:100]!r}")
+            raise TypeError(f"SSE event is not a JSON object: {payload[:100]!r}")
         p.on_event(obj, now)
 
 

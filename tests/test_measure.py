@@ -3,24 +3,30 @@ manifests, and the client's account of itself."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
 
 import pytest
+from peers.replay import ReplayServer, Script, sse
+from peers.sglang_peer import PeerConfig, PeerServer
 
-from harness.derive import ACCEPT_LENGTH_TOLERANCE, derive_metrics, failure_kinds, not_comparable
+from harness.derive import (
+    ACCEPT_LENGTH_TOLERANCE,
+    derive_metrics,
+    failure_kinds,
+    not_comparable,
+)
 from harness.manifest import Manifest, PromptLengths, build_manifest, manifest_mismatch
 from harness.prompts import random_id_prompts
 from harness.request_log import ErrorKind, RequestRecord, read_requests_jsonl
 from harness.workload import run_workload_sync
-from peers.replay import ReplayServer, Script, sse
-from peers.sglang_peer import PeerConfig, PeerServer
 
-BASE = dict(
-    concurrency=2, request_rate=None, max_new_tokens=10, ignore_eos=True, temperature=0.0, stream=True,
-    warmup=0, request_timeout_s=10.0, jsonl_path=None, progress=False,
-)
+BASE: dict[str, object] = {
+    "concurrency": 2, "request_rate": None, "max_new_tokens": 10, "ignore_eos": True, "temperature": 0.0,
+    "stream": True, "warmup": 0, "request_timeout_s": 10.0, "jsonl_path": None, "progress": False,
+}
 MS = 1_000_000
 
 
@@ -129,7 +135,7 @@ def test_several_tokens_per_chunk_itl_and_acceptance_cross_check() -> None:
         for k, gap in enumerate(r.chunk_gaps_s):
             assert r.itl_s[3 * k:3 * k + 3] == pytest.approx([gap / 3] * 3)
         # The client's gaps track the server's own write gaps (40 ms each) within a loose bound.
-        server_gaps = [b - a for a, b in zip(w[:3], w[1:4])]
+        server_gaps = [b - a for a, b in itertools.pairwise(w)]
         for mine, theirs in zip(r.chunk_gaps_s, server_gaps):
             assert abs(mine - theirs) < 0.015
         assert r.tpot_s == pytest.approx(sum(r.chunk_gaps_s) / 9)

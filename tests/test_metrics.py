@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from peers.sglang_peer import PeerConfig, PeerServer
 
 from harness.metrics import (
     AGGREGATE_KEYS,
@@ -17,8 +18,6 @@ from harness.metrics import (
     server_accept_length,
 )
 from harness.request_log import ErrorKind, RequestRecord
-from peers.sglang_peer import PeerConfig, PeerServer
-
 
 MS = 1_000_000
 

@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
+from peers.sglang_peer import PeerConfig, PeerServer
 
 from harness.errors import UserError
 from harness.metrics import aggregate
 from harness.prompts import Prompt, random_id_prompts
 from harness.workload import ErrorKind, ids_digest, run_workload, run_workload_sync
-from peers.sglang_peer import PeerConfig, PeerServer
 
 BASE = dict(
     concurrency=4, request_rate=None, max_new_tokens=10, ignore_eos=True, temperature=0.0, stream=True,

@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.errors import EXIT_FAIL, EXIT_OK, UserError
 
-__all__ = ["COMMAND", "HELP", "DESCRIPTION", "ORDER", "add_arguments", "main", "recompute"]
+__all__ = ["COMMAND", "DESCRIPTION", "HELP", "ORDER", "add_arguments", "main", "recompute"]
 
 COMMAND = "metrics"
 ORDER = 70
