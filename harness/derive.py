@@ -52,7 +52,8 @@ Cross-check: ``accept_length_chunks`` = sum of completion tokens / sum of (token
 same requests, measured on the client. SGLang streams the prefill's token alone, then one event per verify
 step, so the two agree when every step reached the client as its own event. They drift apart when events
 coalesce (a client or tokenizer manager that fell behind drains several steps into one event:
-``tokenizer_manager.py`` ``_wait_one_response``, 0.5.15:1476-1497) or when a server streams every N steps.
+``tokenizer_manager.py`` ``_wait_one_response``, ``out = out_list[-1]`` 0.5.14:1471 / 0.5.15:1492) or when a
+server streams every N steps.
 A relative difference beyond :data:`ACCEPT_LENGTH_TOLERANCE` sets ``accept_length_chunks_disagree`` to 1.
 
 The client proves itself:

@@ -7,8 +7,9 @@ Three acceptance lengths exist and are never compared with one another (:data:`h
 - ``accept_length_server``: ``internal_states[0].avg_spec_accept_length`` from ``GET /server_info``: a
   lifetime figure over forward passes (accepted tokens / forward count), folded in only every
   ``decode_log_interval`` decode batches, including warm-ups and every other client's traffic
-  (sglang ``srt/managers/scheduler.py`` ``get_internal_state`` 0.5.15:3771-3778; the lifetime counters in
-  ``srt/managers/scheduler_components/metrics_reporter.py`` 0.5.14:723-724 / 0.5.15:745-746). Upstream's own
+  (sglang ``srt/managers/scheduler.py`` ``get_internal_state`` 0.5.14:3683-3690 / 0.5.15:3771-3778; the
+  lifetime counters in ``srt/managers/scheduler_components/metrics_reporter.py`` 0.5.14:723-724 /
+  0.5.15:745-746). Upstream's own
   test floor (1.5) is on this one. Absent until the first folded batch: None.
   ``/server_info`` is current in 0.5.14 and 0.5.15; ``/get_server_info`` is deprecated in both and logs a
   warning per call (``srt/entrypoints/http_server.py`` 0.5.14:678-685 / 0.5.15:695-702), so it is asked only
