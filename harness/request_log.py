@@ -44,6 +44,7 @@ __all__ = [
     "RequestLog",
     "RequestRecord",
     "ids_digest",
+    "read_manifest",
     "read_requests_jsonl",
 ]
 
@@ -315,3 +316,17 @@ def read_requests_jsonl(path: Path) -> RequestLog:
             raise UserError(f"{path}:{lineno}: bad {kind} line: {type(exc).__name__}: {exc}") from None
     records.sort(key=lambda r: r.index)
     return RequestLog(records=tuple(records), manifest=manifest, trace=trace, epoch_wall=epoch, meta=meta)
+
+
+def read_manifest(path: Path) -> Manifest | None:
+    """The manifest on the first line of a ``requests.jsonl`` (or of a run folder's), or None when there is
+    none (no file, an older file, a run that died before its first line)."""
+    if path.is_dir():
+        path = path / "requests.jsonl"
+    try:
+        with path.open(encoding="utf-8") as fh:
+            first = json.loads(fh.readline() or "null")
+    except (OSError, ValueError):
+        return None
+    raw = first.get("manifest") if isinstance(first, Mapping) and first.get("kind") == "workload" else None
+    return Manifest.from_dict(raw) if isinstance(raw, Mapping) else None

@@ -20,7 +20,7 @@ from harness.derive import (
 )
 from harness.manifest import Manifest, PromptLengths, build_manifest, manifest_mismatch
 from harness.prompts import random_id_prompts
-from harness.request_log import ErrorKind, RequestRecord, read_requests_jsonl
+from harness.request_log import ErrorKind, RequestRecord, read_manifest, read_requests_jsonl
 from harness.workload import run_workload_sync
 
 BASE: dict[str, object] = {
@@ -170,6 +170,7 @@ def test_metrics_recompute_exactly_from_the_file(tmp_path: Path) -> None:
                                                                "request_timeout_s": 0.5, "jsonl_path": path})
     live = derive_metrics(result.records, result.trace, result.manifest)
     loaded = read_requests_jsonl(path)
+    assert read_manifest(tmp_path) == result.manifest and read_manifest(tmp_path / "nope") is None
     assert loaded.records == result.records and loaded.trace == result.trace and loaded.manifest == result.manifest
     again = derive_metrics(loaded.records, loaded.trace, loaded.manifest)
     assert json.dumps(again, sort_keys=True) == json.dumps(live, sort_keys=True)  # exact, NaN-free, None kept
