@@ -176,3 +176,33 @@ def _generate_once(base_url: str) -> None:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(req, timeout=10) as resp:
         assert resp.status == 200
+
+
+def test_server_side_reads_of_a_hung_server_are_short_bounded() -> None:
+    import socket
+    import time
+
+    from harness.metrics import read_server_figures
+
+    with socket.socket() as listener:  # accepts connections (the kernel's backlog) and never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        t0 = time.monotonic()
+        figures = read_server_figures(url, metrics_enabled=True, timeout_s=0.3)
+        took = time.monotonic() - t0
+    assert figures.accept_length_server is None and figures.accept_length_gauge is None
+    assert took < 1.5  # one /server_info read and one /metrics read, each cut at 0.3 s
+
+
+def test_server_figures_name_each_acceptance_length() -> None:
+    from harness.metrics import gauge_accept_length, read_server_figures
+
+    two_ranks = parse_prometheus('sglang:spec_accept_length{tp_rank="1"} 2.0\nsglang:spec_accept_length{tp_rank="0"} 3.0\n')
+    assert gauge_accept_length(two_ranks) == 3.0
+    assert gauge_accept_length({}) is None
+    with PeerServer(PeerConfig(server_info_path="/server_info", metrics_text=EXPOSITION)) as peer:
+        _generate_once(peer.base_url)
+        figures = read_server_figures(peer.base_url, metrics_enabled=True)
+        expected = peer.stats.completion_tokens / peer.stats.verify_steps
+    assert figures.as_metrics() == {"accept_length_server": pytest.approx(expected), "accept_length_gauge": 3.25}
