@@ -104,7 +104,8 @@ def _bench_serving(python: str, url: str, tokenizer: Path, work: Path, n: int, r
         raise RuntimeError(f"bench_serving exited {proc.returncode}: {tail[0][:300]}")
     m = json.loads(out.read_text().strip().splitlines()[-1])
     duration = m.get("duration") or 0
-    return {"requests_ok": m["completed"], "achieved_rate_rps": round(m["completed"] / duration, 3) if duration else None,
+    achieved = round(m["completed"] / duration, 3) if duration else None
+    return {"requests_ok": m["completed"], "achieved_rate_rps": achieved,
             "request_throughput_rps": round(m["request_throughput"], 3),
             "output_throughput_tok_s": round(m["output_throughput"], 3)}
 
@@ -180,7 +181,8 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")], default=[25, 50, 100, 200, 400, 800],
+    parser.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")],
+                        default=[25, 50, 100, 200, 400, 800],
                         help="open-loop request rates, comma-separated (default 25,50,100,200,400,800)")
     parser.add_argument("--seconds", type=float, default=2.0, help="about how long each rate runs (default 2)")
     parser.add_argument("--concurrency", type=int, default=256, help="open-loop cap on requests in flight")

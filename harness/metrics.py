@@ -168,7 +168,8 @@ def parse_prometheus(text: str) -> dict[str, list[tuple[dict[str, str], float]]]
     return out
 
 
-def scrape_metrics(base_url: str, *, timeout_s: float = SERVER_READ_TIMEOUT_S) -> dict[str, list[tuple[dict[str, str], float]]]:
+def scrape_metrics(base_url: str, *,
+                   timeout_s: float = SERVER_READ_TIMEOUT_S) -> dict[str, list[tuple[dict[str, str], float]]]:
     """Parsed `/metrics`; empty when the endpoint is off (`--enable-metrics` not given) or unreachable."""
     try:
         status, raw = _get(base_url.rstrip("/") + "/metrics", timeout_s)

@@ -194,7 +194,8 @@ def _record_fields(rec: RequestRecord) -> dict[str, Any]:
     return {
         "index": rec.index, "warmup": rec.warmup, "prompt_tokens": rec.prompt_tokens, "stream": rec.stream,
         "ok": rec.ok, "status": rec.status, "error_kind": rec.error_kind.value if rec.error_kind else None,
-        "error": rec.error, "due_ns": rec.due_ns, "sent_ns": rec.sent_ns, "written_ns": rec.written_ns, "headers_ns": rec.headers_ns,
+        "error": rec.error, "due_ns": rec.due_ns, "sent_ns": rec.sent_ns, "written_ns": rec.written_ns,
+        "headers_ns": rec.headers_ns,
         "chunks": [list(c) for c in rec.chunks], "done_ns": rec.done_ns, "closed_ns": rec.closed_ns,
         "finish_reason": rec.finish_reason, "completion_tokens": rec.completion_tokens,
         "token_source": rec.token_source, "meta_info": rec.meta_info, "text": rec.text,

@@ -18,8 +18,8 @@ connection error, a status other than 200, an in-stream `{"error": ...}` event, 
 streams an aborted request as a final chunk carrying that finish reason, then `data: [DONE]`, with HTTP 200
 (sglang `srt/managers/tokenizer_manager.py` `_handle_abort_req` 0.5.14:2662 / 0.5.15:2695 and
 `_handle_abort_finish_reason` 0.5.14:1381 / 0.5.15:1402; `srt/entrypoints/http_server.py` `generate_request`,
-`data: [DONE]` after the last chunk, 0.5.14:769-797 / 0.5.15:790-826). A non-streamed aborted request without a status code
-also answers 200 with that finish reason.
+`data: [DONE]` after the last chunk, 0.5.14:769-797 / 0.5.15:790-826). A non-streamed aborted request without a
+status code also answers 200 with that finish reason.
 
 Abort: `should_abort` is polled every `ABORT_POLL_S`; when it returns a reason every in-flight request is
 cancelled, its record says `aborted: <reason>` with kind `cancelled`, and the result carries the reason.
@@ -186,7 +186,8 @@ class _Partial:
         return RequestRecord(
             index=self.index, warmup=self.warmup, prompt_tokens=self.prompt.tokens, stream=self.stream, ok=ok,
             status=self.status, error_kind=self.error_kind, error=self.error, due_ns=self.due_ns,
-            sent_ns=self.sent_ns, written_ns=self.written_ns, headers_ns=self.headers_ns, chunks=tuple(self.chunks), done_ns=self.done_ns,
+            sent_ns=self.sent_ns, written_ns=self.written_ns, headers_ns=self.headers_ns, chunks=tuple(self.chunks),
+            done_ns=self.done_ns,
             closed_ns=end, finish_reason=self.finish_reason, completion_tokens=self.completion_tokens,
             meta_info=dict(self.meta_info), text=_truncate(self.text), started_at=self.started_at,
             token_source=self.token_source,

@@ -120,7 +120,7 @@ def test_timeout_is_typed_not_worded() -> None:
 def test_several_tokens_per_chunk_itl_and_acceptance_cross_check() -> None:
     # Prefill token alone, then 3 verify steps of 3 tokens 40 ms apart; spec_verify_ct = 3 (SGLang's AL = 10/3).
     steps = [(0.0, chunk(" t", [1], 1))]
-    for k, n in enumerate((4, 7, 10), 1):
+    for n in (4, 7, 10):
         finish = {"type": "length", "length": 10} if n == 10 else None
         extra = {"spec_verify_ct": 3, "spec_accept_length": 10 / 3} if n == 10 else {}
         steps.append((0.04, chunk(" t" * n, list(range(n)), n, finish=finish, **extra)))
@@ -128,15 +128,15 @@ def test_several_tokens_per_chunk_itl_and_acceptance_cross_check() -> None:
     with ReplayServer(Script(steps)) as srv:
         result = run(srv.base_url, n=2)
         writes = srv.stats.writes
-    for r, w in zip(result.records, writes):
+    for r, w in zip(result.records, writes, strict=True):
         assert r.ok and [n for _, n in r.content_chunks] == [1, 3, 3, 3]
         assert len(r.itl_s) == 9  # one sample per token after the first event
         # Each event's gap is shared by its 3 tokens: samples come in equal triples summing to the gap.
         for k, gap in enumerate(r.chunk_gaps_s):
             assert r.itl_s[3 * k:3 * k + 3] == pytest.approx([gap / 3] * 3)
         # The client's gaps track the server's own write gaps (40 ms each) within a loose bound.
-        server_gaps = [b - a for a, b in itertools.pairwise(w)]
-        for mine, theirs in zip(r.chunk_gaps_s, server_gaps):
+        server_gaps = [b - a for a, b in itertools.pairwise(w[:4])]  # the 4 events, not [DONE]
+        for mine, theirs in zip(r.chunk_gaps_s, server_gaps, strict=True):
             assert abs(mine - theirs) < 0.015
         assert r.tpot_s == pytest.approx(sum(r.chunk_gaps_s) / 9)
     m = derive_metrics(result.records, result.trace, result.manifest)
@@ -195,7 +195,8 @@ def _rec(i: int, sent_ms: int, token_ms: list[int], *, per: int = 2) -> RequestR
     chunks = tuple((t * MS, per * (k + 1)) for k, t in enumerate(token_ms))
     last = token_ms[-1] * MS
     return RequestRecord(index=i, warmup=False, prompt_tokens=4, stream=True, ok=True, status=200, error_kind=None,
-                         error=None, due_ns=sent_ms * MS, sent_ns=sent_ms * MS, written_ns=None, headers_ns=sent_ms * MS,
+                         error=None, due_ns=sent_ms * MS, sent_ns=sent_ms * MS, written_ns=None,
+                         headers_ns=sent_ms * MS,
                          chunks=chunks, done_ns=last, closed_ns=last + 5 * MS, finish_reason={"type": "length"},
                          completion_tokens=per * len(token_ms), meta_info={}, text="", started_at=0.0)
 

@@ -198,7 +198,8 @@ def test_server_side_reads_of_a_hung_server_are_short_bounded() -> None:
 def test_server_figures_name_each_acceptance_length() -> None:
     from harness.metrics import gauge_accept_length, read_server_figures
 
-    two_ranks = parse_prometheus('sglang:spec_accept_length{tp_rank="1"} 2.0\nsglang:spec_accept_length{tp_rank="0"} 3.0\n')
+    two_ranks = parse_prometheus('sglang:spec_accept_length{tp_rank="1"} 2.0\n'
+                                 'sglang:spec_accept_length{tp_rank="0"} 3.0\n')
     assert gauge_accept_length(two_ranks) == 3.0
     assert gauge_accept_length({}) is None
     with PeerServer(PeerConfig(server_info_path="/server_info", metrics_text=EXPOSITION)) as peer:

@@ -16,7 +16,7 @@ def test_metrics_command_recomputes_a_runs_numbers_exactly(tmp_path: Path, run_c
     from harness.run import RunOptions, execute_run
     from harness.scenario import load_file, select_cases
 
-    seed = Path(__file__).resolve().parent.parent / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
+    seed = Path(__file__).resolve().parent.parent / "scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml"
     data = yaml.safe_load(seed.read_text())
     data["matrix"]["tokens"]["values"] = [24]  # a light version of the seed scenario: short prompts, 3 requests
     data["workload"].update(requests=3, max_new_tokens=12, concurrency=2)
@@ -32,7 +32,8 @@ def test_metrics_command_recomputes_a_runs_numbers_exactly(tmp_path: Path, run_c
     from harness.errors import UserError
 
     out = recompute(Path(result.artifacts))
-    assert out["differs"] == {} and out["metrics"]["output_throughput_tok_s"] == result.metrics["output_throughput_tok_s"]
+    assert out["differs"] == {}
+    assert out["metrics"]["output_throughput_tok_s"] == result.metrics["output_throughput_tok_s"]
     # A tampered figure is caught, and named.
     path = Path(result.artifacts) / "result.json"
     data = json.loads(path.read_text())
