@@ -29,12 +29,11 @@ import json
 import logging
 import math
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness import http
 from harness.derive import (
     derive_metrics,
     percentile,
@@ -87,13 +86,8 @@ def aggregate(
 
 
 def _get(url: str, timeout_s: float) -> tuple[int, bytes]:
-    # An opener without proxy handling: the server is on 127.0.0.1 and must never go through a proxy.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(url, timeout=timeout_s) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, b""
+    reply = http.get(url, timeout_s=timeout_s)
+    return reply.status, reply.body
 
 
 def server_accept_length(base_url: str, *, timeout_s: float = SERVER_READ_TIMEOUT_S) -> float | None:
