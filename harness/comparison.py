@@ -70,7 +70,7 @@ class MetricSpec:
 
 
 DEFAULT_METRICS: tuple[MetricSpec, ...] = (
-    MetricSpec("accept_length", "Acceptance length", "tokens/step", True, 0.02),
+    MetricSpec("accept_length", "Acceptance length (measured requests)", "tokens/step", True, 0.02),
     # Throughput is noisier than acceptance length on shared machines.
     MetricSpec("output_throughput_tok_s", "Output throughput", "tok/s", True, 0.05),
 )

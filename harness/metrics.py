@@ -1,17 +1,26 @@
-"""Numbers from a workload: acceptance length, throughput, latency percentiles, server-side metrics.
+"""Server-side figures (acceptance length from `/server_info` and `/metrics`), and the bridge to
+:mod:`harness.derive`, where every client-side metric is defined.
 
-Acceptance length is aggregated token-weighted, as SGLang defines it per request
-(`spec_accept_length = completion_tokens / spec_verify_ct`): sum of completion tokens over sum of verify steps,
-over the measured (non-warmup) requests that succeeded. A plain mean of per-request ratios would let short
-requests count as much as long ones. When a release reports `spec_accept_length` but not `spec_verify_ct`, the
-verify count is recovered as `completion_tokens / spec_accept_length`.
+Three acceptance lengths exist and are never compared with one another (:data:`harness.derive.ACCEPT_LENGTH_SOURCES`):
 
-Throughput divides by the wall time of the measured phase. Percentiles interpolate linearly between order
-statistics (numpy's default). ITL samples are pooled over all requests, one per token (see workload.py).
+- ``accept_length``: per-request ``spec_accept_length`` of the measured requests (client side, derived).
+- ``accept_length_server``: ``internal_states[0].avg_spec_accept_length`` from ``GET /server_info``: a
+  lifetime figure over forward passes (accepted tokens / forward count), folded in only every
+  ``decode_log_interval`` decode batches, including warm-ups and every other client's traffic
+  (sglang ``srt/managers/scheduler.py`` ``get_internal_state`` 0.5.14:3683-3690 / 0.5.15:3771-3778; the
+  lifetime counters in ``srt/managers/scheduler_components/metrics_reporter.py`` 0.5.14:723-724 /
+  0.5.15:745-746). Upstream's own
+  test floor (1.5) is on this one. Absent until the first folded batch: None.
+  ``/server_info`` is current in 0.5.14 and 0.5.15; ``/get_server_info`` is deprecated in both and logs a
+  warning per call (``srt/entrypoints/http_server.py`` 0.5.14:678-685 / 0.5.15:695-702), so it is asked only
+  when ``/server_info`` answers 404 (older releases).
+- ``accept_length_gauge``: the ``sglang:spec_accept_length`` gauge of ``/metrics`` (``--enable-metrics``;
+  ``srt/observability/metrics_collector.py:414-419`` in both): the last log interval's figure, one sample per
+  rank label set (``tp_rank``, ``pp_rank``, ...; ``metrics_collector.py`` 0.5.15:1055-1061); the sample
+  with ``tp_rank="0"`` is taken, else the first.
 
-Server-side: `avg_spec_accept_length` from `/get_server_info` (newer releases also `/server_info`),
-`internal_states[0]`; a server that has not accepted a draft yet may lack the key, which reads as None.
-`/metrics` (Prometheus text format, `--enable-metrics`) is parsed by `parse_prometheus`.
+Every read here is short-bounded (:data:`SERVER_READ_TIMEOUT_S` per request): after request timeouts the
+server may be hung, and a verdict must not wait on it.
 """
 
 from __future__ import annotations
@@ -20,44 +29,41 @@ import json
 import logging
 import math
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from harness.workload import RequestRecord
+from harness import http
+from harness.derive import (
+    derive_metrics,
+    percentile,
+    request_accept_length,
+    request_verify_count,
+)
+from harness.manifest import Manifest
+from harness.request_log import ClientTrace, RequestRecord
 
 __all__ = [
     "AGGREGATE_KEYS",
+    "SERVER_READ_TIMEOUT_S",
+    "ServerFigures",
     "aggregate",
+    "gauge_accept_length",
+    "metric_value",
+    "parse_prometheus",
     "percentile",
+    "read_server_figures",
     "request_accept_length",
     "request_verify_count",
-    "server_accept_length",
-    "parse_prometheus",
     "scrape_metrics",
-    "metric_value",
+    "server_accept_length",
 ]
 
 log = logging.getLogger(__name__)
 
-AGGREGATE_KEYS = (
-    "accept_length",
-    "output_throughput_tok_s",
-    "request_throughput_rps",
-    "ttft_ms_p50",
-    "ttft_ms_p95",
-    "itl_ms_p50",
-    "itl_ms_p95",
-    "e2e_ms_p50",
-    "e2e_ms_p95",
-    "requests_ok",
-    "requests_failed",
-    "completion_tokens",
-    "spec_verify_ct",
-)
-
-_SERVER_INFO_PATHS = ("/get_server_info", "/server_info")
+SERVER_READ_TIMEOUT_S = 1.0
+_SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
+AGGREGATE_KEYS = tuple(derive_metrics(()))
 
 
 def _number(value: Any) -> float | None:
@@ -66,91 +72,25 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def request_verify_count(meta_info: Mapping) -> float | None:
-    """Verify steps of one request: `spec_verify_ct`, else derived from `spec_accept_length`."""
-    verify = _number(meta_info.get("spec_verify_ct"))
-    if verify is not None and verify > 0:
-        return verify
-    tokens = _number(meta_info.get("completion_tokens"))
-    accept = _number(meta_info.get("spec_accept_length"))
-    if tokens and accept and accept > 0:
-        return tokens / accept
-    return None
-
-
-def request_accept_length(meta_info: Mapping) -> float | None:
-    """Acceptance length of one request, or None when the server reports no speculative decoding."""
-    accept = _number(meta_info.get("spec_accept_length"))
-    if accept is not None and accept > 0:
-        return accept
-    verify = _number(meta_info.get("spec_verify_ct"))
-    tokens = _number(meta_info.get("completion_tokens"))
-    if verify and verify > 0 and tokens is not None:
-        return tokens / verify
-    return None
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """q-th percentile (0..100) with linear interpolation; None for no values."""
-    if not values:
-        return None
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
-def _ms(values: Sequence[float], q: float) -> float | None:
-    p = percentile(values, q)
-    return None if p is None else p * 1000.0
-
-
-def aggregate(records: Sequence[RequestRecord], measured_wall_s: float) -> dict[str, float | int | None]:
-    """The metrics of the measured phase; keys are exactly `AGGREGATE_KEYS`."""
-    measured = [r for r in records if not r.warmup]
-    ok = [r for r in measured if r.ok]
-    completion = sum(r.completion_tokens for r in ok)
-    spec_tokens = 0
-    verify_sum = 0.0
-    for r in ok:
-        verify = request_verify_count(r.meta_info)
-        if verify is not None:
-            spec_tokens += r.completion_tokens
-            verify_sum += verify
-    wall = measured_wall_s if measured_wall_s > 0 else None
-    ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
-    itl = [x for r in ok for x in r.itl_s]
-    e2e = [r.e2e_s for r in ok if r.e2e_s is not None]
-    return {
-        "accept_length": spec_tokens / verify_sum if verify_sum > 0 else None,
-        "output_throughput_tok_s": completion / wall if wall else None,
-        "request_throughput_rps": len(ok) / wall if wall else None,
-        "ttft_ms_p50": _ms(ttft, 50),
-        "ttft_ms_p95": _ms(ttft, 95),
-        "itl_ms_p50": _ms(itl, 50),
-        "itl_ms_p95": _ms(itl, 95),
-        "e2e_ms_p50": _ms(e2e, 50),
-        "e2e_ms_p95": _ms(e2e, 95),
-        "requests_ok": len(ok),
-        "requests_failed": len(measured) - len(ok),
-        "completion_tokens": completion,
-        # Recovered verify counts may be fractional; report whole steps.
-        "spec_verify_ct": round(verify_sum) if verify_sum > 0 else None,
-    }
+def aggregate(
+    records: Sequence[RequestRecord],
+    measured_wall_s: float | None = None,
+    *,
+    trace: ClientTrace | None = None,
+    manifest: Manifest | None = None,
+) -> dict[str, float | None]:
+    """:func:`harness.derive.derive_metrics`; ``measured_wall_s`` is accepted for older callers and unused
+    (the windows come from the records' own timestamps)."""
+    del measured_wall_s
+    return derive_metrics(records, trace, manifest)
 
 
 def _get(url: str, timeout_s: float) -> tuple[int, bytes]:
-    # An opener without proxy handling: the server is on 127.0.0.1 and must never go through a proxy.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(url, timeout=timeout_s) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, b""
+    reply = http.get(url, timeout_s=timeout_s)
+    return reply.status, reply.body
 
 
-def server_accept_length(base_url: str, *, timeout_s: float = 5.0) -> float | None:
+def server_accept_length(base_url: str, *, timeout_s: float = SERVER_READ_TIMEOUT_S) -> float | None:
     """`internal_states[0].avg_spec_accept_length` from the server, or None (no key, no endpoint, no server)."""
     for path in _SERVER_INFO_PATHS:
         try:
@@ -222,7 +162,8 @@ def parse_prometheus(text: str) -> dict[str, list[tuple[dict[str, str], float]]]
     return out
 
 
-def scrape_metrics(base_url: str, *, timeout_s: float = 5.0) -> dict[str, list[tuple[dict[str, str], float]]]:
+def scrape_metrics(base_url: str, *,
+                   timeout_s: float = SERVER_READ_TIMEOUT_S) -> dict[str, list[tuple[dict[str, str], float]]]:
     """Parsed `/metrics`; empty when the endpoint is off (`--enable-metrics` not given) or unreachable."""
     try:
         status, raw = _get(base_url.rstrip("/") + "/metrics", timeout_s)
@@ -242,3 +183,31 @@ def metric_value(
         if labels is None or all(sample_labels.get(k) == v for k, v in labels.items()):
             return value
     return None
+
+
+def gauge_accept_length(parsed: Mapping[str, list[tuple[dict[str, str], float]]]) -> float | None:
+    """``sglang:spec_accept_length`` of rank 0 (``tp_rank="0"``), else the first sample; None when absent."""
+    samples = parsed.get("sglang:spec_accept_length", [])
+    for labels, value in samples:
+        if labels.get("tp_rank") == "0":
+            return _number(value)
+    return _number(samples[0][1]) if samples else None
+
+
+@dataclass(frozen=True)
+class ServerFigures:
+    """What the server says about itself after a workload; None where it could not say in time."""
+
+    accept_length_server: float | None
+    accept_length_gauge: float | None
+
+    def as_metrics(self) -> dict[str, float | None]:
+        return {"accept_length_server": self.accept_length_server, "accept_length_gauge": self.accept_length_gauge}
+
+
+def read_server_figures(base_url: str, *, metrics_enabled: bool,
+                        timeout_s: float = SERVER_READ_TIMEOUT_S) -> ServerFigures:
+    """The server-side acceptance lengths, each read bounded by ``timeout_s`` (at most three reads)."""
+    server = server_accept_length(base_url, timeout_s=timeout_s)
+    gauge = gauge_accept_length(scrape_metrics(base_url, timeout_s=timeout_s)) if metrics_enabled else None
+    return ServerFigures(accept_length_server=server, accept_length_gauge=gauge)

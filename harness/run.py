@@ -39,7 +39,7 @@ from harness.errors import HarnessError, InfraError, UserError
 from harness.expectation import judge_run
 from harness.launcher import Launcher, hardware_gap, launcher_for
 from harness.lease import DEFAULT_GPU_LEASE_TIMEOUT_S, gpu_env, lease_gpus, lease_port
-from harness.metrics import aggregate, metric_value, scrape_metrics, server_accept_length
+from harness.metrics import aggregate, read_server_figures
 from harness.outcome import Outcome, Phase
 from harness.prompts import Prompt
 from harness.record import (
@@ -56,7 +56,7 @@ from harness.record import (
 )
 from harness.redact import redact_argv, redact_env, redact_log
 from harness.scenario import Case, server_flags
-from harness.scenario.model import Checks
+from harness.scenario.model import Bound, Checks
 from harness.server import ServerDied, ServerProcess, StartupTimeout
 from harness.server_pool import LiveServer, ServerPool, pool_key
 from harness.signatures import Catalogue, Match, last_traceback
@@ -317,7 +317,7 @@ def _start(server: ServerProcess, attempt: Attempt) -> float | RunVerdict:
 def _drive(server: ServerProcess, resolved: Resolved, attempt: Attempt, paths: RunPaths, deadline: float,
            opts: RunOptions) -> RunVerdict:
     """The workload on a ready server, still watching it, then the server-side metrics."""
-    from harness.workload import run_workload  # aiohttp loads only when a server is driven
+    from harness.workload import ErrorKind, run_workload  # aiohttp loads only when a server is driven
 
     case, launcher = resolved.case, resolved.launcher
     assert launcher is not None
@@ -339,22 +339,22 @@ def _drive(server: ServerProcess, resolved: Resolved, attempt: Attempt, paths: R
     ))
     failed = [r for r in result.records if not r.ok]
     attempt.failing_request = failed[0].index if failed else None
-    attempt.metrics.update(aggregate(result.records, result.measured_wall_s))
+    attempt.metrics.update(aggregate(result.records, trace=result.trace, manifest=result.manifest))
     # A crash line can trail the last failed request slightly: give the watcher a moment when anything failed.
     if server.died.wait(0.3 if failed else 0.0) or server.failure():
         return _crash_verdict(server.crash_match, server.log_tail(400), server.exit_code, Phase.WORKLOAD)
     if result.aborted == _DEADLINE:
         return RunVerdict(Outcome.TIMEOUT, f"workload: scenario bound of {sc.timeouts.scenario_s:g} s reached",
                           Phase.WORKLOAD)
-    timeouts = [r for r in failed if r.error and "timeout" in r.error.lower()]
+    # Failure kinds are types, never words in a message.
+    timeouts = [r for r in failed if r.error_kind is ErrorKind.TIMEOUT]
     if failed and len(timeouts) == len(failed):
         return RunVerdict(Outcome.TIMEOUT, f"workload: {len(timeouts)} request(s) hit the "
                           f"{sc.timeouts.request_s:g} s bound", Phase.WORKLOAD)
-    attempt.metrics["accept_length_server"] = server_accept_length(server.url)
-    if sc.server.args.get("enable-metrics"):
-        scraped = scrape_metrics(server.url)
-        attempt.metrics["prometheus_spec_accept_length"] = metric_value(scraped, "sglang:spec_accept_length")
-    attempt.truth = launcher.ground_truth(server.url)
+    if not timeouts:  # a server whose requests timed out may be hung: nothing more is asked of it
+        attempt.metrics.update(read_server_figures(
+            server.url, metrics_enabled=bool(sc.server.args.get("enable-metrics"))).as_metrics())
+        attempt.truth = launcher.ground_truth(server.url)
     return RunVerdict(Outcome.PASS, "all checks held", Phase.WORKLOAD)
 
 
@@ -378,10 +378,14 @@ def evaluate_checks(checks: Checks, metrics: Mapping[str, float | None]) -> list
     if checks.all_requests_succeed:
         out.append(CheckResult("all requests succeed", held=bool(ok) and not bad,
                                detail=f"{bad} of {ok + bad} requests failed" if bad or not ok else f"{ok} ok"))
-    for bound, name, label in ((checks.accept_length, "accept_length", "accept length"),
-                               (checks.output_throughput, "output_throughput_tok_s", "output throughput tok/s")):
+    bounds: list[tuple[Bound | None, str, str, str]] = [
+        (checks.output_throughput, "output_throughput_tok_s", "output throughput tok/s", "output throughput tok/s")]
+    if checks.accept_length is not None:  # it names which of SGLang's acceptance lengths it bounds
+        a = checks.accept_length
+        bounds.insert(0, (a, a.metric, "accept length", f"accept length ({a.source}: {a.metric})"))
+    for bound, name, label, what in bounds:
         if bound is not None:
-            problem = bound.violation(metrics.get(name), label)
+            problem = bound.violation(metrics.get(name), what)
             out.append(CheckResult(f"{label} within bounds", held=problem is None, detail=problem or ""))
     return out
 

@@ -1,26 +1,33 @@
-"""Drive a server's native `/generate` endpoint with bounded concurrency and record every request.
+"""Drive a server's native `/generate` endpoint with bounded concurrency and record every request, raw.
 
 Phases: the first `warmup` prompts are sent first (same concurrency, no rate limit) and their records carry
-`warmup=True`; the measured phase starts when they have all finished, and `measured_wall_s` covers only it.
-Callers therefore pass `warmup + n` prompts.
+`warmup=True`; the measured phase starts when they have all finished. Callers therefore pass `warmup + n`
+prompts.
 
-Arrivals: with `request_rate` None or inf every request is released at once and only the concurrency bound
-holds them back; otherwise gaps between releases are exponential (a Poisson process) drawn from a generator
-seeded with `seed`, as `sglang.bench_serving` does. A request's clock (TTFT, end-to-end, its timeout) starts
-when it is actually sent, after it got a concurrency slot.
+Arrivals: with `request_rate` None or inf (closed loop) a request is due as soon as one of the `concurrency`
+slots is free; otherwise (open loop) arrival times are a Poisson process drawn from a generator seeded with
+`seed`, as `sglang.bench_serving` does, laid out on an absolute schedule (no drift), and a request is due at
+the later of its arrival time and the moment a slot frees. Each record keeps when it was due and when it was
+actually sent: the difference is the client's own scheduling delay, which :mod:`harness.derive` reports.
 
-Latency semantics follow `sglang.bench_serving`: TTFT is the time to the first streamed event that carries
-tokens; after that, each event's gap since the previous token-carrying event is divided evenly over the
-tokens it carries (speculative decoding sends several per event), giving one ITL sample per token. Events
-that add no tokens are ignored. Token counts come from the cumulative `meta_info.completion_tokens`.
+What is recorded (see :mod:`harness.request_log`): send time, response headers time, every streamed event's
+arrival with the server's cumulative `meta_info.completion_tokens`, `data: [DONE]`, the end of the response,
+the finish reason, the final `meta_info`, and a typed failure. A request fails (`ok=False`) on a timeout, a
+connection error, a status other than 200, an in-stream `{"error": ...}` event, a stream cut before
+`data: [DONE]`, and also when the server ends it with `meta_info.finish_reason.type == "abort"`: SGLang
+streams an aborted request as a final chunk carrying that finish reason, then `data: [DONE]`, with HTTP 200
+(sglang `srt/managers/tokenizer_manager.py` `_handle_abort_req` 0.5.14:2662 / 0.5.15:2695 and
+`_handle_abort_finish_reason` 0.5.14:1381 / 0.5.15:1402; `srt/entrypoints/http_server.py` `generate_request`,
+`data: [DONE]` after the last chunk, 0.5.14:769-797 / 0.5.15:790-826). A non-streamed aborted request without a
+status code also answers 200 with that finish reason.
 
 Abort: `should_abort` is polled every `ABORT_POLL_S`; when it returns a reason every in-flight request is
-cancelled, its record says `aborted: <reason>`, and the result carries the reason. Requests never sent are
-not recorded.
+cancelled, its record says `aborted: <reason>` with kind `cancelled`, and the result carries the reason.
+Requests never sent are not recorded. The same poll measures event-loop lag (its oversleep) during the
+measured phase.
 
-Every request sent gets one JSONL line as soon as it finishes (so a crash keeps what came before): the body
-(prompt ids summarised as length + sha256 unless `jsonl_full_ids`; always in full for failed requests, which
-`repro.sh` replays) and the status, error, timings and `meta_info`.
+Every request sent gets one `requests.jsonl` line as soon as it finishes, after a first line with the
+manifest and before a last line with the client's trace.
 """
 
 from __future__ import annotations
@@ -41,17 +48,27 @@ from typing import IO, Any
 import aiohttp
 
 from harness.errors import UserError
+from harness.manifest import Manifest, build_manifest
 from harness.prompts import Prompt
+from harness.request_log import (
+    NS,
+    ClientTrace,
+    ErrorKind,
+    JsonlWriter,
+    RequestRecord,
+    ids_digest,
+)
 
 __all__ = [
-    "RequestRecord",
-    "WorkloadResult",
-    "run_workload",
-    "run_workload_sync",
-    "request_body",
-    "ids_digest",
     "ABORT_POLL_S",
     "TEXT_LIMIT",
+    "ErrorKind",
+    "RequestRecord",
+    "WorkloadResult",
+    "ids_digest",
+    "request_body",
+    "run_workload",
+    "run_workload_sync",
 ]
 
 log = logging.getLogger(__name__)
@@ -63,29 +80,13 @@ _ABORT_GRACE_S = 0.5
 
 
 @dataclass(frozen=True)
-class RequestRecord:
-    """What happened to one request. Times in seconds; `started_at` is wall-clock (epoch) at send."""
-
-    index: int
-    warmup: bool
-    prompt_tokens: int
-    ok: bool
-    status: int | None
-    error: str | None
-    ttft_s: float | None
-    itl_s: tuple[float, ...]
-    e2e_s: float | None
-    completion_tokens: int
-    meta_info: dict
-    text: str
-    started_at: float
-
-
-@dataclass(frozen=True)
 class WorkloadResult:
     records: tuple[RequestRecord, ...]
     measured_wall_s: float
     aborted: str | None
+    manifest: Manifest | None = None
+    trace: ClientTrace | None = None
+    epoch_wall: float | None = None
 
 
 def request_body(
@@ -106,15 +107,21 @@ def request_body(
     return body
 
 
-def ids_digest(ids: Sequence[int]) -> str:
-    """sha256 of the ids written as decimal numbers joined by commas (stable, easy to recompute)."""
-    return hashlib.sha256(",".join(str(i) for i in ids).encode()).hexdigest()
-
-
 def _truncate(text: str) -> str:
     if len(text) <= TEXT_LIMIT:
         return text
     return text[:TEXT_LIMIT] + f"...[{len(text) - TEXT_LIMIT} more chars]"
+
+
+class _Clock:
+    """Integer nanoseconds since the workload's epoch, on the monotonic high-resolution clock."""
+
+    def __init__(self) -> None:
+        self.epoch = time.perf_counter_ns()
+        self.epoch_wall = time.time()
+
+    def now(self) -> int:
+        return time.perf_counter_ns() - self.epoch
 
 
 @dataclass
@@ -125,62 +132,66 @@ class _Partial:
     warmup: bool
     prompt: Prompt
     body: dict
+    stream: bool
+    due_ns: int
+    sent_ns: int
     started_at: float
-    t0: float
     status: int | None = None
+    error_kind: ErrorKind | None = None
     error: str | None = None
-    done: bool = False
-    ttft_s: float | None = None
-    itl_s: list[float] = field(default_factory=list)
+    written_ns: int | None = None
+    headers_ns: int | None = None
+    done_ns: int | None = None
+    chunks: list[tuple[int, int]] = field(default_factory=list)
     completion_tokens: int = 0
+    finish_reason: dict | None = None
     meta_info: dict = field(default_factory=dict)
     text: str = ""
-    last_token_t: float = 0.0
+    token_source: str = "server"
 
-    def on_event(self, obj: dict, now: float) -> None:
-        if "error" in obj and self.error is None:
-            self.error = f"server error: {json.dumps(obj['error'])[:500]}"
+    def fail(self, kind: ErrorKind, message: str) -> None:
+        if self.error_kind is None:  # the first failure is the cause; later ones are its consequences
+            self.error_kind, self.error = kind, message[:500]
+
+    def on_event(self, obj: dict, now: int) -> None:
+        if "error" in obj:
+            self.fail(ErrorKind.SERVER_ERROR, f"server error: {json.dumps(obj['error'])[:500]}")
         meta = obj.get("meta_info")
         if isinstance(meta, dict):
             self.meta_info = meta
+            finish = meta.get("finish_reason")
+            if isinstance(finish, dict):
+                self.finish_reason = finish
+                if finish.get("type") == "abort":
+                    code = finish.get("status_code")
+                    self.fail(ErrorKind.ABORT, f"server aborted the request: {finish.get('message', '')}"
+                                               + (f" (status_code {code})" if code is not None else ""))
         text = obj.get("text")
-        n = self.meta_info.get("completion_tokens") if isinstance(meta, dict) else None
-        if not isinstance(n, int):
+        n = meta.get("completion_tokens") if isinstance(meta, dict) else None
+        if not isinstance(n, int) or isinstance(n, bool):
             ids = obj.get("output_ids")
-            # Without a count: cumulative output_ids if present, else one token per changed text.
-            n = len(ids) if isinstance(ids, list) else self.completion_tokens + (text not in (None, self.text))
+            if "error" in obj and not isinstance(ids, list):
+                n = self.completion_tokens  # an error event adds no tokens
+            else:
+                # Without the server's count: cumulative output_ids if present, else one token per changed text.
+                self.token_source = "output_ids" if isinstance(ids, list) else "text"
+                n = len(ids) if isinstance(ids, list) else self.completion_tokens + (text not in (None, self.text))
         if isinstance(text, str):
             self.text = text
-        new = n - self.completion_tokens
-        if new <= 0:
-            return
-        if self.ttft_s is None:
-            self.ttft_s = now - self.t0
-        else:
-            gap = now - self.last_token_t
-            self.itl_s.extend([gap / new] * new)
-        self.last_token_t = now
-        self.completion_tokens = n
+        self.chunks.append((now, n))
+        self.completion_tokens = max(self.completion_tokens, n)
 
-    def record(self, end: float, *, error: str | None = None) -> RequestRecord:
-        err = error or self.error
+    def record(self, end: int) -> RequestRecord:
+        ok = self.error_kind is None and self.done_ns is not None and self.status == 200
         return RequestRecord(
-            index=self.index,
-            warmup=self.warmup,
-            prompt_tokens=self.prompt.tokens,
-            ok=err is None and self.done and self.status == 200,
-            status=self.status,
-            error=err,
-            ttft_s=self.ttft_s,
-            itl_s=tuple(self.itl_s),
-            e2e_s=end - self.t0,
-            completion_tokens=self.completion_tokens,
-            meta_info=dict(self.meta_info),
-            text=_truncate(self.text),
-            started_at=self.started_at,
+            index=self.index, warmup=self.warmup, prompt_tokens=self.prompt.tokens, stream=self.stream, ok=ok,
+            status=self.status, error_kind=self.error_kind, error=self.error, due_ns=self.due_ns,
+            sent_ns=self.sent_ns, written_ns=self.written_ns, headers_ns=self.headers_ns, chunks=tuple(self.chunks),
+            done_ns=self.done_ns,
+            closed_ns=end, finish_reason=self.finish_reason, completion_tokens=self.completion_tokens,
+            meta_info=dict(self.meta_info), text=_truncate(self.text), started_at=self.started_at,
+            token_source=self.token_source,
         )
-
-
 class _Progress:
     """A one-line progress bar on a terminal; redrawn at most every 0.1 s."""
 
@@ -210,45 +221,6 @@ class _Progress:
             self.stream.flush()
 
 
-class _JsonlWriter:
-    def __init__(self, path: Path | None, full_ids: bool) -> None:
-        self.full_ids = full_ids
-        self._fh: IO[str] | None = None
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = path.open("w", encoding="utf-8")
-
-    def write(self, partial: _Partial, rec: RequestRecord) -> None:
-        if self._fh is None:
-            return
-        body = dict(partial.body)
-        ids = body.get("input_ids")
-        if ids is not None and rec.ok and not self.full_ids:
-            del body["input_ids"]
-            body["input_ids_len"] = len(ids)
-            body["input_ids_sha256"] = ids_digest(ids)
-        line = {
-            "index": rec.index,
-            "warmup": rec.warmup,
-            "started_at": rec.started_at,
-            "request": body,
-            "ok": rec.ok,
-            "status": rec.status,
-            "error": rec.error,
-            "ttft_s": rec.ttft_s,
-            "e2e_s": rec.e2e_s,
-            "completion_tokens": rec.completion_tokens,
-            "itl_s": [round(x, 6) for x in rec.itl_s],
-            "meta_info": rec.meta_info,
-            "text": rec.text,
-        }
-        self._fh.write(json.dumps(line, default=str) + "\n")
-        self._fh.flush()
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-
 
 class _Runner:
     def __init__(
@@ -256,16 +228,21 @@ class _Runner:
         session: aiohttp.ClientSession,
         base_url: str,
         *,
+        clock: _Clock,
         concurrency: int,
         request_timeout_s: float,
         stream: bool,
         body_args: dict[str, Any],
-        writer: _JsonlWriter,
+        writer: JsonlWriter,
         progress: _Progress,
     ) -> None:
         self.session = session
         self.url = base_url.rstrip("/") + "/generate"
-        self.sem = asyncio.Semaphore(concurrency)
+        self.clock = clock
+        # One token per concurrency slot, carrying the time it was freed: a request is due when its slot frees.
+        self.slots: asyncio.Queue[int] = asyncio.Queue()
+        for _ in range(concurrency):
+            self.slots.put_nowait(0)
         self.timeout = request_timeout_s
         self.stream = stream
         self.body_args = body_args
@@ -275,92 +252,115 @@ class _Runner:
         self.inflight: dict[int, _Partial] = {}
         self.tasks: set[asyncio.Task] = set()
         self.abort_reason: str | None = None
-        self.measured_start: float | None = None
-        self.measured_end: float | None = None
+        self.measured_start: int | None = None
+        self.measured_end: int | None = None
+        self.cpu_start_ns = 0
+        self.cpu_ns = 0
+        self.loop_lag_us: list[int] = []
+
+    @property
+    def measuring(self) -> bool:
+        return self.measured_start is not None and self.measured_end is None
 
     async def drive(self, prompts: Sequence[Prompt], warmup: int, rate: float | None, seed: int) -> None:
         await self._phase(prompts[:warmup], 0, warmup=True, rate=None, seed=seed)
-        self.measured_start = time.perf_counter()
+        self.cpu_start_ns = time.process_time_ns()
+        self.measured_start = self.clock.now()
         await self._phase(prompts[warmup:], warmup, warmup=False, rate=rate, seed=seed)
-        self.measured_end = time.perf_counter()
+        self.stop_measuring()
+
+    def stop_measuring(self) -> None:
+        if self.measured_start is not None and self.measured_end is None:
+            self.measured_end = self.clock.now()
+            self.cpu_ns = time.process_time_ns() - self.cpu_start_ns
 
     async def _phase(
         self, prompts: Sequence[Prompt], first: int, *, warmup: bool, rate: float | None, seed: int
     ) -> None:
         rng = random.Random(seed)
+        planned = self.clock.now()
         tasks = []
         for k, prompt in enumerate(prompts):
             if k and rate is not None and math.isfinite(rate):
-                await asyncio.sleep(rng.expovariate(rate))
-            task = asyncio.create_task(self._one(first + k, prompt, warmup))
+                planned += int(rng.expovariate(rate) * NS)
+                wait = planned - self.clock.now()
+                if wait > 0:
+                    await asyncio.sleep(wait / NS)
+            freed = await self.slots.get()
+            task = asyncio.create_task(self._one(first + k, prompt, warmup, max(planned, freed)))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
             tasks.append(task)
         await asyncio.gather(*tasks)
 
-    async def _one(self, index: int, prompt: Prompt, warmup: bool) -> None:
-        async with self.sem:
+    async def _one(self, index: int, prompt: Prompt, warmup: bool, due: int) -> None:
+        try:
             body = request_body(prompt, stream=self.stream, **self.body_args)
-            p = _Partial(index, warmup, prompt, body, started_at=time.time(), t0=time.perf_counter())
+            p = _Partial(index, warmup, prompt, body, self.stream, due_ns=due, sent_ns=self.clock.now(),
+                         started_at=time.time())
             self.inflight[index] = p
             try:
                 await asyncio.wait_for(self._send(p), self.timeout)
             except asyncio.TimeoutError:
-                p.error = f"request timed out after {self.timeout:g} s"
-            except (aiohttp.ClientError, ValueError) as exc:
-                # ClientError: connection refused/reset (a dying server); ValueError: a malformed body.
-                p.error = f"{type(exc).__name__}: {exc}"[:500]
+                p.fail(ErrorKind.TIMEOUT, f"request timed out after {self.timeout:g} s")
+            except aiohttp.ClientError as exc:
+                # Before the headers: the server could not be reached or hung up; after: the stream broke.
+                kind = ErrorKind.CONNECTION if p.headers_ns is None else ErrorKind.STREAM
+                p.fail(kind, f"{type(exc).__name__}: {exc}")
+            except (ValueError, TypeError) as exc:  # a body that is not JSON, or an event that is not an object
+                p.fail(ErrorKind.STREAM, f"{type(exc).__name__}: {exc}")
             del self.inflight[index]
             self.finish(p)
+        finally:
+            self.slots.put_nowait(self.clock.now())
 
-    def finish(self, p: _Partial, *, error: str | None = None) -> None:
-        rec = p.record(time.perf_counter(), error=error)
+    def finish(self, p: _Partial) -> None:
+        rec = p.record(self.clock.now())
         self.records[p.index] = rec
-        self.writer.write(p, rec)
+        self.writer.request(rec, p.body)
         self.progress.update(rec.ok)
 
     async def _send(self, p: _Partial) -> None:
-        async with self.session.post(self.url, json=p.body) as resp:
+        async with self.session.post(self.url, json=p.body, trace_request_ctx=p) as resp:
+            p.headers_ns = self.clock.now()
             p.status = resp.status
             if resp.status != 200:
                 detail = (await resp.text(errors="replace"))[:300]
-                p.error = f"HTTP {resp.status}: {detail}"
+                p.fail(ErrorKind.HTTP, f"HTTP {resp.status}: {detail}")
                 return
             if not self.stream:
                 data = await resp.json(content_type=None)
                 if not isinstance(data, dict):
-                    raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-                p.on_event(data, time.perf_counter())
-                # Non-streaming: no token timing is observable, only end-to-end.
-                p.ttft_s = None
-                p.done = True
+                    raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+                p.on_event(data, self.clock.now())
+                p.done_ns = self.clock.now()
                 return
             buf = b""
+            # Read to the end of the response, past `data: [DONE]`: the close is part of the record.
             async for chunk in resp.content.iter_any():
+                now = self.clock.now()
                 buf += chunk
-                while b"\n" in buf and not p.done:
+                while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
-                    self._sse_line(p, line)
-                if p.done:
-                    return
+                    self._sse_line(p, line, now)
             if buf:
-                self._sse_line(p, buf)
-            if not p.done:
-                p.error = p.error or "stream ended before 'data: [DONE]'"
+                self._sse_line(p, buf, self.clock.now())
+            if p.done_ns is None:
+                p.fail(ErrorKind.STREAM, "stream ended before 'data: [DONE]'")
 
     @staticmethod
-    def _sse_line(p: _Partial, line: bytes) -> None:
+    def _sse_line(p: _Partial, line: bytes, now: int) -> None:
         line = line.strip()
-        if not line.startswith(b"data:"):
-            return  # blank separators, comments, other SSE fields
+        if not line.startswith(b"data:") or p.done_ns is not None:
+            return  # blank separators, comments, other SSE fields; anything after [DONE]
         payload = line[5:].strip()
         if payload == b"[DONE]":
-            p.done = True
+            p.done_ns = now
             return
         obj = json.loads(payload)
         if not isinstance(obj, dict):
-            raise ValueError(f"SSE event is not a JSON object: {payload[:100]!r}")
-        p.on_event(obj, time.perf_counter())
+            raise TypeError(f"SSE event is not a JSON object: {payload[:100]!r}")
+        p.on_event(obj, now)
 
 
 def _validate(
@@ -379,6 +379,13 @@ def _validate(
         raise UserError(f"workload request_timeout_s is {timeout}: must be > 0")
     if max_new_tokens < 1:
         raise UserError(f"workload max_new_tokens is {max_new_tokens}: must be >= 1")
+
+
+def _prompts_digest(prompts: Sequence[Prompt]) -> str:
+    h = hashlib.sha256()
+    for p in prompts:
+        h.update((ids_digest(p.input_ids) if p.input_ids is not None else f"text:{p.text}").encode() + b"\n")
+    return h.hexdigest()[:16]
 
 
 async def run_workload(
@@ -404,45 +411,79 @@ async def run_workload(
     `progress`: None draws a bar only when stderr is a terminal; True always; False never.
     """
     _validate(prompts, concurrency, request_rate, warmup, request_timeout_s, max_new_tokens)
+    manifest = build_manifest(
+        prompt_tokens=[p.tokens for p in prompts[warmup:]], prompt_digest=_prompts_digest(prompts), warmup=warmup,
+        concurrency=concurrency, request_rate=request_rate, max_new_tokens=max_new_tokens, temperature=temperature,
+        ignore_eos=ignore_eos, stream=stream)
     draw = sys.stderr.isatty() if progress is None else progress
-    writer = _JsonlWriter(jsonl_path, jsonl_full_ids)
+    clock = _Clock()
+    writer = JsonlWriter(jsonl_path, full_ids=jsonl_full_ids)
+    writer.header(manifest, clock.epoch_wall)
     bar = _Progress(len(prompts), sys.stderr if draw else None)
-    # No connector limit (the semaphore is the bound); trust_env off so proxies never see 127.0.0.1 traffic.
+    # No connector limit (the slots are the bound); trust_env off so proxies never see 127.0.0.1 traffic.
     # aiohttp's default 300 s session timeout would cut long generations: the per-request bound is ours.
     connector = aiohttp.TCPConnector(limit=0)
     no_timeout = aiohttp.ClientTimeout(total=None)
+    runner: _Runner | None = None
     try:
-        async with aiohttp.ClientSession(connector=connector, timeout=no_timeout, trust_env=False) as session:
+        async with aiohttp.ClientSession(connector=connector, timeout=no_timeout, trust_env=False,
+                                         trace_configs=[_wire_trace(clock)]) as session:
             runner = _Runner(
-                session,
-                base_url,
-                concurrency=concurrency,
-                request_timeout_s=request_timeout_s,
+                session, base_url, clock=clock, concurrency=concurrency, request_timeout_s=request_timeout_s,
                 stream=stream,
                 body_args={"max_new_tokens": max_new_tokens, "ignore_eos": ignore_eos, "temperature": temperature},
-                writer=writer,
-                progress=bar,
+                writer=writer, progress=bar,
             )
             await _supervise(runner, runner.drive(prompts, warmup, request_rate, seed), should_abort)
     finally:
         bar.close()
+        if runner is not None:
+            runner.stop_measuring()
+            writer.trailer(_trace(runner))
         writer.close()
     start, end = runner.measured_start, runner.measured_end
-    wall = 0.0 if start is None else (end if end is not None else time.perf_counter()) - start
+    wall = 0.0 if start is None or end is None else (end - start) / NS
     records = tuple(runner.records[i] for i in sorted(runner.records))
-    return WorkloadResult(records=records, measured_wall_s=wall, aborted=runner.abort_reason)
+    return WorkloadResult(records=records, measured_wall_s=wall, aborted=runner.abort_reason, manifest=manifest,
+                          trace=_trace(runner), epoch_wall=clock.epoch_wall)
+
+
+def _wire_trace(clock: _Clock) -> aiohttp.TraceConfig:
+    """Marks when each request's bytes were written to a connected socket (after any connection setup)."""
+    trace = aiohttp.TraceConfig()
+
+    async def written(_session: Any, ctx: Any, _params: Any) -> None:
+        partial = ctx.trace_request_ctx
+        if isinstance(partial, _Partial):
+            partial.written_ns = clock.now()  # the last write of the request (headers, then body chunks)
+
+    trace.on_request_headers_sent.append(written)
+    trace.on_request_chunk_sent.append(written)
+    return trace
+
+
+def _trace(runner: _Runner) -> ClientTrace:
+    return ClientTrace(measured_start_ns=runner.measured_start, measured_end_ns=runner.measured_end,
+                       cpu_ns=runner.cpu_ns, loop_lag_us=tuple(runner.loop_lag_us),
+                       lag_tick_ns=int(ABORT_POLL_S * NS), aborted=runner.abort_reason)
 
 
 async def _supervise(runner: _Runner, drive: Any, should_abort: Callable[[], str | None]) -> None:
-    """Run `drive` while polling `should_abort`; on a reason, cancel everything in flight and record it."""
+    """Run `drive` while polling `should_abort`; on a reason, cancel everything in flight and record it.
+
+    The poll doubles as the event-loop lag probe: how much later than asked each tick wakes up."""
     main = asyncio.create_task(drive)
+    tick_ns = int(ABORT_POLL_S * NS)
 
     async def watch() -> str | None:
         while not main.done():
             reason = should_abort()
             if reason:
                 return reason
+            before = time.perf_counter_ns()
             await asyncio.sleep(ABORT_POLL_S)
+            if runner.measuring:
+                runner.loop_lag_us.append(max(0, time.perf_counter_ns() - before - tick_ns) // 1000)
         return None
 
     watcher = asyncio.create_task(watch())
@@ -463,7 +504,9 @@ async def _supervise(runner: _Runner, drive: Any, should_abort: Callable[[], str
             await asyncio.wait(pending, timeout=_ABORT_GRACE_S)
             reason = runner.abort_reason or "workload interrupted"
             for partial in list(runner.inflight.values()):
-                runner.finish(partial, error=f"aborted: {reason}")
+                # The cancellation is the cause, whatever the request saw before it.
+                partial.error_kind, partial.error = ErrorKind.CANCELLED, f"aborted: {reason}"
+                runner.finish(partial)
             runner.inflight.clear()
 
 

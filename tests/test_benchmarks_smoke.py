@@ -75,3 +75,22 @@ def test_workload_client_benchmark_says_when_bench_serving_is_missing(tmp_path: 
     assert "ratio_harness_over_bench_serving" not in result
     assert [r["side"] for r in result["runs"]] == ["harness"]
     assert result["harness"]["output_throughput_tok_s"]["mean"] > 0
+
+
+def test_client_ceiling_benchmark_sweeps_rates_against_the_no_op_server(tmp_path: Path) -> None:
+    out = tmp_path / "summary.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "bench_client_ceiling.py"), "--work", str(tmp_path / "work"), "--out", str(out),
+         "--rates", "20,40", "--seconds", "1", "--closed-requests", "30", "--closed-concurrency", "4",
+         "--no-bench-serving"], cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result == json.loads(out.read_text()) and "not SGLang" in result["server"]
+    assert [r["requested_rate_rps"] for r in result["sweep"]] == [20, 40]
+    for row in result["sweep"]:
+        h = row["harness"]
+        assert h["requests_ok"] == row["requests"] == 50 and h["sched_delay_ms_p99"] >= h["sched_delay_ms_p50"] >= 0
+        assert h["output_throughput_tok_s"] == pytest.approx(16 * h["request_throughput_rps"], rel=1e-2)
+    closed = result["closed_loop"]["harness"]
+    assert closed["requests_ok"] == 30 and closed["concurrency_max"] == 4
+    assert result["bench_serving"] == {"available": False, "why": "--no-bench-serving given"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from peers.sglang_peer import PeerConfig, PeerServer
 
 from harness.metrics import (
     AGGREGATE_KEYS,
@@ -16,16 +17,26 @@ from harness.metrics import (
     scrape_metrics,
     server_accept_length,
 )
-from harness.workload import RequestRecord
-from peers.sglang_peer import PeerConfig, PeerServer
+from harness.request_log import ErrorKind, RequestRecord
+
+MS = 1_000_000
 
 
 def rec(index: int, tokens: int, meta: dict, *, ok: bool = True, warmup: bool = False,
-        ttft: float | None = 0.1, itl: tuple[float, ...] = (), e2e: float = 1.0) -> RequestRecord:
+        ttft_ms: int = 100, gaps_ms: tuple[int, ...] = (), e2e_ms: int = 1000) -> RequestRecord:
+    """A record sent at 0 whose first event (1 token) arrives after ttft_ms, then one event per gap carrying
+    an even share of the remaining tokens, the last one with all of them."""
+    chunks = [(ttft_ms * MS, 1 if gaps_ms else tokens)]
+    t = ttft_ms
+    for k, gap in enumerate(gaps_ms, 1):
+        t += gap
+        chunks.append((t * MS, 1 + (tokens - 1) * k // len(gaps_ms)))
     return RequestRecord(
-        index=index, warmup=warmup, prompt_tokens=10, ok=ok, status=200 if ok else 500,
-        error=None if ok else "boom", ttft_s=ttft, itl_s=itl, e2e_s=e2e, completion_tokens=tokens,
-        meta_info={"completion_tokens": tokens, **meta}, text="", started_at=0.0,
+        index=index, warmup=warmup, prompt_tokens=10, stream=True, ok=ok, status=200 if ok else 500,
+        error_kind=None if ok else ErrorKind.HTTP, error=None if ok else "boom", due_ns=0, sent_ns=0,
+        written_ns=None, headers_ns=MS, chunks=tuple(chunks), done_ns=e2e_ms * MS, closed_ns=e2e_ms * MS,
+        finish_reason={"type": "length"}, completion_tokens=tokens, meta_info={"completion_tokens": tokens, **meta},
+        text="", started_at=0.0,
     )
 
 
@@ -42,40 +53,46 @@ def test_request_accept_length_current_and_old_keys() -> None:
 def test_accept_length_is_token_weighted_and_ignores_warmup_and_failures() -> None:
     records = [
         rec(0, 1000, {"spec_verify_ct": 1000}, warmup=True),  # warmup: excluded
-        rec(1, 100, {"spec_verify_ct": 25}),  # 4.0
+        rec(1, 100, {"spec_verify_ct": 25}, e2e_ms=2000),  # 4.0
         rec(2, 10, {"spec_verify_ct": 10}),  # 1.0
         rec(3, 500, {"spec_verify_ct": 1}, ok=False),  # failed: excluded
     ]
-    m = aggregate(records, measured_wall_s=2.0)
+    m = aggregate(records)
     assert set(m) == set(AGGREGATE_KEYS)
     assert m["accept_length"] == pytest.approx(110 / 35)  # not the mean of ratios (2.5)
     assert m["completion_tokens"] == 110
     assert m["spec_verify_ct"] == 35
-    assert m["requests_ok"] == 2 and m["requests_failed"] == 1
-    assert m["output_throughput_tok_s"] == pytest.approx(55.0)
-    assert m["request_throughput_rps"] == pytest.approx(1.0)
+    assert m["requests_ok"] == 2 and m["requests_failed"] == 1 and m["requests_failed_http"] == 1
+    # Window: first send (0) to the last token received (each record's only event, at 100 ms).
+    assert m["window_s"] == pytest.approx(0.1)
+    assert m["output_throughput_tok_s"] == pytest.approx(1100.0)
+    assert m["request_throughput_rps"] == pytest.approx(20.0)
 
 
 def test_accept_length_from_accept_key_only() -> None:
-    m = aggregate([rec(0, 90, {"spec_accept_length": 3.0}), rec(1, 10, {"spec_accept_length": 1.0})], 1.0)
+    m = aggregate([rec(0, 90, {"spec_accept_length": 3.0}), rec(1, 10, {"spec_accept_length": 1.0})])
     assert m["accept_length"] == pytest.approx(100 / 40)
     assert m["spec_verify_ct"] == 40
 
 
 def test_no_spec_and_no_success_give_none() -> None:
-    m = aggregate([rec(0, 10, {})], 1.0)
+    m = aggregate([rec(0, 10, {})])
     assert m["accept_length"] is None and m["spec_verify_ct"] is None and m["completion_tokens"] == 10
-    empty = aggregate([rec(0, 10, {}, ok=False)], 0.0)
+    empty = aggregate([rec(0, 10, {}, ok=False)])
     assert empty["requests_ok"] == 0 and empty["requests_failed"] == 1
-    assert empty["ttft_ms_p50"] is None and empty["output_throughput_tok_s"] is None
+    assert empty["ttft_ms_p50"] is None and empty["output_throughput_tok_s"] == 0.0
 
 
 def test_latency_percentiles_in_ms() -> None:
-    records = [rec(i, 5, {}, ttft=(i + 1) / 100, itl=(0.001 * (i + 1),) * 2, e2e=float(i + 1)) for i in range(5)]
-    m = aggregate(records, 1.0)
+    # Request i: TTFT (i+1)*10 ms, then 2 events (i+1) ms apart carrying 2 tokens each (5 tokens in all).
+    records = [rec(i, 5, {}, ttft_ms=(i + 1) * 10, gaps_ms=(i + 1, i + 1), e2e_ms=(i + 1) * 1000) for i in range(5)]
+    m = aggregate(records)
     assert m["ttft_ms_p50"] == pytest.approx(30.0)
     assert m["ttft_ms_p95"] == pytest.approx(48.0)
-    assert m["itl_ms_p50"] == pytest.approx(3.0)
+    assert m["itl_ms_p50"] == pytest.approx(1.5)  # 3 ms gap / 2 tokens, for the median request
+    assert m["chunk_latency_ms_p50"] == pytest.approx(3.0)
+    assert m["tpot_ms_p50"] == pytest.approx(6 / 4)  # (last - first token) / (5 - 1)
+    assert m["tokens_per_chunk_mean"] == pytest.approx(2.0)
     assert m["e2e_ms_p50"] == pytest.approx(3000.0)
     assert m["e2e_ms_p95"] == pytest.approx(4800.0)
 
@@ -159,3 +176,34 @@ def _generate_once(base_url: str) -> None:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(req, timeout=10) as resp:
         assert resp.status == 200
+
+
+def test_server_side_reads_of_a_hung_server_are_short_bounded() -> None:
+    import socket
+    import time
+
+    from harness.metrics import read_server_figures
+
+    with socket.socket() as listener:  # accepts connections (the kernel's backlog) and never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        t0 = time.monotonic()
+        figures = read_server_figures(url, metrics_enabled=True, timeout_s=0.3)
+        took = time.monotonic() - t0
+    assert figures.accept_length_server is None and figures.accept_length_gauge is None
+    assert took < 1.5  # one /server_info read and one /metrics read, each cut at 0.3 s
+
+
+def test_server_figures_name_each_acceptance_length() -> None:
+    from harness.metrics import gauge_accept_length, read_server_figures
+
+    two_ranks = parse_prometheus('sglang:spec_accept_length{tp_rank="1"} 2.0\n'
+                                 'sglang:spec_accept_length{tp_rank="0"} 3.0\n')
+    assert gauge_accept_length(two_ranks) == 3.0
+    assert gauge_accept_length({}) is None
+    with PeerServer(PeerConfig(server_info_path="/server_info", metrics_text=EXPOSITION)) as peer:
+        _generate_once(peer.base_url)
+        figures = read_server_figures(peer.base_url, metrics_enabled=True)
+        expected = peer.stats.completion_tokens / peer.stats.verify_steps
+    assert figures.as_metrics() == {"accept_length_server": pytest.approx(expected), "accept_length_gauge": 3.25}

@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
+from peers.sglang_peer import PeerConfig, PeerServer
 
 from harness.errors import UserError
 from harness.metrics import aggregate
 from harness.prompts import Prompt, random_id_prompts
-from harness.workload import ids_digest, run_workload, run_workload_sync
-from peers.sglang_peer import PeerConfig, PeerServer
+from harness.workload import ErrorKind, ids_digest, run_workload, run_workload_sync
 
 BASE = dict(
     concurrency=4, request_rate=None, max_new_tokens=10, ignore_eos=True, temperature=0.0, stream=True,
@@ -100,7 +100,7 @@ def test_stalled_request_times_out_alone() -> None:
     ok = [r.ok for r in result.records]
     assert ok == [True, False, True]
     stalled = result.records[1]
-    assert "timed out after 0.4 s" in (stalled.error or "")
+    assert stalled.error_kind is ErrorKind.TIMEOUT and "timed out after 0.4 s" in (stalled.error or "")
     assert 0.4 <= (stalled.e2e_s or 0) < 1.0
     assert aggregate(result.records, result.measured_wall_s)["requests_failed"] == 1
 
@@ -127,9 +127,12 @@ def test_should_abort_cancels_in_flight_requests_within_a_second(tmp_path: Path)
     assert len(result.records) == 4  # the in-flight ones; the other 6 were never sent
     for r in result.records:
         assert not r.ok and r.error == "aborted: server process exited with code -9"
+        assert r.error_kind is ErrorKind.CANCELLED
         assert 0 < r.completion_tokens < 200  # partial progress survives the cancellation
-    lines = (tmp_path / "requests.jsonl").read_text().splitlines()
-    assert len(lines) == 4 and all(json.loads(x)["error"].startswith("aborted") for x in lines)
+    lines = [json.loads(x) for x in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert [x["kind"] for x in lines] == ["workload"] + ["request"] * 4 + ["client"]
+    assert all(x["error"].startswith("aborted") and x["error_kind"] == "cancelled" for x in lines[1:-1])
+    assert lines[-1]["aborted"] == "server process exited with code -9"
 
 
 def test_abort_during_rate_wait_stops_promptly() -> None:
@@ -148,7 +151,7 @@ def test_jsonl_summarises_ids_and_keeps_failed_requests_in_full(tmp_path: Path) 
     prompts = random_id_prompts([5, 7, 6], seed=9)
     with PeerServer(PeerConfig(stall_prompt_tokens=7)) as peer:
         result = run(peer.base_url, prompts, warmup=1, request_timeout_s=0.3, jsonl_path=path)
-    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    lines = [x for x in map(json.loads, path.read_text().splitlines()) if x["kind"] == "request"]
     assert sorted(x["index"] for x in lines) == [0, 1, 2]
     by_index = {x["index"]: x for x in lines}
     ok_line = by_index[2]
@@ -158,10 +161,10 @@ def test_jsonl_summarises_ids_and_keeps_failed_requests_in_full(tmp_path: Path) 
     assert ok_line["request"]["sampling_params"] == {"max_new_tokens": 10, "temperature": 0.0, "ignore_eos": True}
     assert ok_line["request"]["stream"] is True
     assert ok_line["ok"] and ok_line["completion_tokens"] == 10 and ok_line["meta_info"]["completion_tokens"] == 10
-    assert len(ok_line["itl_s"]) == 9 and ok_line["text"] == result.records[2].text
+    assert [n for _, n in ok_line["chunks"]] == [1, 4, 7, 10] and ok_line["text"] == result.records[2].text
     assert by_index[0]["warmup"] is True
     failed = by_index[1]
-    assert failed["ok"] is False and "timed out" in failed["error"]
+    assert failed["ok"] is False and failed["error_kind"] == "timeout" and "timed out" in failed["error"]
     assert failed["request"]["input_ids"] == list(prompts[1].input_ids or ())
 
 
@@ -170,7 +173,7 @@ def test_jsonl_full_ids_flag(tmp_path: Path) -> None:
     prompts = random_id_prompts([5], seed=9)
     with PeerServer() as peer:
         run(peer.base_url, prompts, jsonl_path=path, jsonl_full_ids=True)
-    line = json.loads(path.read_text())
+    line = json.loads(path.read_text().splitlines()[1])
     assert line["request"]["input_ids"] == list(prompts[0].input_ids or ())
 
 
@@ -203,7 +206,8 @@ def test_stream_cut_before_done_is_a_failure() -> None:
     with PeerServer(PeerConfig(truncate_stream=True)) as peer:
         result = run(peer.base_url, random_id_prompts([4], seed=0))
     r = result.records[0]
-    assert not r.ok and "before 'data: [DONE]'" in (r.error or "") and r.completion_tokens == 10
+    assert not r.ok and r.error_kind is ErrorKind.STREAM and "before 'data: [DONE]'" in (r.error or "")
+    assert r.completion_tokens == 10
 
 
 def test_connection_refused_is_recorded_not_raised() -> None:
@@ -213,7 +217,7 @@ def test_connection_refused_is_recorded_not_raised() -> None:
     result = run(url, random_id_prompts([4] * 3, seed=0))
     assert time.monotonic() - t0 < 5
     assert [r.ok for r in result.records] == [False] * 3
-    assert all("Connect" in (r.error or "") for r in result.records)
+    assert all(r.error_kind is ErrorKind.CONNECTION and r.headers_ns is None for r in result.records)
 
 
 def test_progress_bar_draws_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
@@ -335,7 +339,7 @@ def test_against_the_cpu_reference_server(tmp_path: Path) -> None:
         server_side = server_accept_length(base)
         if server_side is not None:
             assert server_side == pytest.approx(truth["accept_length"], rel=1e-3)
-        assert len((tmp_path / "requests.jsonl").read_text().splitlines()) == 6
+        assert len((tmp_path / "requests.jsonl").read_text().splitlines()) == 1 + 6 + 1
     finally:
         # The whole group, even if the leader already exited: its workers may not have.
         for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):

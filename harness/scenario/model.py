@@ -18,6 +18,7 @@ from harness.scenario.errors import excerpt
 from harness.sim import REVISIONS
 
 __all__ = [
+    "AcceptLengthBound",
     "Bound",
     "BuildRole",
     "Checks",
@@ -288,6 +289,22 @@ class Bound(_Strict):
         return None
 
 
+# SGLang reports three acceptance lengths that differ (harness.derive explains each); a check names one.
+ACCEPT_LENGTH_METRICS = {"requests": "accept_length", "server": "accept_length_server", "gauge": "accept_length_gauge"}
+
+
+class AcceptLengthBound(Bound):
+    source: Literal["requests", "server", "gauge"] = Field(
+        default="requests",
+        description="which figure is bounded: requests = the measured requests' own spec_accept_length "
+                    "(token weighted); server = /server_info avg_spec_accept_length (lifetime, warm-ups "
+                    "included); gauge = the /metrics sglang:spec_accept_length gauge (recent window)")
+
+    @property
+    def metric(self) -> str:
+        return ACCEPT_LENGTH_METRICS[self.source]
+
+
 class RelativeChecks(_Strict):
     """After vs a baseline role: a metric may not drop by more than the fraction given."""
 
@@ -299,9 +316,17 @@ class RelativeChecks(_Strict):
 class Checks(_Strict):
     crash_signatures: list[str] | Literal["all"] = "all"
     all_requests_succeed: bool = True
-    accept_length: Bound | None = None
+    accept_length: AcceptLengthBound | None = None
     output_throughput: Bound | None = Field(default=None, description="output tokens/s")
     relative: RelativeChecks | None = None
+
+    @field_validator("accept_length", mode="before")
+    @classmethod
+    def _plain_bound(cls, value: Any) -> Any:
+        # A plain Bound built in code bounds the default figure (the measured requests' own).
+        if isinstance(value, Bound) and not isinstance(value, AcceptLengthBound):
+            return value.model_dump()
+        return value
 
 
 class BuildRole(_Strict):
