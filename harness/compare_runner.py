@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.comparison import (
     DEFAULT_METRICS,
@@ -25,8 +26,10 @@ from harness.comparison import (
     build_report,
     compare_case,
 )
+from harness.derive import not_comparable
 from harness.errors import UserError
 from harness.expectation import ExpectationCheck, judge_role
+from harness.manifest import manifest_mismatch
 from harness.outcome import Outcome
 from harness.paths import reports_root
 from harness.record import RunRecord
@@ -35,7 +38,7 @@ from harness.scenario import Case, LoadedScenario
 from harness.scenario.model import RelativeChecks
 from harness.server_pool import ServerPool
 
-__all__ = ["ComparisonRun", "compare_cases", "role_specs"]
+__all__ = ["ComparisonRun", "compare_cases", "manifest_problem", "role_specs"]
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +106,11 @@ def _relative_checks(rel: RelativeChecks | None, case: CaseComparison) -> list[E
 
 def _role_result(role: str, spec: str, runs: Sequence[RunRecord], report_dir: Path) -> RoleResult:
     names = sorted({m.name for m in DEFAULT_METRICS} | set(_SHOWN))
-    # A trial that did not pass has no meaningful speed (a crash "measures" 0 tok/s): leave it blank.
+    # A trial that did not pass has no meaningful speed (a crash "measures" 0 tok/s), and one whose client fell
+    # behind measured the client: leave both blank.
+    usable = [r.outcome is Outcome.PASS and not_comparable(r.metrics) is None for r in runs]
     metrics = {
-        name: tuple(v if (v := r.metric(name)) is not None and r.outcome is Outcome.PASS else float("nan")
-                    for r in runs)
+        name: tuple(v if (v := r.metric(name)) is not None and ok else float("nan") for r, ok in zip(runs, usable))
         for name in names
     }
     first = runs[0]
@@ -133,14 +137,35 @@ def _metric_specs(tolerances: RelativeChecks | None) -> list[MetricSpec]:
             for m in DEFAULT_METRICS]
 
 
+def manifest_problem(by_role: Mapping[str, Sequence[RunRecord]]) -> str | None:
+    """Why the roles' workloads may not be compared (a field of their manifests differs), or None."""
+    first: tuple[str, Mapping[str, Any]] | None = None
+    for role, runs in by_role.items():
+        for record in runs:
+            if record.manifest is None:
+                continue
+            if first is None:
+                first = (role, record.manifest)
+                continue
+            problem = manifest_mismatch(first[1], record.manifest)
+            if problem:
+                return f"{first[0]} vs {role} trial {record.trial}: {problem}"
+    return None
+
+
 def _compare_one(case: Case, specs: Mapping[str, str], by_role: Mapping[str, Sequence[RunRecord]],
-                 report_dir: Path) -> CaseComparison:
+                 report_dir: Path, notes: list[str]) -> CaseComparison:
     ran = {role: runs for role, runs in by_role.items() if runs}
     roles = [_role_result(role, specs[role], runs, report_dir) for role, runs in ran.items()]
     checks = [judge_role(role, case.scenario.expect[role], runs)
               for role, runs in ran.items() if role in case.scenario.expect]
     tolerances = case.scenario.checks.relative
-    base = compare_case(case.name, case.values, roles, checks, metrics=_metric_specs(tolerances))
+    specs_judged = _metric_specs(tolerances)
+    problem = manifest_problem(ran)
+    if problem:
+        notes.append(f"{case.name}: metrics not compared, the workloads differ ({problem})")
+        specs_judged = []
+    base = compare_case(case.name, case.values, roles, checks, metrics=specs_judged)
     checks += _relative_checks(tolerances, base)
     return CaseComparison(case=base.case, values=base.values, roles=base.roles, expectations=tuple(checks),
                           metrics=base.metrics, verdict=base.verdict)
@@ -183,7 +208,8 @@ def compare_cases(
             partial = (f"interrupted during {case.name} ({exc.record.build.role}, trial {exc.record.trial}); "
                        f"{len(compared)} of {len(cases)} case(s) complete")
         if any(by_role.values()):
-            compared.append(_compare_one(case, specs, {r: v for r, v in by_role.items() if r in specs}, report_dir))
+            compared.append(_compare_one(case, specs, {r: v for r, v in by_role.items() if r in specs}, report_dir,
+                                         notes))
         if partial:
             break
     report = build_report(report_id, loaded.scenario.name, str(loaded.file), compared, notes=notes, partial=partial)

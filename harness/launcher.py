@@ -59,7 +59,7 @@ class Launcher(Protocol):
     def ground_truth(self, url: str) -> Mapping[str, Any] | None:
         """What the server measured of itself (only a model can tell), or None."""
 
-    def begin_trial(self, url: str) -> str | None:
+    def begin_trial(self, url: str, headers: Mapping[str, str]) -> str | None:
         """Before a trial on a server that served an earlier one: empty its caches (and restart the model's
         own counters); why that failed, or None."""
 
@@ -117,8 +117,8 @@ class SGLangLauncher:
     def ground_truth(self, url: str) -> Mapping[str, Any] | None:
         return None
 
-    def begin_trial(self, url: str) -> str | None:
-        return _flush(url)
+    def begin_trial(self, url: str, headers: Mapping[str, str]) -> str | None:
+        return _flush(url, headers)
 
 
 @dataclass(frozen=True)
@@ -172,22 +172,22 @@ class ReferenceLauncher:
     def ground_truth(self, url: str) -> Mapping[str, Any] | None:
         return get_json(f"{url}/sim/stats", timeout_s=2.0)
 
-    def begin_trial(self, url: str) -> str | None:
-        problem = _flush(url)
+    def begin_trial(self, url: str, headers: Mapping[str, str]) -> str | None:
+        problem = _flush(url, headers)
         if problem:
             return problem
         try:
-            reply = post(f"{url}/sim/reset_stats", timeout_s=5.0)
+            reply = post(f"{url}/sim/reset_stats", timeout_s=5.0, headers=dict(headers))
         except OSError as exc:
             return f"POST /sim/reset_stats: {exc}"
         return None if reply.status == 200 else f"POST /sim/reset_stats answered {reply.status}"
 
 
-def _flush(url: str) -> str | None:
+def _flush(url: str, headers: Mapping[str, str]) -> str | None:
     # SGLang: `/flush_cache` (GET or POST) empties the radix cache, refused while requests are in flight
     # (srt/entrypoints/http_server.py flush_cache: 0.5.14 line 839, 0.5.15 line 862).
     try:
-        reply = post(f"{url}/flush_cache", timeout_s=30.0)
+        reply = post(f"{url}/flush_cache", timeout_s=30.0, headers=dict(headers))
     except OSError as exc:
         return f"POST /flush_cache: {exc}"
     return None if reply.status == 200 else f"POST /flush_cache answered {reply.status}: {reply.body[:200]!r}"

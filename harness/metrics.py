@@ -85,16 +85,17 @@ def aggregate(
     return derive_metrics(records, trace, manifest)
 
 
-def _get(url: str, timeout_s: float) -> tuple[int, bytes]:
-    reply = http.get(url, timeout_s=timeout_s)
+def _get(url: str, timeout_s: float, headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
+    reply = http.get(url, timeout_s=timeout_s, headers=dict(headers or {}))
     return reply.status, reply.body
 
 
-def server_accept_length(base_url: str, *, timeout_s: float = SERVER_READ_TIMEOUT_S) -> float | None:
+def server_accept_length(base_url: str, *, timeout_s: float = SERVER_READ_TIMEOUT_S,
+                         headers: Mapping[str, str] | None = None) -> float | None:
     """`internal_states[0].avg_spec_accept_length` from the server, or None (no key, no endpoint, no server)."""
     for path in _SERVER_INFO_PATHS:
         try:
-            status, raw = _get(base_url.rstrip("/") + path, timeout_s)
+            status, raw = _get(base_url.rstrip("/") + path, timeout_s, headers)
         except (OSError, ValueError) as exc:
             log.warning("server info %s unreachable: %s", path, exc)
             return None
@@ -205,9 +206,9 @@ class ServerFigures:
         return {"accept_length_server": self.accept_length_server, "accept_length_gauge": self.accept_length_gauge}
 
 
-def read_server_figures(base_url: str, *, metrics_enabled: bool,
-                        timeout_s: float = SERVER_READ_TIMEOUT_S) -> ServerFigures:
+def read_server_figures(base_url: str, *, metrics_enabled: bool, timeout_s: float = SERVER_READ_TIMEOUT_S,
+                        headers: Mapping[str, str] | None = None) -> ServerFigures:
     """The server-side acceptance lengths, each read bounded by ``timeout_s`` (at most three reads)."""
-    server = server_accept_length(base_url, timeout_s=timeout_s)
+    server = server_accept_length(base_url, timeout_s=timeout_s, headers=headers)
     gauge = gauge_accept_length(scrape_metrics(base_url, timeout_s=timeout_s)) if metrics_enabled else None
     return ServerFigures(accept_length_server=server, accept_length_gauge=gauge)

@@ -168,6 +168,7 @@ class RunRecord:
     ground_truth: Mapping[str, Any] | None = None
     experiment: str = ""  # digest of server argv (host/port left out) + workload: "the same experiment"
     timings: Mapping[str, float] = field(default_factory=dict)  # seconds per phase (resolve, preflight, start...)
+    manifest: Mapping[str, Any] | None = None  # the workload as sent (harness.manifest): like is compared with like
     schema_version: int = RECORD_SCHEMA_VERSION
 
     @property
@@ -300,6 +301,7 @@ def record_from_dict(data: Mapping[str, Any], *, source: str = "result.json") ->
             ground_truth=data.get("ground_truth"),
             experiment=str(data.get("experiment") or ""),
             timings={str(k): float(v) for k, v in (data.get("timings") or {}).items()},
+            manifest=data.get("manifest") if isinstance(data.get("manifest"), Mapping) else None,
             schema_version=RECORD_SCHEMA_VERSION,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

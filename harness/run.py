@@ -33,6 +33,7 @@ from types import FrameType
 from typing import Any
 
 from harness import __version__, hardware
+from harness.auth import admin_headers, request_headers
 from harness.artifacts import new_run_dir, redact_file, write_env, write_record, write_repro
 from harness.build import Build, describe_environment, parse_build_spec, resolve_build
 from harness.errors import HarnessError, InfraError, UserError
@@ -121,6 +122,7 @@ class Attempt:
     live: LiveServer | None = None  # the pooled server this trial ran on
     log_offset: int = 0  # where this trial's part of a pooled server's log starts
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase of the harness's own work
+    manifest: dict[str, Any] | None = None  # what the workload was, to compare like with like
 
     @contextmanager
     def timed(self, phase: str) -> Iterator[None]:
@@ -290,7 +292,7 @@ def _reuse(live: LiveServer, resolved: Resolved, attempt: Attempt, paths: RunPat
     attempt.log_offset = live.server.log_path.stat().st_size if live.server.log_path.exists() else 0
     attempt.metrics["server_trial"] = float(live.trials)
     live.trials += 1
-    problem = resolved.launcher.begin_trial(live.server.url)
+    problem = resolved.launcher.begin_trial(live.server.url, admin_headers(resolved.case.scenario.server.args))
     if problem:
         attempt.verdict = RunVerdict(Outcome.INFRA, f"workload: the shared server could not start a trial: {problem}",
                                      Phase.WORKLOAD)
@@ -336,7 +338,9 @@ def _drive(server: ServerProcess, resolved: Resolved, attempt: Attempt, paths: R
         max_new_tokens=wl.max_new_tokens, ignore_eos=wl.ignore_eos, temperature=wl.temperature,
         stream=wl.stream, warmup=wl.warmup, request_timeout_s=sc.timeouts.request_s, jsonl_path=paths.requests,
         should_abort=should_abort, seed=wl.prompt.seed, progress=opts.progress,
+        headers=request_headers(sc.server.args),
     ))
+    attempt.manifest = result.manifest.to_dict() if result.manifest is not None else None
     failed = [r for r in result.records if not r.ok]
     attempt.failing_request = failed[0].index if failed else None
     attempt.metrics.update(aggregate(result.records, trace=result.trace, manifest=result.manifest))
@@ -353,7 +357,8 @@ def _drive(server: ServerProcess, resolved: Resolved, attempt: Attempt, paths: R
                           f"{sc.timeouts.request_s:g} s bound", Phase.WORKLOAD)
     if not timeouts:  # a server whose requests timed out may be hung: nothing more is asked of it
         attempt.metrics.update(read_server_figures(
-            server.url, metrics_enabled=bool(sc.server.args.get("enable-metrics"))).as_metrics())
+            server.url, metrics_enabled=bool(sc.server.args.get("enable-metrics")),
+            headers=request_headers(sc.server.args)).as_metrics())
         attempt.truth = launcher.ground_truth(server.url)
     return RunVerdict(Outcome.PASS, "all checks held", Phase.WORKLOAD)
 
@@ -459,6 +464,7 @@ def _record(resolved: Resolved, attempt: Attempt, verdict: RunVerdict, checks: t
         checks=checks,
         expectation=expectation,
         ground_truth=attempt.truth,
+        manifest=attempt.manifest,
         timings={**attempt.timings, "record": round(time.monotonic() - record_started, 4)},
         experiment=experiment_digest(attempt.flags, workload) if attempt.flags else "",
     )

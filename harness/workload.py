@@ -40,7 +40,7 @@ import math
 import random
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -405,10 +405,12 @@ async def run_workload(
     seed: int = 0,
     progress: bool | None = None,
     jsonl_full_ids: bool = False,
+    headers: Mapping[str, str] | None = None,
 ) -> WorkloadResult:
     """Send `prompts` (the first `warmup` of them as warmup) and return one record per request sent.
 
-    `progress`: None draws a bar only when stderr is a terminal; True always; False never.
+    `progress`: None draws a bar only when stderr is a terminal; True always; False never. `headers` go with
+    every request (a server's API key: ``harness.auth``); they are never written to `requests.jsonl`.
     """
     _validate(prompts, concurrency, request_rate, warmup, request_timeout_s, max_new_tokens)
     manifest = build_manifest(
@@ -427,7 +429,7 @@ async def run_workload(
     runner: _Runner | None = None
     try:
         async with aiohttp.ClientSession(connector=connector, timeout=no_timeout, trust_env=False,
-                                         trace_configs=[_wire_trace(clock)]) as session:
+                                         headers=dict(headers or {}), trace_configs=[_wire_trace(clock)]) as session:
             runner = _Runner(
                 session, base_url, clock=clock, concurrency=concurrency, request_timeout_s=request_timeout_s,
                 stream=stream,

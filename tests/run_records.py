@@ -12,12 +12,13 @@ from harness.scenario.model import Expectation
 
 
 def make_record(outcome: str, *, signature: str | None = None, phase: str | None = None, role: str = "after",
-                trial: int = 0, metrics: Mapping[str, Any] | None = None, reason: str = "") -> RunRecord:
+                trial: int = 0, metrics: Mapping[str, Any] | None = None, reason: str = "",
+                manifest: Mapping[str, Any] | None = None) -> RunRecord:
     return record_from_dict({
         "scenario": {"name": "s", "file": "s.yaml"}, "case": {"name": "c", "values": {}},
         "build": {"kind": "sim", "spec": "sim:post-fix", "role": role}, "trial": trial, "outcome": outcome,
         "signature": signature, "phase": phase, "reason": reason or outcome, "metrics": dict(metrics or {}),
-        "artifacts": f"runs/{role}-{trial}",
+        "artifacts": f"runs/{role}-{trial}", "manifest": manifest,
     })
 
 

@@ -96,6 +96,9 @@ def main(args: argparse.Namespace) -> int:
     paths = write_reports(ran.report, ran.report_dir)
     for line in summary(ran.report):
         print(line)
+    for note in ran.report.notes:
+        if "metrics not compared" in note:
+            print(f"note: {note}")
     print(verdict_line(ran.report))
     print(f"report: {paths['html']}")
     return ran.exit_code
