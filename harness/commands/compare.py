@@ -12,10 +12,6 @@ from harness.errors import UserError
 from harness.record import RunRecord
 from harness.report import write_reports
 
-COMMAND = "compare"
-HELP = "compare builds on a scenario (exit 0 expectations held, 1 not, 2 bad input, 3 infra)"
-ORDER = 50
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_scenario_arguments(parser, trials_help="trials per case and role (default: the scenario's)")

@@ -13,10 +13,6 @@ from harness.run import RunInterrupted, RunOptions, execute_run
 from harness.server_pool import ServerPool
 from harness.scenario import Case
 
-COMMAND = "run"
-HELP = "run a scenario's cases against a build (exit 0 pass, 1 fail/crash, 2 bad input, 3 infra/timeout)"
-ORDER = 40
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_scenario_arguments(parser, trials_help="trials per case (default: the scenario's)")
