@@ -114,6 +114,7 @@ class Build:
     version: str | None = None
     commit: str | None = None
     is_reference: bool = False
+    location: str | None = None  # the sglang package directory the interpreter imports, when known
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env", types.MappingProxyType(dict(self.env)))
@@ -252,6 +253,7 @@ try:
 except md.PackageNotFoundError:
     pass
 if "--packages" in sys.argv:
+    out["path"] = [p for p in sys.path if p and pathlib.Path(p).is_dir()]
     out["packages"] = sorted(
         {(d.metadata["Name"] or "?"): d.version for d in md.distributions()}.items(), key=lambda kv: kv[0].lower()
     )
@@ -453,7 +455,8 @@ def resolve_build(spec: str | BuildSpec, *, cache_dir: Path | None = None) -> Bu
     if facts["sglang"] is None and facts["sglang_location"] is None:
         raise InfraError(f"build {parsed.spec}: {python} cannot find sglang")
     launcher = (python, "-m", "sglang.launch_server")
-    return Build(parsed.kind, parsed.spec, python, launcher, env, facts["sglang"], commit, False)
+    return Build(parsed.kind, parsed.spec, python, launcher, env, facts["sglang"], commit, False,
+                 facts["sglang_location"])
 
 
 def _sim_version(revision: str) -> str:
@@ -462,8 +465,13 @@ def _sim_version(revision: str) -> str:
 
 
 def describe_environment(build: Build) -> dict[str, Any]:
-    """Packages and key versions of the build's interpreter (bounded; read from metadata, no imports)."""
-    facts = _probe(build.python, build.env, packages=True)
+    """Packages and key versions of the build's interpreter (bounded; read from metadata, no imports).
+
+    Probed once per install of the build's interpreter (kept in the build cache), not once per run.
+    """
+    from harness.build_cache import cached_environment  # it builds on this module
+
+    facts = cached_environment(build, lambda: _probe(build.python, build.env, packages=True))
     return {
         "build": {"kind": build.kind, "spec": build.spec, "version": build.version, "commit": build.commit},
         "python": build.python,
