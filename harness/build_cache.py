@@ -7,9 +7,9 @@ Two things are kept, in one small JSON file per build interpreter under ``<cache
   costs seconds to load (it imports torch), and every run of a compare asks it about the same few
   flag sets. The key is the flag set with ``--host``/``--port`` left out (each run leases its own
   port; both are plain typed values that never decide a verdict). The results are stamped with the
-  parser's identity: the build's interpreter, environment overlay, sglang version, commit and
-  location, and the size and mtime of sglang's ``srt/server_args*.py`` and of its installed
-  ``RECORD``. Reinstalling sglang, moving to another commit or editing those files clears them.
+  parser's identity: how the harness parses (its script), the build's interpreter, environment
+  overlay, sglang version, commit and location, and the size and mtime of sglang's
+  ``srt/server_args*.py`` and of its installed ``RECORD``. Reinstalling sglang, moving to another commit or editing those files clears them.
   A build whose sglang location is unknown is never cached.
 - **the environment description** (``env.json``): the package list of the build's interpreter,
   read by a subprocess (about 0.2 s). Stamped with the interpreter, overlay, sglang version and
@@ -78,7 +78,7 @@ def _stat(path: Path) -> list[int] | None:
     return [st.st_mtime_ns, st.st_size]
 
 
-def _parser_identity(build: Build) -> dict[str, Any] | None:
+def _parser_identity(build: Build, method: str) -> dict[str, Any] | None:
     if not build.location:
         return None
     pkg = Path(build.location)
@@ -86,8 +86,9 @@ def _parser_identity(build: Build) -> dict[str, Any] | None:
     if not files:
         return None
     files += sorted(pkg.parent.glob("sglang-*.dist-info/RECORD"))
-    return {"python": build.python, "env": dict(sorted(build.env.items())), "version": build.version,
-            "commit": build.commit, "location": str(pkg), "files": {str(f): _stat(f) for f in files}}  # fmt: skip
+    return {"method": hashlib.sha256(method.encode()).hexdigest()[:16], "python": build.python,
+            "env": dict(sorted(build.env.items())), "version": build.version, "commit": build.commit,
+            "location": str(pkg), "files": {str(f): _stat(f) for f in files}}  # fmt: skip
 
 
 def _base_identity(build: Build) -> dict[str, Any]:
@@ -133,14 +134,16 @@ def cached_flag_checks(
     parse: Callable[[list[list[str]]], list[T]],
     record: type[T],
     *,
+    method: str,
     cache_dir: Path | None = None,
 ) -> list[T]:
     """The parser's verdicts on ``flag_sets``: kept ones as they are, the rest from one ``parse`` call.
 
     ``parse`` gets only the flag sets not yet known (each once), in one batch, and returns one
-    ``record`` (a dataclass) per set; nothing is started when every set is known.
+    ``record`` (a dataclass) per set; nothing is started when every set is known. ``method`` is
+    how ``parse`` parses (its script): a different method is a different parser.
     """
-    identity = _parser_identity(build)
+    identity = _parser_identity(build, method)
     if identity is None:
         return parse([list(f) for f in flag_sets])
     keys = [flag_set_key(f) for f in flag_sets]

@@ -75,7 +75,7 @@ def check_flag_sets(build: Build, argvs: Sequence[Sequence[str]], *, timeout_s: 
     """:func:`check_flags` for several flag lists, in one process of the build's interpreter."""
     sets = [_flags(build, argv) for argv in argvs]
     # Each verdict is kept per build (harness.build_cache): the parser starts only for unknown sets.
-    return cached_flag_checks(build, sets, lambda todo: _parse(build, todo, timeout_s), FlagCheck)
+    return cached_flag_checks(build, sets, lambda todo: _parse(build, todo, timeout_s), FlagCheck, method=_PARSE)
 
 
 def _parse(build: Build, sets: list[list[str]], timeout_s: float) -> list[FlagCheck]:
