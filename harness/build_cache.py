@@ -9,8 +9,10 @@ Two things are kept, in one small JSON file per build interpreter under ``<cache
   port; both are plain typed values that never decide a verdict). The results are stamped with the
   parser's identity: how the harness parses (its script), the build's interpreter, environment
   overlay, sglang version, commit and location, and the size and mtime of sglang's
-  ``srt/server_args*.py`` and of its installed ``RECORD``. Reinstalling sglang, moving to another commit or editing those files clears them.
-  A build whose sglang location is unknown is never cached.
+  ``srt/server_args*.py`` and of its installed ``RECORD``. Reinstalling sglang, moving to another
+  commit or editing those files clears them. A build whose sglang location is unknown is never
+  cached. (A ``src:`` checkout used as it is can still change other modules the parser imports
+  without a commit; those edits are not seen.)
 - **the environment description** (``env.json``): the package list of the build's interpreter,
   read by a subprocess (about 0.2 s). Stamped with the interpreter, overlay, sglang version and
   commit, and the mtime of every directory on the interpreter's ``sys.path``: installing,
