@@ -55,6 +55,7 @@ __all__ = [
     "default_cache_dir",
     "ensure_pip_env",
     "BUILD_KINDS",
+    "pip_env_ready",
     "SIM_REVISIONS",
     "NODEPS_PACKAGES",
 ]
@@ -339,11 +340,9 @@ def ensure_pip_env(
     if deps not in _PIP_TIMEOUT_S:
         raise UserError(f"deps={deps!r}: valid values are full, none")
     base = base_python or sys.executable
-    tag = f"py{sys.version_info.major}{sys.version_info.minor}" if base_python is None else _short_hash(base)
-    name = f"sglang-{version}-{'full' if deps == 'full' else f'nodeps-torch{torch}'}-{tag}"
-    envs = (cache_dir or default_cache_dir()) / "envs"
+    venv = _pip_env_dir(version, deps, cache_dir, base_python, torch)
+    envs, name = venv.parent, venv.name
     envs.mkdir(parents=True, exist_ok=True)
-    venv = envs / name
     marker = venv / _ENV_MARKER
     with filelock.FileLock(str(envs / f"{name}.lock"), timeout=_PIP_TIMEOUT_S[deps] + 600):
         if marker.is_file():
@@ -371,6 +370,20 @@ def ensure_pip_env(
         _write_marker(marker, version, deps)
         log.info("created %s in %.0f s", venv, time.monotonic() - started)
     return venv
+
+
+def _pip_env_dir(version: str, deps: str, cache_dir: Path | None, base_python: str | None, torch: str) -> Path:
+    tag = f"py{sys.version_info.major}{sys.version_info.minor}" if base_python is None else _short_hash(base_python)
+    name = f"sglang-{version}-{'full' if deps == 'full' else f'nodeps-torch{torch}'}-{tag}"
+    return (cache_dir or default_cache_dir()) / "envs" / name
+
+
+def pip_env_ready(spec: BuildSpec, *, cache_dir: Path | None = None) -> bool:
+    """Whether the environment of a ``pip:`` spec is already created (so resolving it installs nothing)."""
+    f = spec.fields
+    base = _interpreter(spec.spec, f["python"]) if "python" in f else None
+    venv = _pip_env_dir(f["version"], f["deps"], cache_dir, base, f.get("torch", _NODEPS_TORCH))
+    return (venv / _ENV_MARKER).is_file()
 
 
 def _write_marker(marker: Path, version: str, deps: str) -> None:

@@ -36,6 +36,8 @@ class ServerArgs:
 """
 
 
+REPO = Path(__file__).resolve().parent.parent
+SCENARIO = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
 _PREPARED = default_cache_dir()  # read before the fixture below points the cache elsewhere
 
 
@@ -215,3 +217,37 @@ def test_a_real_sglang_parser_is_started_once_for_a_flag_set(tmp_path: Path) -> 
     rejected = check_flags(build, [*flags, "--definitely-not-a-flag"], timeout_s=120)
     assert rejected.message == "unrecognized arguments: --definitely-not-a-flag"
     assert log.read_text().splitlines() == ["parser", "parser"]
+
+
+# --------------------------------------------------------------------------- a batch of runs
+
+
+def test_a_batch_loads_each_builds_parser_once_and_every_run_then_finds_its_verdict(
+    tmp_path: Path, cache_root: Path
+) -> None:
+    from harness.preflight_batch import check_flags_up_front
+    from harness.scenario import load_file, server_flags
+
+    cases = load_file(SCENARIO).cases
+    assert len(cases) > 1
+    log = tmp_path / "parser.log"
+    build = _fake_build(tmp_path, log)
+    absent = "pip:sglang==9.9.9,deps=full"  # not created: a batch never installs anything
+    assert check_flags_up_front(cases, [build, "sim:pre-fix", absent, build]) == 1
+    assert _loads(log) == [len({flag_set_key(server_flags(c.scenario)) for c in cases})]
+    for port, case in enumerate(cases, start=31000):  # what each run asks, on its own leased port
+        check_flags(build, server_flags(case.scenario, port=port))
+    assert len(_loads(log)) == 1
+    assert not (cache_root / "envs").exists()
+
+
+def test_a_batch_leaves_a_broken_parser_to_the_runs(tmp_path: Path) -> None:
+    from harness.preflight_batch import check_flags_up_front
+    from harness.scenario import load_file
+
+    log = tmp_path / "parser.log"
+    build = _fake_build(tmp_path, log)
+    (Path(build.location or "") / "srt" / "server_args.py").write_text("raise ImportError('no torch here')\n")
+    assert check_flags_up_front(load_file(SCENARIO).cases, [build]) == 0
+    with pytest.raises(InfraError):
+        check_flags(build, ["--model-path", "m"])

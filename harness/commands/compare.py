@@ -11,6 +11,7 @@ from harness.comparison import ComparisonReport
 from harness.errors import UserError
 from harness.record import RunRecord
 from harness.report import write_reports
+from harness.preflight_batch import check_flags_up_front
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -88,6 +89,7 @@ def main(args: argparse.Namespace) -> int:
     specs = role_specs(loaded, overrides=_overrides(args), reference=args.reference)
     print(f"comparing {loaded.scenario.name}: {len(cases)} case(s), roles "
           + ", ".join(f"{r}={s}" for r, s in specs.items()), file=sys.stderr, flush=True)
+    check_flags_up_front(cases, specs.values())  # one parser process per build, not one per run
     ran = compare_cases(loaded, cases, specs, trials=args.trials, out_root=args.out, progress=_progress)
     paths = write_reports(ran.report, ran.report_dir)
     for line in summary(ran.report):

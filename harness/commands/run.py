@@ -9,6 +9,7 @@ from harness.errors import UserError
 from harness.outcome import Outcome, exit_code_for
 from harness.record import RunRecord
 from harness.paths import reports_root
+from harness.preflight_batch import check_flags_up_front
 from harness.run import RunInterrupted, RunOptions, execute_run
 from harness.server_pool import ServerPool
 from harness.scenario import Case
@@ -56,6 +57,8 @@ def main(args: argparse.Namespace) -> int:
     _, cases = selected_cases(args)
     options = RunOptions(out_root=args.out, progress=False if args.no_progress else None)
     outcomes: list[Outcome] = []
+    # One parser process for every case's flags, not one per run.
+    check_flags_up_front(cases, dict.fromkeys(resolve_role(case, args.build, args.reference)[0] for case in cases))
     for case in cases:
         spec, role = resolve_role(case, args.build, args.reference)
         with ServerPool(args.out or reports_root()) as pool:
