@@ -1,0 +1,142 @@
+"""Start-up costs: each quick CLI command beside a bare interpreter, and the reference server's start to
+ready beside a bare torch import.
+
+Usage: python benchmarks/bench_startup.py [--rounds 7] [--server-rounds 5] [--out FILE]
+
+* CLI: wall time of `python -m harness COMMAND ...` (a fresh process each time, output discarded) for
+  `--help`, `validate`, `list`, `triage` and `schema`, beside `python -c pass` in the same round; rounds
+  interleave the peer and every command, so load on the machine hits all alike.
+* Reference server: wall time from starting `python -m harness.sim.server` (post-fix, graph draft path,
+  the case `tokens=276,path=graph`) to its ready line on stdout, beside `python -c "import torch"`
+  started in the same round. The scheduler child cannot serve before torch is imported, so the bare
+  import is the floor a start can approach only by overlapping the rest with it.
+
+The reference server is a model of SGLang's mechanism, not SGLang.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from _common import REPO, SERVER_LABEL, emit, quiet_logging, ratio, sim_flags, summary
+
+from harness.lease import lease_port
+
+__all__ = ["main", "run_benchmark"]
+
+SCENARIO = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
+LOG = REPO / "fixtures" / "logs" / "clean.log"
+COMMANDS: dict[str, list[str]] = {
+    "--help": ["--help"],
+    "validate": ["validate", str(SCENARIO)],
+    "list": ["list", str(SCENARIO)],
+    "triage": ["triage", str(LOG)],
+    "schema": ["schema"],
+}
+READY = "The server is fired up and ready to roll!"
+SERVER_STARTUP_S = 180.0
+
+
+def _env() -> dict[str, str]:
+    # The harness from this checkout, whatever the caller's PYTHONPATH.
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{path}" if path else str(REPO), "PYTHONUNBUFFERED": "1"}
+
+
+def _timed(argv: list[str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO,
+                          timeout=120)
+    elapsed = time.perf_counter() - started
+    if done.returncode not in (0,):
+        raise RuntimeError(f"{argv[2:4]} exited {done.returncode}: {done.stderr[-500:]}")
+    return elapsed
+
+
+def _server_start_to_ready(log_path: Path) -> float:
+    with ExitStack() as stack:
+        port = stack.enter_context(lease_port("127.0.0.1")).port
+        argv = sim_flags("post-fix", "graph", port)
+        started = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
+                                cwd=REPO, start_new_session=True)
+        try:
+            assert proc.stdout is not None
+            with log_path.open("w", encoding="utf-8") as log:
+                for line in proc.stdout:
+                    log.write(line)
+                    if READY in line:
+                        return time.perf_counter() - started
+                    if time.perf_counter() - started > SERVER_STARTUP_S:
+                        break
+            raise RuntimeError(f"the reference server never became ready; see {log_path}")
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def run_benchmark(rounds: int, server_rounds: int, work: Path) -> dict[str, Any]:
+    work.mkdir(parents=True, exist_ok=True)
+    py = sys.executable
+    peer: list[float] = []
+    cli: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    for _ in range(rounds):
+        peer.append(_timed([py, "-c", "pass"]))
+        for name, args in COMMANDS.items():
+            cli[name].append(_timed([py, "-m", "harness", *args]))
+    torch_import: list[float] = []
+    server: list[float] = []
+    for i in range(server_rounds):
+        torch_import.append(_timed([py, "-c", "import torch"]))
+        server.append(_server_start_to_ready(work / f"server-{i}.log"))
+    peer_s = summary(peer)
+    cli_s = {name: summary(values) for name, values in cli.items()}
+    torch_s, server_s = summary(torch_import), summary(server)
+    return {
+        "server": SERVER_LABEL,
+        "machine": {"cpus": os.cpu_count(), "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
+        "cli": {
+            "peer": "python -c pass",
+            "peer_ms": peer_s,
+            "commands_ms": cli_s,
+            "ratio_over_peer_p50": {name: ratio(s["p50"], peer_s["p50"]) for name, s in cli_s.items()},
+        },
+        "reference_server": {
+            "case": "tokens=276,path=graph on sim:post-fix",
+            "peer": 'python -c "import torch"',
+            "bare_torch_import_ms": torch_s,
+            "start_to_ready_ms": server_s,
+            "ratio_server_over_torch_p50": ratio(server_s["p50"], torch_s["p50"]),
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7, help="CLI rounds (default 7)")
+    parser.add_argument("--server-rounds", type=int, default=5, help="reference-server rounds (default 5)")
+    parser.add_argument("--work", type=Path, default=Path("reports/benchmarks/startup"), help="folder for server logs")
+    parser.add_argument("--out", type=Path, default=None, help="also write the JSON summary here")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.server_rounds < 1:
+        parser.error("--rounds and --server-rounds must be >= 1")
+    quiet_logging(args.verbose)
+    emit(run_benchmark(args.rounds, args.server_rounds, args.work), args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
