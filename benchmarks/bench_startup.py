@@ -1,7 +1,7 @@
 """Start-up costs: each quick CLI command beside a bare interpreter, and the reference server's start to
 ready beside a bare torch import.
 
-Usage: python benchmarks/bench_startup.py [--rounds 7] [--server-rounds 5] [--out FILE]
+Usage: python benchmarks/bench_startup.py [--rounds 7] [--server-rounds 5] [--baseline CHECKOUT] [--out FILE]
 
 * CLI: wall time of `python -m harness COMMAND ...` (a fresh process each time, output discarded) for
   `--help`, `validate`, `list`, `triage` and `schema`, beside `python -c pass` in the same round; rounds
@@ -10,6 +10,10 @@ Usage: python benchmarks/bench_startup.py [--rounds 7] [--server-rounds 5] [--ou
   the case `tokens=276,path=graph`) to its ready line on stdout, beside `python -c "import torch"`
   started in the same round. The scheduler child cannot serve before torch is imported, so the bare
   import is the floor a start can approach only by overlapping the rest with it.
+
+With `--baseline CHECKOUT` (another checkout of this repository, e.g. `git worktree add --detach
+/tmp/base main`), the same commands and server starts run from that checkout too, in the same rounds,
+so a change is measured against its base under the same load.
 
 The reference server is a model of SGLang's mechanism, not SGLang.
 """
@@ -45,15 +49,14 @@ READY = "The server is fired up and ready to roll!"
 SERVER_STARTUP_S = 180.0
 
 
-def _env() -> dict[str, str]:
-    # The harness from this checkout, whatever the caller's PYTHONPATH.
-    path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{path}" if path else str(REPO), "PYTHONUNBUFFERED": "1"}
+def _env(root: Path) -> dict[str, str]:
+    # The harness from `root`, whatever the caller's PYTHONPATH.
+    return {**os.environ, "PYTHONPATH": str(root), "PYTHONUNBUFFERED": "1"}
 
 
-def _timed(argv: list[str]) -> float:
+def _timed(argv: list[str], root: Path = REPO) -> float:
     started = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO,
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(root), cwd=root,
                           timeout=120)
     elapsed = time.perf_counter() - started
     if done.returncode not in (0,):
@@ -61,13 +64,13 @@ def _timed(argv: list[str]) -> float:
     return elapsed
 
 
-def _server_start_to_ready(log_path: Path) -> float:
+def _server_start_to_ready(log_path: Path, root: Path = REPO) -> float:
     with ExitStack() as stack:
         port = stack.enter_context(lease_port("127.0.0.1")).port
         argv = sim_flags("post-fix", "graph", port)
         started = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
-                                cwd=REPO, start_new_session=True)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(root),
+                                cwd=root, start_new_session=True)
         try:
             assert proc.stdout is not None
             with log_path.open("w", encoding="utf-8") as log:
@@ -87,40 +90,53 @@ def _server_start_to_ready(log_path: Path) -> float:
                 proc.wait()
 
 
-def run_benchmark(rounds: int, server_rounds: int, work: Path) -> dict[str, Any]:
+def run_benchmark(rounds: int, server_rounds: int, work: Path, baseline: Path | None = None) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     py = sys.executable
+    roots = {"this": REPO, **({"baseline": baseline} if baseline else {})}
     peer: list[float] = []
-    cli: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    cli: dict[str, dict[str, list[float]]] = {side: {name: [] for name in COMMANDS} for side in roots}
     for _ in range(rounds):
         peer.append(_timed([py, "-c", "pass"]))
         for name, args in COMMANDS.items():
-            cli[name].append(_timed([py, "-m", "harness", *args]))
+            for side, root in roots.items():
+                cli[side][name].append(_timed([py, "-m", "harness", *_args(args, root)], root))
     torch_import: list[float] = []
-    server: list[float] = []
+    server: dict[str, list[float]] = {side: [] for side in roots}
     for i in range(server_rounds):
         torch_import.append(_timed([py, "-c", "import torch"]))
-        server.append(_server_start_to_ready(work / f"server-{i}.log"))
-    peer_s = summary(peer)
-    cli_s = {name: summary(values) for name, values in cli.items()}
-    torch_s, server_s = summary(torch_import), summary(server)
-    return {
+        for side, root in roots.items():
+            server[side].append(_server_start_to_ready(work / f"server-{side}-{i}.log", root))
+    peer_s, torch_s = summary(peer), summary(torch_import)
+    result: dict[str, Any] = {
         "server": SERVER_LABEL,
         "machine": {"cpus": os.cpu_count(), "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
-        "cli": {
-            "peer": "python -c pass",
-            "peer_ms": peer_s,
-            "commands_ms": cli_s,
-            "ratio_over_peer_p50": {name: ratio(s["p50"], peer_s["p50"]) for name, s in cli_s.items()},
-        },
-        "reference_server": {
-            "case": "tokens=276,path=graph on sim:post-fix",
-            "peer": 'python -c "import torch"',
-            "bare_torch_import_ms": torch_s,
-            "start_to_ready_ms": server_s,
-            "ratio_server_over_torch_p50": ratio(server_s["p50"], torch_s["p50"]),
-        },
     }
+    for side, root in roots.items():
+        cli_s = {name: summary(values) for name, values in cli[side].items()}
+        server_s = summary(server[side])
+        result[side] = {
+            "checkout": str(root),
+            "cli": {
+                "peer": "python -c pass",
+                "peer_ms": peer_s,
+                "commands_ms": cli_s,
+                "ratio_over_peer_p50": {name: ratio(s["p50"], peer_s["p50"]) for name, s in cli_s.items()},
+            },
+            "reference_server": {
+                "case": "tokens=276,path=graph on sim:post-fix",
+                "peer": 'python -c "import torch"',
+                "bare_torch_import_ms": torch_s,
+                "start_to_ready_ms": server_s,
+                "ratio_server_over_torch_p50": ratio(server_s["p50"], torch_s["p50"]),
+            },
+        }
+    return result
+
+
+def _args(args: list[str], root: Path) -> list[str]:
+    # Paths of this checkout's fixtures, read from `root` when measuring another checkout.
+    return [str(root / Path(a).relative_to(REPO)) if a.startswith(str(REPO)) else a for a in args]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,13 +144,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7, help="CLI rounds (default 7)")
     parser.add_argument("--server-rounds", type=int, default=5, help="reference-server rounds (default 5)")
     parser.add_argument("--work", type=Path, default=Path("reports/benchmarks/startup"), help="folder for server logs")
+    parser.add_argument("--baseline", type=Path, default=None, metavar="CHECKOUT",
+                        help="also measure this other checkout of the repository, in the same rounds")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON summary here")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.server_rounds < 1:
         parser.error("--rounds and --server-rounds must be >= 1")
+    if args.baseline is not None and not (args.baseline / "harness" / "cli.py").is_file():
+        parser.error(f"--baseline {args.baseline}: not a checkout of this repository (no harness/cli.py)")
     quiet_logging(args.verbose)
-    emit(run_benchmark(args.rounds, args.server_rounds, args.work), args.out)
+    emit(run_benchmark(args.rounds, args.server_rounds, args.work,
+                       args.baseline.resolve() if args.baseline else None), args.out)
     return 0
 
 

@@ -78,8 +78,10 @@ def test_workload_client_benchmark_says_when_bench_serving_is_missing(tmp_path: 
 
 
 def test_startup_benchmark_sets_each_command_and_the_server_beside_its_peer(tmp_path: Path) -> None:
-    result = _run("bench_startup.py", "--rounds", "1", "--server-rounds", "1", tmp_path=tmp_path)
-    cli, server = result["cli"], result["reference_server"]
+    result = _run("bench_startup.py", "--rounds", "1", "--server-rounds", "1", "--baseline", str(REPO),
+                  tmp_path=tmp_path)
+    assert result["baseline"]["checkout"] == str(REPO)
+    cli, server = result["this"]["cli"], result["this"]["reference_server"]
     assert set(cli["commands_ms"]) == {"--help", "validate", "list", "triage", "schema"}
     for name, row in cli["commands_ms"].items():
         assert row["n"] == 1 and row["p50"] > 0
@@ -87,7 +89,8 @@ def test_startup_benchmark_sets_each_command_and_the_server_beside_its_peer(tmp_
     assert server["start_to_ready_ms"]["n"] == 1 and server["bare_torch_import_ms"]["n"] == 1
     assert server["ratio_server_over_torch_p50"] == pytest.approx(
         server["start_to_ready_ms"]["p50"] / server["bare_torch_import_ms"]["p50"], rel=1e-2)
-    assert (tmp_path / "work" / "server-0.log").read_text().count("ready to roll") == 1
+    assert (tmp_path / "work" / "server-this-0.log").read_text().count("ready to roll") == 1
+    assert (tmp_path / "work" / "server-baseline-0.log").read_text().count("ready to roll") == 1
 
 
 def _prepared(spec: str) -> bool:
