@@ -11,6 +11,9 @@ Usage: python benchmarks/bench_startup.py [--rounds 7] [--server-rounds 5] [--ba
   started in the same round. The scheduler child cannot serve before torch is imported, so the bare
   import is the floor a start can approach only by overlapping the rest with it.
 
+Each is reported twice: wall time (`*_wall`) and CPU time (`*_cpu`: user + system of the process, or of
+the server's processes when it is ready). On a shared machine the CPU time is the steadier of the two.
+
 With `--baseline CHECKOUT` (another checkout of this repository, e.g. `git worktree add --detach
 /tmp/base main`), the same commands and server starts run from that checkout too, in the same rounds,
 so a change is measured against its base under the same load.
@@ -21,7 +24,9 @@ The reference server is a model of SGLang's mechanism, not SGLang.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -30,6 +35,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import psutil
 from _common import REPO, SERVER_LABEL, emit, quiet_logging, ratio, sim_flags, summary
 
 from harness.lease import lease_port
@@ -54,17 +60,36 @@ def _env(root: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(root), "PYTHONUNBUFFERED": "1"}
 
 
-def _timed(argv: list[str], root: Path = REPO) -> float:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(argv: list[str], root: Path = REPO) -> tuple[float, float]:
+    """(wall, CPU) seconds of one process run to its end."""
+    cpu = _children_cpu()
     started = time.perf_counter()
     done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(root), cwd=root,
                           timeout=120)
     elapsed = time.perf_counter() - started
-    if done.returncode not in (0,):
+    if done.returncode != 0:
         raise RuntimeError(f"{argv[2:4]} exited {done.returncode}: {done.stderr[-500:]}")
-    return elapsed
+    return elapsed, _children_cpu() - cpu
 
 
-def _server_start_to_ready(log_path: Path, root: Path = REPO) -> float:
+def _tree_cpu(pid: int) -> float:
+    # CPU of the server's processes so far (the front and its scheduler child are both alive at ready).
+    parent = psutil.Process(pid)
+    total = 0.0
+    for proc in [parent, *parent.children(recursive=True)]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = proc.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def _server_start_to_ready(log_path: Path, root: Path = REPO) -> tuple[float, float]:
+    """(wall, CPU) seconds from starting the server to its ready line."""
     with ExitStack() as stack:
         port = stack.enter_context(lease_port("127.0.0.1")).port
         argv = sim_flags("post-fix", "graph", port)
@@ -77,7 +102,7 @@ def _server_start_to_ready(log_path: Path, root: Path = REPO) -> float:
                 for line in proc.stdout:
                     log.write(line)
                     if READY in line:
-                        return time.perf_counter() - started
+                        return time.perf_counter() - started, _tree_cpu(proc.pid)
                     if time.perf_counter() - started > SERVER_STARTUP_S:
                         break
             raise RuntimeError(f"the reference server never became ready; see {log_path}")
@@ -94,43 +119,43 @@ def run_benchmark(rounds: int, server_rounds: int, work: Path, baseline: Path | 
     work.mkdir(parents=True, exist_ok=True)
     py = sys.executable
     roots = {"this": REPO, **({"baseline": baseline} if baseline else {})}
-    peer: list[float] = []
-    cli: dict[str, dict[str, list[float]]] = {side: {name: [] for name in COMMANDS} for side in roots}
+    peer: list[tuple[float, float]] = []
+    cli: dict[str, dict[str, list[tuple[float, float]]]] = {side: {name: [] for name in COMMANDS} for side in roots}
     for _ in range(rounds):
         peer.append(_timed([py, "-c", "pass"]))
         for name, args in COMMANDS.items():
             for side, root in roots.items():
                 cli[side][name].append(_timed([py, "-m", "harness", *_args(args, root)], root))
-    torch_import: list[float] = []
-    server: dict[str, list[float]] = {side: [] for side in roots}
+    torch_import: list[tuple[float, float]] = []
+    server: dict[str, list[tuple[float, float]]] = {side: [] for side in roots}
     for i in range(server_rounds):
         torch_import.append(_timed([py, "-c", "import torch"]))
         for side, root in roots.items():
             server[side].append(_server_start_to_ready(work / f"server-{side}-{i}.log", root))
-    peer_s, torch_s = summary(peer), summary(torch_import)
     result: dict[str, Any] = {
         "server": SERVER_LABEL,
         "machine": {"cpus": os.cpu_count(), "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
     }
     for side, root in roots.items():
-        cli_s = {name: summary(values) for name, values in cli[side].items()}
-        server_s = summary(server[side])
-        result[side] = {
-            "checkout": str(root),
-            "cli": {
+        result[side] = {"checkout": str(root)}
+        for clock, k in (("wall", 0), ("cpu", 1)):
+            peer_s = summary([v[k] for v in peer])
+            cli_s = {name: summary([v[k] for v in values]) for name, values in cli[side].items()}
+            torch_s = summary([v[k] for v in torch_import])
+            server_s = summary([v[k] for v in server[side]])
+            result[side][f"cli_{clock}"] = {
                 "peer": "python -c pass",
                 "peer_ms": peer_s,
                 "commands_ms": cli_s,
                 "ratio_over_peer_p50": {name: ratio(s["p50"], peer_s["p50"]) for name, s in cli_s.items()},
-            },
-            "reference_server": {
+            }
+            result[side][f"reference_server_{clock}"] = {
                 "case": "tokens=276,path=graph on sim:post-fix",
                 "peer": 'python -c "import torch"',
                 "bare_torch_import_ms": torch_s,
                 "start_to_ready_ms": server_s,
                 "ratio_server_over_torch_p50": ratio(server_s["p50"], torch_s["p50"]),
-            },
-        }
+            }
     return result
 
 
