@@ -67,10 +67,11 @@ def run_benchmark(spec: str, rounds: int) -> dict[str, Any]:
     saved = os.environ.get("SGLANG_REPRO_CACHE")
     try:
         with tempfile.TemporaryDirectory(prefix="bench-preflight-") as tmp:
+            flags = [server_flags(case.scenario, port=port) for port in (31100, 31200)]  # a run, then the next
             for i in range(rounds):
                 _builds_cache(Path(tmp) / f"single-{i}")
-                times["cold"].append(_timed(lambda: check_flags(build, server_flags(case.scenario, port=31100 + i))))
-                times["cached"].append(_timed(lambda: check_flags(build, server_flags(case.scenario, port=31200 + i))))
+                times["cold"].append(_timed(lambda: check_flags(build, flags[0])))
+                times["cached"].append(_timed(lambda: check_flags(build, flags[1])))
                 assert cache_file(build).is_file()
                 _builds_cache(Path(tmp) / f"batch-{i}")
                 times["batch_cold"].append(_timed(lambda: check_flags_up_front(cases, [build])))

@@ -69,8 +69,8 @@ def _timed(argv: list[str], root: Path = REPO) -> tuple[float, float]:
     """(wall, CPU) seconds of one process run to its end."""
     cpu = _children_cpu()
     started = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(root), cwd=root,
-                          timeout=120)
+    done = subprocess.run(argv, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env=_env(root), cwd=root, timeout=120)
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"{argv[2:4]} exited {done.returncode}: {done.stderr[-500:]}")

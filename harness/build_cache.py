@@ -38,7 +38,7 @@ import filelock
 
 from harness.build import Build, default_cache_dir
 
-__all__ = ["cached_environment", "cached_flag_checks", "cache_file", "flag_set_key"]
+__all__ = ["cache_file", "cached_environment", "cached_flag_checks", "flag_set_key"]
 
 log = logging.getLogger(__name__)
 
