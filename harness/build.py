@@ -40,8 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import filelock
-
 from harness.errors import InfraError, UserError
 from harness.sim import REVISIONS
 from harness.text import last_line
@@ -344,6 +342,8 @@ def ensure_pip_env(
     envs, name = venv.parent, venv.name
     envs.mkdir(parents=True, exist_ok=True)
     marker = venv / _ENV_MARKER
+    import filelock  # here, not at the top: the scenario format imports this module, and `validate` needs no lock
+
     with filelock.FileLock(str(envs / f"{name}.lock"), timeout=_PIP_TIMEOUT_S[deps] + 600):
         if marker.is_file():
             if deps == "none" and json.loads(marker.read_text()).get("stubs") != _stubs_digest():
@@ -426,6 +426,8 @@ def _src_tree(spec: BuildSpec, cache_dir: Path) -> tuple[Path, str]:
     worktrees = cache_dir / "worktrees"
     worktrees.mkdir(parents=True, exist_ok=True)
     tree = worktrees / f"{checkout.name}-{_short_hash(str(checkout))}-{commit[:12]}"
+    import filelock
+
     with filelock.FileLock(str(tree) + ".lock", timeout=_GIT_TIMEOUT_S * 2):
         if not (tree / ".git").exists():
             shutil.rmtree(tree, ignore_errors=True)

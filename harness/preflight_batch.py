@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from harness.build import Build, parse_build_spec, pip_env_ready, resolve_build
 from harness.errors import HarnessError
-from harness.preflight import check_flag_sets
+from harness.launcher import launcher_for
 from harness.scenario import Case, server_flags
 
 __all__ = ["check_flags_up_front"]
@@ -37,13 +37,16 @@ def check_flags_up_front(cases: Sequence[Case], specs: Iterable[str | Build]) ->
     """Parse every case's server flags with each build's parser (one process per build); returns how
     many builds were checked. Failures are logged and left to the runs."""
     checked = 0
-    flag_sets = [server_flags(case.scenario) for case in cases]
     for spec in dict.fromkeys(specs):
         try:
             build = _ready_build(spec)
-            if build is None or build.is_reference:
+            if build is None:
                 continue
-            check_flag_sets(build, flag_sets)
+            launcher = launcher_for(build)
+            if launcher.is_reference:  # its parser runs in this process: nothing to save
+                continue
+            # The flags each run will ask about (its port aside: the build cache leaves it out).
+            launcher.check_flags([server_flags(launcher.case_for(case).scenario) for case in cases])
             checked += 1
         except HarnessError as exc:
             log.info("pre-flight up front skipped for %s: %s", getattr(spec, "spec", spec), exc)
