@@ -153,10 +153,10 @@ def cached_flag_checks(
     with _locked(path) as data:
         section = (data or {}).get("flag_checks") or {}
         known: dict[str, Any] = section.get("results", {}) if section.get("identity") == identity else {}
-    todo = {key: list(flags) for key, flags in zip(keys, flag_sets) if key not in known}
+    todo = {key: list(flags) for key, flags in zip(keys, flag_sets, strict=True) if key not in known}
     if todo:
         fresh = parse(list(todo.values()))  # outside the lock: seconds of sglang's imports
-        found = {key: dict(vars(result)) for key, result in zip(todo, fresh)}
+        found = {key: dict(vars(result)) for key, result in zip(todo, fresh, strict=True)}
         with _locked(path) as data:
             if data is not None:
                 section = data.get("flag_checks") or {}

@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from harness import __version__
 from harness.commands import COMMANDS, find
@@ -19,7 +20,7 @@ __all__ = ["main", "make_parser"]
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # same exit code as bad input, one line
+    def error(self, message: str) -> NoReturn:  # same exit code as bad input, one line
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 

@@ -9,9 +9,9 @@ from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.compare_runner import compare_cases, role_specs
 from harness.comparison import ComparisonReport
 from harness.errors import UserError
+from harness.preflight_batch import check_flags_up_front
 from harness.record import RunRecord
 from harness.report import write_reports
-from harness.preflight_batch import check_flags_up_front
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

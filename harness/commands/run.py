@@ -7,12 +7,12 @@ import argparse
 from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.errors import UserError
 from harness.outcome import Outcome, exit_code_for
-from harness.record import RunRecord
 from harness.paths import reports_root
 from harness.preflight_batch import check_flags_up_front
+from harness.record import RunRecord
 from harness.run import RunInterrupted, RunOptions, execute_run
-from harness.server_pool import ServerPool
 from harness.scenario import Case
+from harness.server_pool import ServerPool
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
