@@ -9,10 +9,11 @@ Two things are kept, in one small JSON file per build interpreter under ``<cache
   port; both are plain typed values that never decide a verdict). The results are stamped with the
   parser's identity: how the harness parses (its script), the build's interpreter, environment
   overlay, sglang version, commit and location, and the size and mtime of sglang's
-  ``srt/server_args*.py`` and of its installed ``RECORD``. Reinstalling sglang, moving to another
-  commit or editing those files clears them. A build whose sglang location is unknown is never
-  cached. (A ``src:`` checkout used as it is can still change other modules the parser imports
-  without a commit; those edits are not seen.)
+  ``srt/server_args*.py``, ``srt/arg_groups/*.py`` (the parser's own code) and its installed
+  ``RECORD``. Reinstalling sglang, moving to another commit or editing those files clears them. A
+  build whose sglang location is unknown is never cached. (A ``src:`` checkout used as it is can
+  still change other modules the parser reads choices from, e.g. the function-call parsers, without
+  a commit; those edits are not seen.)
 - **the environment description** (``env.json``): the package list of the build's interpreter,
   read by a subprocess (about 0.2 s). Stamped with the interpreter, overlay, sglang version and
   commit, and the mtime of every directory on the interpreter's ``sys.path``: installing,
@@ -84,10 +85,12 @@ def _parser_identity(build: Build, method: str) -> dict[str, Any] | None:
     if not build.location:
         return None
     pkg = Path(build.location)
+    # ServerArgs.add_cli_args builds the parser from the dataclass's field metadata with the helpers
+    # of srt/arg_groups/ (sglang/srt/server_args.py: 0.5.14 line 6257, 0.5.15 line 6142).
     files = sorted(pkg.glob("srt/server_args*.py"))
     if not files:
         return None
-    files += sorted(pkg.parent.glob("sglang-*.dist-info/RECORD"))
+    files += sorted(pkg.glob("srt/arg_groups/*.py")) + sorted(pkg.parent.glob("sglang-*.dist-info/RECORD"))
     return {"method": hashlib.sha256(method.encode()).hexdigest()[:16], "python": build.python,
             "env": dict(sorted(build.env.items())), "version": build.version, "commit": build.commit,
             "location": str(pkg), "files": {str(f): _stat(f) for f in files}}  # fmt: skip

@@ -111,6 +111,27 @@ def test_editing_the_builds_parser_clears_its_verdicts(tmp_path: Path) -> None:
     assert _loads(log) == [1, 1]
 
 
+def test_editing_the_parsers_helpers_or_reinstalling_clears_its_verdicts(tmp_path: Path) -> None:
+    log = tmp_path / "parser.log"
+    build = _fake_build(tmp_path, log)
+    pkg = Path(build.location or "")
+    helpers = pkg / "srt" / "arg_groups" / "arg_utils.py"
+    helpers.parent.mkdir()
+    helpers.write_text("# helpers\n")
+    record = pkg.parent / "sglang-0.0.1.dist-info" / "RECORD"
+    record.parent.mkdir()
+    record.write_text("sglang/__init__.py,,\n")
+    argv = ["--model-path", "m"]
+    check_flags(build, argv)
+    check_flags(build, argv)
+    helpers.write_text("# helpers, edited\n")
+    check_flags(build, argv)
+    record.write_text("sglang/__init__.py,,\nsglang/srt/__init__.py,,\n")  # what a reinstall rewrites
+    check_flags(build, argv)
+    check_flags(build, argv)
+    assert _loads(log) == [1, 1, 1]
+
+
 def test_a_parser_that_cannot_load_is_infra_and_nothing_is_kept(tmp_path: Path) -> None:
     log = tmp_path / "parser.log"
     build = _fake_build(tmp_path, log)
