@@ -40,8 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import filelock
-
 from harness.errors import InfraError, UserError
 from harness.sim import REVISIONS
 from harness.text import last_line
@@ -55,6 +53,7 @@ __all__ = [
     "default_cache_dir",
     "ensure_pip_env",
     "BUILD_KINDS",
+    "pip_env_ready",
     "SIM_REVISIONS",
     "NODEPS_PACKAGES",
 ]
@@ -114,6 +113,7 @@ class Build:
     version: str | None = None
     commit: str | None = None
     is_reference: bool = False
+    location: str | None = None  # the sglang package directory the interpreter imports, when known
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env", types.MappingProxyType(dict(self.env)))
@@ -252,6 +252,7 @@ try:
 except md.PackageNotFoundError:
     pass
 if "--packages" in sys.argv:
+    out["path"] = [p for p in sys.path if p and pathlib.Path(p).is_dir()]
     out["packages"] = sorted(
         {(d.metadata["Name"] or "?"): d.version for d in md.distributions()}.items(), key=lambda kv: kv[0].lower()
     )
@@ -337,12 +338,12 @@ def ensure_pip_env(
     if deps not in _PIP_TIMEOUT_S:
         raise UserError(f"deps={deps!r}: valid values are full, none")
     base = base_python or sys.executable
-    tag = f"py{sys.version_info.major}{sys.version_info.minor}" if base_python is None else _short_hash(base)
-    name = f"sglang-{version}-{'full' if deps == 'full' else f'nodeps-torch{torch}'}-{tag}"
-    envs = (cache_dir or default_cache_dir()) / "envs"
+    venv = _pip_env_dir(version, deps, cache_dir, base_python, torch)
+    envs, name = venv.parent, venv.name
     envs.mkdir(parents=True, exist_ok=True)
-    venv = envs / name
     marker = venv / _ENV_MARKER
+    import filelock  # here, not at the top: the scenario format imports this module, and `validate` needs no lock
+
     with filelock.FileLock(str(envs / f"{name}.lock"), timeout=_PIP_TIMEOUT_S[deps] + 600):
         if marker.is_file():
             if deps == "none" and json.loads(marker.read_text()).get("stubs") != _stubs_digest():
@@ -369,6 +370,20 @@ def ensure_pip_env(
         _write_marker(marker, version, deps)
         log.info("created %s in %.0f s", venv, time.monotonic() - started)
     return venv
+
+
+def _pip_env_dir(version: str, deps: str, cache_dir: Path | None, base_python: str | None, torch: str) -> Path:
+    tag = f"py{sys.version_info.major}{sys.version_info.minor}" if base_python is None else _short_hash(base_python)
+    name = f"sglang-{version}-{'full' if deps == 'full' else f'nodeps-torch{torch}'}-{tag}"
+    return (cache_dir or default_cache_dir()) / "envs" / name
+
+
+def pip_env_ready(spec: BuildSpec, *, cache_dir: Path | None = None) -> bool:
+    """Whether the environment of a ``pip:`` spec is already created (so resolving it installs nothing)."""
+    f = spec.fields
+    base = _interpreter(spec.spec, f["python"]) if "python" in f else None
+    venv = _pip_env_dir(f["version"], f["deps"], cache_dir, base, f.get("torch", _NODEPS_TORCH))
+    return (venv / _ENV_MARKER).is_file()
 
 
 def _write_marker(marker: Path, version: str, deps: str) -> None:
@@ -411,6 +426,8 @@ def _src_tree(spec: BuildSpec, cache_dir: Path) -> tuple[Path, str]:
     worktrees = cache_dir / "worktrees"
     worktrees.mkdir(parents=True, exist_ok=True)
     tree = worktrees / f"{checkout.name}-{_short_hash(str(checkout))}-{commit[:12]}"
+    import filelock
+
     with filelock.FileLock(str(tree) + ".lock", timeout=_GIT_TIMEOUT_S * 2):
         if not (tree / ".git").exists():
             shutil.rmtree(tree, ignore_errors=True)
@@ -453,7 +470,8 @@ def resolve_build(spec: str | BuildSpec, *, cache_dir: Path | None = None) -> Bu
     if facts["sglang"] is None and facts["sglang_location"] is None:
         raise InfraError(f"build {parsed.spec}: {python} cannot find sglang")
     launcher = (python, "-m", "sglang.launch_server")
-    return Build(parsed.kind, parsed.spec, python, launcher, env, facts["sglang"], commit, False)
+    return Build(parsed.kind, parsed.spec, python, launcher, env, facts["sglang"], commit, False,
+                 facts["sglang_location"])
 
 
 def _sim_version(revision: str) -> str:
@@ -462,8 +480,13 @@ def _sim_version(revision: str) -> str:
 
 
 def describe_environment(build: Build) -> dict[str, Any]:
-    """Packages and key versions of the build's interpreter (bounded; read from metadata, no imports)."""
-    facts = _probe(build.python, build.env, packages=True)
+    """Packages and key versions of the build's interpreter (bounded; read from metadata, no imports).
+
+    Probed once per install of the build's interpreter (kept in the build cache), not once per run.
+    """
+    from harness.build_cache import cached_environment  # it builds on this module
+
+    facts = cached_environment(build, lambda: _probe(build.python, build.env, packages=True))
     return {
         "build": {"kind": build.kind, "spec": build.spec, "version": build.version, "commit": build.commit},
         "python": build.python,

@@ -1,4 +1,8 @@
-"""The ``sglang-repro`` command line: an argparse root over ``harness.commands``."""
+"""The ``sglang-repro`` command line: an argparse root over ``harness.commands``.
+
+Only the module of the command that runs is imported (plus none for a bare ``--help``), so a
+quick command starts without the statistics, HTTP and server stack of ``run`` and ``compare``.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +10,30 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from harness import __version__
-from harness.commands import discover
+from harness.commands import COMMANDS, find
 from harness.errors import EXIT_USAGE, HarnessError
 
 __all__ = ["main", "make_parser"]
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # same exit code as bad input, one line
+    def error(self, message: str) -> NoReturn:  # same exit code as bad input, one line
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def make_parser() -> argparse.ArgumentParser:
+def _named_command(argv: Sequence[str]) -> str | None:
+    # The root takes only flags without values (-h, --version), so the first word is the command.
+    word = next((arg for arg in argv if not arg.startswith("-")), None)
+    return word if word is not None and find(word) is not None else None
+
+
+def make_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The full parser; given ``argv``, only the command it names gets its arguments (and is imported)."""
+    chosen = None if argv is None else _named_command(argv)
     parser = _Parser(
         prog="sglang-repro",
         description="Reproduction and regression harness for SGLang servers.",
@@ -28,15 +41,20 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"sglang-repro {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for mod in discover():
-        p = sub.add_parser(mod.COMMAND, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
+    for cmd in COMMANDS:
+        if argv is not None and cmd.name != chosen:
+            sub.add_parser(cmd.name, help=cmd.help)  # listed by --help, never parsed into
+            continue
+        mod = cmd.load()
+        p = sub.add_parser(cmd.name, help=cmd.help, description=getattr(mod, "DESCRIPTION", cmd.help))
         mod.add_arguments(p)
         p.set_defaults(_main=mod.main)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = make_parser(argv).parse_args(argv)
     try:
         if os.environ.get("SGLANG_REPRO_GPU_INVENTORY") is not None:
             from harness.hardware import injected_inventory

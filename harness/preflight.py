@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.build import Build, run_bounded
+from harness.build_cache import cached_flag_checks
 from harness.errors import InfraError
 from harness.text import last_line
 
@@ -73,6 +74,11 @@ def check_flags(build: Build, server_argv: Sequence[str], *, timeout_s: float = 
 def check_flag_sets(build: Build, argvs: Sequence[Sequence[str]], *, timeout_s: float = 120) -> list[FlagCheck]:
     """:func:`check_flags` for several flag lists, in one process of the build's interpreter."""
     sets = [_flags(build, argv) for argv in argvs]
+    # Each verdict is kept per build (harness.build_cache): the parser starts only for unknown sets.
+    return cached_flag_checks(build, sets, lambda todo: _parse(build, todo, timeout_s), FlagCheck, method=_PARSE)
+
+
+def _parse(build: Build, sets: list[list[str]], timeout_s: float) -> list[FlagCheck]:
     done = run_bounded([build.python, "-c", _PARSE, json.dumps(sets)], timeout=timeout_s, env=build.env)
     if _LOADED not in done.stdout:
         raise InfraError(

@@ -94,3 +94,52 @@ def test_client_ceiling_benchmark_sweeps_rates_against_the_no_op_server(tmp_path
     closed = result["closed_loop"]["harness"]
     assert closed["requests_ok"] == 30 and closed["concurrency_max"] == 4
     assert result["bench_serving"] == {"available": False, "why": "--no-bench-serving given"}
+
+def test_startup_benchmark_sets_each_command_and_the_server_beside_its_peer(tmp_path: Path) -> None:
+    result = _run("bench_startup.py", "--rounds", "1", "--server-rounds", "1", "--baseline", str(REPO),
+                  tmp_path=tmp_path)
+    assert result["baseline"]["checkout"] == str(REPO)
+    cli, server = result["this"]["cli_wall"], result["this"]["reference_server_wall"]
+    assert 0 < result["this"]["reference_server_cpu"]["start_to_ready_ms"]["p50"]
+    assert set(cli["commands_ms"]) == {"--help", "validate", "list", "triage", "schema"}
+    for name, row in cli["commands_ms"].items():
+        assert row["n"] == 1 and row["p50"] > 0
+        assert cli["ratio_over_peer_p50"][name] == pytest.approx(row["p50"] / cli["peer_ms"]["p50"], rel=1e-2)
+    assert server["start_to_ready_ms"]["n"] == 1 and server["bare_torch_import_ms"]["n"] == 1
+    assert server["ratio_server_over_torch_p50"] == pytest.approx(
+        server["start_to_ready_ms"]["p50"] / server["bare_torch_import_ms"]["p50"], rel=1e-2)
+    assert (tmp_path / "work" / "server-this-0.log").read_text().count("ready to roll") == 1
+    assert (tmp_path / "work" / "server-baseline-0.log").read_text().count("ready to roll") == 1
+
+
+def _prepared(spec: str) -> bool:
+    from harness.build import parse_build_spec, pip_env_ready
+
+    return pip_env_ready(parse_build_spec(spec))
+
+
+@pytest.mark.skipif(not _prepared("pip:sglang==0.5.15,deps=none"), reason="sglang 0.5.15 no-deps env not prepared")
+def test_preflight_benchmark_times_a_real_parser_cold_and_cached(tmp_path: Path) -> None:
+    result = _run_plain("bench_preflight.py", "--rounds", "1", tmp_path=tmp_path)
+    assert result["available"] is True and result["sglang"] == "0.5.15"
+    cold, cached = result["flag_check_ms"]["cold"]["p50"], result["flag_check_ms"]["cached"]["p50"]
+    assert cached < cold  # the cached check starts no parser
+    assert result["ratio_cold_over_cached_p50"]["flag_check"] == pytest.approx(cold / cached, rel=1e-2)
+    assert result["batch_ms"]["then_every_case_run"]["p50"] < result["batch_ms"]["cold_all_cases"]["p50"]
+
+
+def test_preflight_benchmark_says_when_the_build_is_not_prepared(tmp_path: Path) -> None:
+    result = _run_plain("bench_preflight.py", "--spec", "pip:sglang==0.0.1,deps=none", tmp_path=tmp_path)
+    assert result == {"spec": "pip:sglang==0.0.1,deps=none", "available": False,
+                      "why": "pip:sglang==0.0.1,deps=none is not prepared (python -m harness.build prepare)"}
+
+
+def _run_plain(script: str, *args: str, tmp_path: Path) -> dict[str, Any]:
+    # The pre-flight benchmark has no server: no "server" label to check.
+    out = tmp_path / "summary.json"
+    proc = subprocess.run([sys.executable, str(BENCH / script), "--out", str(out), *args], check=False,
+                          cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, f"{script} exited {proc.returncode}:\n{proc.stderr[-3000:]}"
+    printed = json.loads(proc.stdout)
+    assert json.loads(out.read_text()) == printed
+    return printed

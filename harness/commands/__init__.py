@@ -1,23 +1,55 @@
-"""One module per sub-command. Each module defines ``COMMAND`` (its name), ``HELP``,
-``add_arguments(parser)`` and ``main(args) -> int``; the work itself lives in plain
-functions elsewhere in the package so tests can call it without argparse."""
+"""One module per sub-command, named in :data:`COMMANDS`. Each module defines
+``add_arguments(parser)`` and ``main(args) -> int`` (and may define ``DESCRIPTION``); the work
+itself lives in plain functions elsewhere in the package so tests can call it without argparse.
+
+The registry names each command and its one-line help without importing it: the CLI imports only
+the module of the command that runs, so ``validate`` never pays for the statistics of ``compare``.
+"""
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
+from dataclasses import dataclass
 from types import ModuleType
 
-__all__ = ["discover"]
+__all__ = ["COMMANDS", "Command", "find", "load"]
 
 
-def discover() -> list[ModuleType]:
-    """The command modules of this package, in a stable order."""
-    mods = []
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_"):
-            continue
-        mod = importlib.import_module(f"{__name__}.{info.name}")
-        if hasattr(mod, "COMMAND"):
-            mods.append(mod)
-    return sorted(mods, key=lambda m: (getattr(m, "ORDER", 50), m.COMMAND))
+@dataclass(frozen=True)
+class Command:
+    """A sub-command: its name, the module ``harness.commands.<module>`` and its one-line help."""
+
+    name: str
+    module: str
+    help: str
+
+    def load(self) -> ModuleType:
+        """The command's module, imported now (with whatever the command needs)."""
+        return importlib.import_module(f"{__name__}.{self.module}")
+
+
+# In the order `--help` lists them.
+COMMANDS: tuple[Command, ...] = (
+    Command("validate", "validate", "check scenario files (exit 0 all valid, 2 otherwise, one error per line)"),
+    Command("list", "list", "list the cases of scenario files after matrix expansion"),
+    Command("schema", "schema", "print the JSON Schema of the scenario format"),
+    Command("run", "run",
+            "run a scenario's cases against a build (exit 0 pass, 1 fail/crash, 2 bad input, 3 infra/timeout)"),
+    Command("compare", "compare",
+            "compare builds on a scenario (exit 0 expectations held, 1 not, 2 bad input, 3 infra)"),
+    Command("triage", "triage", "match existing server logs against the crash-signature catalogue"),
+    Command("metrics", "metrics", "recompute a run's workload metrics from its requests.jsonl"),
+)  # fmt: skip
+
+
+def find(name: str) -> Command | None:
+    """The command called ``name``, or None."""
+    return next((cmd for cmd in COMMANDS if cmd.name == name), None)
+
+
+def load(name: str) -> ModuleType:
+    """The module of the command called ``name``; raises KeyError for an unknown name."""
+    cmd = find(name)
+    if cmd is None:
+        raise KeyError(name)
+    return cmd.load()

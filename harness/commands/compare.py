@@ -9,12 +9,9 @@ from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.compare_runner import compare_cases, role_specs
 from harness.comparison import ComparisonReport
 from harness.errors import UserError
+from harness.preflight_batch import check_flags_up_front
 from harness.record import RunRecord
 from harness.report import write_reports
-
-COMMAND = "compare"
-HELP = "compare builds on a scenario (exit 0 expectations held, 1 not, 2 bad input, 3 infra)"
-ORDER = 50
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,6 +89,7 @@ def main(args: argparse.Namespace) -> int:
     specs = role_specs(loaded, overrides=_overrides(args), reference=args.reference)
     print(f"comparing {loaded.scenario.name}: {len(cases)} case(s), roles "
           + ", ".join(f"{r}={s}" for r, s in specs.items()), file=sys.stderr, flush=True)
+    check_flags_up_front(cases, specs.values())  # one parser process per build, not one per run
     ran = compare_cases(loaded, cases, specs, trials=args.trials, out_root=args.out, progress=_progress)
     paths = write_reports(ran.report, ran.report_dir)
     for line in summary(ran.report):

@@ -10,10 +10,6 @@ from typing import Any
 from harness.redact import redact_argv, redact_env
 from harness.scenario import Case, load_paths, sglang_argv
 
-COMMAND = "list"
-HELP = "list the cases of scenario files after matrix expansion"
-ORDER = 20
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH", help="scenario files or folders")

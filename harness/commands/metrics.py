@@ -10,11 +10,8 @@ from typing import Any
 
 from harness.errors import EXIT_FAIL, EXIT_OK, UserError
 
-__all__ = ["COMMAND", "DESCRIPTION", "HELP", "ORDER", "add_arguments", "main", "recompute"]
+__all__ = ["DESCRIPTION", "add_arguments", "main", "recompute"]
 
-COMMAND = "metrics"
-ORDER = 70
-HELP = "recompute a run's workload metrics from its requests.jsonl"
 DESCRIPTION = (
     "Recompute every workload metric of a run from the raw records in its requests.jsonl (send times, "
     "every streamed event with the server's token count, the client's own trace), with the one function "

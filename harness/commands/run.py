@@ -7,15 +7,12 @@ import argparse
 from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.errors import UserError
 from harness.outcome import Outcome, exit_code_for
-from harness.record import RunRecord
 from harness.paths import reports_root
+from harness.preflight_batch import check_flags_up_front
+from harness.record import RunRecord
 from harness.run import RunInterrupted, RunOptions, execute_run
-from harness.server_pool import ServerPool
 from harness.scenario import Case
-
-COMMAND = "run"
-HELP = "run a scenario's cases against a build (exit 0 pass, 1 fail/crash, 2 bad input, 3 infra/timeout)"
-ORDER = 40
+from harness.server_pool import ServerPool
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,6 +57,8 @@ def main(args: argparse.Namespace) -> int:
     _, cases = selected_cases(args)
     options = RunOptions(out_root=args.out, progress=False if args.no_progress else None)
     outcomes: list[Outcome] = []
+    # One parser process for every case's flags, not one per run.
+    check_flags_up_front(cases, dict.fromkeys(resolve_role(case, args.build, args.reference)[0] for case in cases))
     for case in cases:
         spec, role = resolve_role(case, args.build, args.reference)
         with ServerPool(args.out or reports_root()) as pool:

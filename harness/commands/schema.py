@@ -7,10 +7,6 @@ import json
 
 from harness.scenario import Scenario
 
-COMMAND = "schema"
-HELP = "print the JSON Schema of the scenario format"
-ORDER = 30
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--indent", type=int, default=2)

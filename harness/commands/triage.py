@@ -9,11 +9,8 @@ from pathlib import Path
 from harness.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK, UserError
 from harness.signatures import Catalogue, Match
 
-__all__ = ["COMMAND", "HELP", "DESCRIPTION", "ORDER", "add_arguments", "main", "triage"]
+__all__ = ["DESCRIPTION", "add_arguments", "main", "triage"]
 
-COMMAND = "triage"
-ORDER = 60
-HELP = "match existing server logs against the crash-signature catalogue"
 DESCRIPTION = (
     "Match server logs against the crash-signature catalogue and print one line per file: "
     "'PATH: SIGNATURE-ID (bug|infra) TITLE' for the first match in log order, or 'PATH: none'. "

@@ -6,10 +6,6 @@ import argparse
 
 from harness.scenario import load_paths
 
-COMMAND = "validate"
-HELP = "check scenario files (exit 0 all valid, 2 otherwise, one error per line)"
-ORDER = 10
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH", help="scenario files or folders")

@@ -9,7 +9,7 @@ This is sglang-repro's model of SGLang, not SGLang.
 from __future__ import annotations
 
 import argparse
-import asyncio
+import importlib
 import logging
 import multiprocessing as mp
 import os
@@ -17,18 +17,22 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-
-from aiohttp import web
+from typing import TYPE_CHECKING
 
 from harness.sim import SIM_LABEL, version_string
 from harness.sim.cli_args import parse_server_args
-from harness.sim.http_api import ApiState, build_app, run_internal_request
 from harness.sim.model_config import ModelNotFoundError
-from harness.sim.scheduler_client import SchedulerClient
 from harness.sim.scheduler_entry import scheduler_main
 from harness.sim.server_settings import SchedulerSettings, SettingsError, resolve_settings
 from harness.sim.sim_logging import configure_logging
 from harness.sim.tokenizer import BOS_ID
+
+if TYPE_CHECKING:
+    from harness.sim.scheduler_client import SchedulerClient
+
+# The HTTP stack (aiohttp, asyncio, the API) is imported only once the scheduler child is started:
+# the child re-imports this module (spawn), and the front loads aiohttp while the child loads torch.
+_HTTP_STACK = ("harness.sim.scheduler_client", "harness.sim.http_api")
 
 __all__ = ["main", "READY_LINE"]
 
@@ -47,6 +51,10 @@ def _start_scheduler(settings: SchedulerSettings) -> SchedulerClient | None:
     proc.start()
     inbox_r.close()
     out_w.close()  # so that the scheduler's death reads as EOF here
+    for module in _HTTP_STACK:  # while the child imports torch
+        importlib.import_module(module)
+    from harness.sim.scheduler_client import SchedulerClient
+
     deadline = time.monotonic() + _SCHEDULER_START_TIMEOUT_S
     while time.monotonic() < deadline:
         try:
@@ -70,6 +78,12 @@ def _start_scheduler(settings: SchedulerSettings) -> SchedulerClient | None:
 
 
 async def _serve(args: argparse.Namespace, settings: SchedulerSettings, client: SchedulerClient) -> int:
+    import asyncio
+
+    from aiohttp import web
+
+    from harness.sim.http_api import ApiState, build_app, run_internal_request
+
     loop = asyncio.get_running_loop()
     client.start(loop)
     state = ApiState(args, settings, client)
@@ -111,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     client = _start_scheduler(settings)
     if client is None:
         return 1
+    import asyncio
+
     return asyncio.run(_serve(args, settings, client))
 
 
