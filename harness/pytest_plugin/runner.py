@@ -60,6 +60,25 @@ def pytest_sglang_repro_run(
     return execute_run(case, build, role=role, trial=trial, options=_options(gpus), pool=pool)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """One parser process per real build for the whole session: every selected item's flags at once."""
+    if session.config.option.collectonly:
+        return
+    from harness.pytest_plugin.items import ScenarioItem
+
+    by_spec: dict[str, list[Case]] = {}
+    for item in session.items:
+        if isinstance(item, ScenarioItem) and not item.reference:
+            by_spec.setdefault(item.spec, []).append(item.case)
+    if not by_spec:
+        return
+    from harness.preflight_batch import check_flags_up_front
+
+    for spec, cases in by_spec.items():
+        check_flags_up_front(cases, [spec])
+
+
 def close_pool(item: pytest.Item) -> None:
     """Tear down the servers the item's trials shared: called while the item still holds its GPU lease."""
     pool = item.stash.get(_POOL, None)
