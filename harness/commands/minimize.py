@@ -1,0 +1,73 @@
+"""sglang-repro minimize SCENARIO --case NAME --build SPEC: the smallest case that still fails the same way."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from harness.argtypes import positive_int
+from harness.build import resolve_build
+from harness.commands.run import resolve_role
+from harness.errors import UserError
+from harness.scenario import load_file, select_cases
+
+COMMAND = "minimize"
+HELP = ("shrink a failing case while the same failure reproduces (exit 0 written, 1 does not fail, "
+        "2 bad input, 3 infra)")
+ORDER = 60
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds (a number > 0), got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", type=Path, metavar="SCENARIO", help="a scenario file")
+    parser.add_argument("--case", metavar="NAME", help="the case (needed when the scenario has several)")
+    parser.add_argument("--build", required=True, metavar="SPEC",
+                        help="sim:pre-fix|post-fix, python:PATH, pip:sglang==X, src:CHECKOUT[@REV], or a role")
+    parser.add_argument("--reference", action="store_true",
+                        help="with a role: its reference-server revision (CPU) instead of its real build")
+    parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="where to write the minimal YAML")
+    parser.add_argument("--budget", type=_seconds, metavar="SECONDS",
+                        help="bound on the search; the final 3-run confirmation comes on top")
+    parser.add_argument("--jobs", type=positive_int, default=1, metavar="N", help="candidates run in parallel")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="output root (default: reports/)")
+    parser.add_argument("--cache", type=Path, metavar="FILE",
+                        help="the digest cache (default: <out>/minimize/cache.json)")
+    parser.add_argument("--plain", action="store_true",
+                        help="textbook ddmin in the scenario's order, no cache (the benchmark's peer)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every try")
+
+
+def main(args: argparse.Namespace) -> int:
+    from harness.minimize import MinimizeOptions, minimize
+    from harness.minimize.output import render_report
+
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    loaded = load_file(args.scenario)
+    cases = select_cases(loaded, args.case)
+    if len(cases) != 1:
+        raise UserError(f"{args.scenario}: --case must pick exactly one case; {len(cases)} match: "
+                        + ", ".join(c.name for c in cases))
+    (case,) = cases
+    spec, _ = resolve_role(case, args.build, args.reference)
+    build = resolve_build(spec)
+    if args.output is not None and args.output.exists() and args.output.is_dir():
+        raise UserError(f"-o {args.output}: is a folder; give a file name")
+    result = minimize(case, build, MinimizeOptions(
+        budget_s=args.budget, jobs=args.jobs, plain=args.plain, cache_path=args.cache, out_root=args.out,
+        output=args.output))
+    report = render_report(result)
+    (result.session_dir / "report.md").write_text(report)
+    print(report, flush=True)
+    print(f"report: {result.session_dir / 'report.md'}", flush=True)
+    return result.exit_code

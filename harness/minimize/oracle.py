@@ -1,0 +1,278 @@
+"""The oracle: does a candidate still fail the same way? Every try becomes a row of the table.
+
+A candidate is materialised as a scenario file and loaded by the real loader (so it is a valid
+scenario), its flags are parsed by the build's own parser (a rejected combination is "not tried",
+never "passes"), and only then run. Answers are cached by canonical digest.
+
+Repetition rule (stated in every report): the baseline runs 3 times. If it fails the same way 3 of
+3 times the failure counts as deterministic and a candidate is judged on one run. If only ``h`` of
+3, a candidate is interesting as soon as one run is, and not interesting only after ``k`` runs
+without it, ``k = ceil(ln 0.05 / ln(1 - h/3))`` capped at 6 (3 runs for 2/3, 6 for 1/3). A run
+that could not tell (infra, timeout) is retried once, then the candidate is "could not tell".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness import __version__
+from harness.build import Build
+from harness.minimize.atoms import Candidate, to_mapping
+from harness.minimize.cache import ObservationCache
+from harness.minimize.defaults import ParserDefaults
+from harness.minimize.observation import Observation, Target
+from harness.preflight import check_flag_sets
+from harness.scenario import Case, ScenarioError, load_file, server_flags
+from harness.scenario.model import Timeouts
+
+__all__ = ["Attempt", "BudgetSpent", "Oracle", "RepetitionRule", "Runner", "Verdict", "repetition_rule"]
+
+log = logging.getLogger(__name__)
+
+Runner = Callable[[Case, int], Observation]
+
+# Parts of a scenario that do not change what runs.
+_NOT_RUN = ("name", "description", "upstream", "markers", "expect", "builds", "timeouts")
+
+
+class Verdict(str, Enum):
+    INTERESTING = "interesting"
+    NOT_INTERESTING = "not interesting"
+    NOT_TRIED = "not tried"
+    UNDECIDED = "could not tell"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class BudgetSpent(Exception):
+    """The search's time budget is spent; what was found so far stands."""
+
+
+@dataclass(frozen=True)
+class RepetitionRule:
+    runs_to_reject: int
+    text: str
+
+
+def repetition_rule(hits: int, runs: int) -> RepetitionRule:
+    if hits >= runs:
+        return RepetitionRule(1, f"deterministic ({hits}/{runs} baseline runs): one run per candidate")
+    p = hits / runs
+    k = min(6, math.ceil(math.log(0.05) / math.log(1 - p)))
+    return RepetitionRule(k, f"flaky ({hits}/{runs} baseline runs): interesting at the first run that "
+                             f"reproduces, not interesting after {k} runs that do not")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One row of the table: what was tried, what it gave, how long it took."""
+
+    index: int
+    step: str
+    change: str
+    verdict: Verdict
+    detail: str
+    runs: int  # fresh server runs (0: answered by the cache or not tried)
+    seconds: float
+    reused_from: int | None  # the row whose answer the cache gave
+    digest: str
+
+
+@dataclass
+class _Judged:
+    verdict: Verdict
+    detail: str
+    runs: int
+    seconds: float
+    observations: list[Observation]
+
+
+class Oracle:
+    """Runs candidates of one case against one build and judges them against ``target``."""
+
+    def __init__(self, *, base: dict[str, Any], build: Build, defaults: ParserDefaults, runner: Runner,
+                 cache: ObservationCache, use_cache: bool, jobs: int, work_dir: Path,
+                 deadline: float | None) -> None:
+        self.base = base
+        self.build = build
+        self.defaults = defaults
+        self.runner = runner
+        self.cache = cache
+        self.use_cache = use_cache
+        self.jobs = max(1, jobs)
+        self.work_dir = work_dir
+        self.deadline = deadline
+        self.target: Target | None = None
+        self.rule = RepetitionRule(1, "deterministic")
+        self.timeouts: Timeouts | None = None
+        self.attempts: list[Attempt] = []
+        self.fresh_runs = 0
+        self.run_seconds: list[float] = []
+        self._first_row: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._trial = 0
+
+    # ------------------------------------------------------------------ identity
+
+    def digest(self, cand: Candidate) -> str:
+        """The canonical digest: what runs (flags at their defaults dropped, aliases merged) on which build."""
+        data = to_mapping(self.base, cand)
+        for key in _NOT_RUN:
+            data.pop(key, None)
+        server = data["server"]
+        flags = [self.defaults.canonical(name, value) for name, value in server.pop("args").items()]
+        server["args"] = sorted((f for f in flags if f is not None), key=lambda f: f[0])
+        ident = {"build": [self.build.spec, self.build.version, self.build.commit], "harness": __version__}
+        text = json.dumps({"run": data, "on": ident}, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def scenario_file(self, cand: Candidate, *, name: str | None = None) -> Path:
+        data = to_mapping(self.base, cand)
+        path = self.work_dir / "candidates" / f"{name or self.digest(cand)}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    def materialize(self, cand: Candidate) -> Case | str:
+        """The candidate as a loaded, validated case; or why it is not a valid scenario."""
+        path = self.scenario_file(cand)
+        try:
+            (case,) = load_file(path).cases
+        except ScenarioError as exc:
+            return f"not a valid scenario: {exc.lines[0] if exc.lines else exc}"
+        if self.timeouts is not None:
+            case = replace(case, scenario=case.scenario.model_copy(update={"timeouts": self.timeouts}))
+        return case
+
+    # ------------------------------------------------------------------ running
+
+    def _time_left(self) -> bool:
+        return self.deadline is None or time.monotonic() < self.deadline
+
+    def run_once(self, case: Case) -> Observation:
+        with self._lock:
+            trial = self._trial
+            self._trial += 1
+        obs = self.runner(case, trial)
+        with self._lock:
+            self.fresh_runs += 1
+            self.run_seconds.append(obs.duration_s)
+        return obs
+
+    def _judge(self, cand: Candidate, digest: str, case: Case) -> _Judged:
+        assert self.target is not None
+        start = time.monotonic()
+        seen = self.cache.get(digest) if self.use_cache else []
+        if any(self.target.matches(o) for o in seen):
+            return _Judged(Verdict.INTERESTING, self.target.describe(), 0, 0.0, seen)
+        decided = [o for o in seen if not o.undecided]
+        undecided = 0
+        runs = 0
+        while len(decided) < self.rule.runs_to_reject:
+            if not self._time_left():
+                raise BudgetSpent
+            obs = self.run_once(case)
+            runs += 1
+            self.cache.add(digest, obs)
+            seen.append(obs)
+            if self.target.matches(obs):
+                return _Judged(Verdict.INTERESTING, self.target.describe(), runs, time.monotonic() - start, seen)
+            if obs.undecided:
+                undecided += 1
+                if undecided >= 2:
+                    return _Judged(Verdict.UNDECIDED, obs.describe(), runs, time.monotonic() - start, seen)
+                continue
+            decided.append(obs)
+        detail = decided[-1].describe() if decided else "no decided run"
+        return _Judged(Verdict.NOT_INTERESTING, detail, runs, time.monotonic() - start, seen)
+
+    def _record(self, step: str, change: str, digest: str, judged: _Judged) -> Attempt:
+        with self._lock:
+            reused = self._first_row.get(digest) if judged.runs == 0 and judged.verdict != Verdict.NOT_TRIED else None
+            row = Attempt(len(self.attempts) + 1, step, change, judged.verdict, judged.detail, judged.runs,
+                          round(judged.seconds, 2), reused, digest)
+            self.attempts.append(row)
+            self._first_row.setdefault(digest, row.index)
+        log.info("#%d %s: %s -> %s (%s)", row.index, step, change, row.verdict, row.detail)
+        return row
+
+    def first_interesting(self, step: str, tries: Sequence[tuple[str, Candidate]]) -> int | None:
+        """Judge ``tries`` in order (``jobs`` at a time); the index of the first interesting one, or None."""
+        loaded = [self.materialize(c) for _, c in tries]
+        cases = {i: c for i, c in enumerate(loaded) if not isinstance(c, str)}
+        digests = [self.digest(c) for _, c in tries]
+        verdicts = self._parse(loaded)
+        for wave_start in range(0, len(tries), self.jobs):
+            wave = range(wave_start, min(len(tries), wave_start + self.jobs))
+            results: dict[int, _Judged] = {}
+            todo = []
+            for i in wave:
+                if verdicts[i] is not None:
+                    results[i] = _Judged(Verdict.NOT_TRIED, str(verdicts[i]), 0, 0.0, [])
+                else:
+                    todo.append(i)
+            spent = False
+            if todo:
+                unique: dict[str, int] = {}
+                for i in todo:
+                    unique.setdefault(digests[i] if self.use_cache else f"{digests[i]}#{i}", i)
+                with ThreadPoolExecutor(max_workers=min(self.jobs, len(unique))) as pool:
+                    futures = {i: pool.submit(self._judge, tries[i][1], digests[i], cases[i])
+                               for i in unique.values()}
+                    for i, fut in futures.items():
+                        try:
+                            results[i] = fut.result()
+                        except BudgetSpent:
+                            spent = True
+                for i in todo:
+                    if i not in results:
+                        twin = next((j for j in futures if digests[j] == digests[i] and j in results), None)
+                        if twin is not None:
+                            done = results[twin]
+                            results[i] = _Judged(done.verdict, done.detail, 0, 0.0, done.observations)
+            for i in wave:
+                if i in results:
+                    self._record(step, tries[i][0], digests[i], results[i])
+            if spent:
+                raise BudgetSpent
+            hit = next((i for i in wave if results[i].verdict == Verdict.INTERESTING), None)
+            if hit is not None:
+                return hit
+        return None
+
+    def _parse(self, loaded: Sequence[Case | str]) -> list[str | None]:
+        """Why each candidate cannot be tried (invalid scenario, the build's parser rejects it), or None."""
+        out: list[str | None] = [c if isinstance(c, str) else None for c in loaded]
+        valid = [(i, c) for i, c in enumerate(loaded) if not isinstance(c, str)]
+        if valid:
+            argvs = [server_flags(c.scenario) for _, c in valid]
+            for (i, _), check in zip(valid, check_flag_sets(self.build, argvs)):
+                if not check.ok:
+                    out[i] = f"{self.build.spec}'s parser rejects it: {check.message}"
+        return out
+
+    def observe_many(self, case: Case, count: int, digest: str) -> list[Observation]:
+        """``count`` fresh runs of one case (``jobs`` at a time), each cached under ``digest``."""
+        with ThreadPoolExecutor(max_workers=min(self.jobs, count)) as pool:
+            found = list(pool.map(lambda _: self.run_once(case), range(count)))
+        for obs in found:
+            self.cache.add(digest, obs)
+        return found
+
+    def record_runs(self, step: str, change: str, digest: str, found: Sequence[Observation],
+                    verdict: Verdict, detail: str, seconds: float) -> Attempt:
+        return self._record(step, change, digest, _Judged(verdict, detail, len(found), seconds, list(found)))
