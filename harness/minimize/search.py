@@ -340,7 +340,8 @@ def _confirm(s: _Search, case: Case, result: Callable[..., MinimizeResult],
         ok = hits == CONFIRM_RUNS
         oracle.record_runs("confirm", f"{path.name} ({_labels(cand.atoms)}; {cand.shape.describe()})", digest,
                            found, Verdict.INTERESTING if ok else Verdict.NOT_INTERESTING,
-                           f"{hits}/{CONFIRM_RUNS} reproduce" + ("" if ok else f"; {found[-1].describe()}"),
+                           f"{oracle.target.describe()}: {hits}/{CONFIRM_RUNS} reproduce"
+                           + ("" if ok else f"; also {found[-1].describe()}"),
                            time.monotonic() - t0)
         undecided += sum(1 for o in found if o.undecided)
         if ok:

@@ -1,0 +1,113 @@
+"""`sglang-repro minimize` on the CPU reference server at pre-fix, from the #28264 scenario's eager case."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from harness.build import resolve_build
+from harness.minimize import MinimizeOptions, minimize
+from harness.minimize.atoms import Atom, base_mapping, initial_candidate
+from harness.minimize.cache import ObservationCache
+from harness.minimize.defaults import read_defaults
+from harness.minimize.observation import Target, observe
+from harness.minimize.oracle import Oracle, Verdict
+from harness.run import RunOptions, execute_run
+from harness.scenario import load_file, select_cases
+
+REPO = Path(__file__).resolve().parent.parent
+LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
+EAGER = "tokens=276,path=eager"
+SIGNATURE = "frozen-kv-mtp-stale-out-cache-loc"
+
+pytestmark = [pytest.mark.slow, pytest.mark.sim]
+
+
+def eager_case():
+    (case,) = select_cases(load_file(LONG), EAGER)
+    return case
+
+
+def test_eager_case_minimizes_to_the_trigger_and_the_smallest_crashing_prompt(tmp_path, run_cli):
+    build = resolve_build("sim:pre-fix")
+    out = tmp_path / "minimal.yaml"
+    res = minimize(eager_case(), build, MinimizeOptions(jobs=2, out_root=tmp_path, output=out))
+    assert res.exit_code == 0, res.message
+    assert res.target is not None and res.target.signature == SIGNATURE
+    assert len(res.confirmations) == 3 and all(res.target.matches(o) for o in res.confirmations)
+
+    (case,) = load_file(out).cases  # the written file validates
+    args = case.scenario.server.args
+    assert not {"tp-size", "enable-hierarchical-cache", "hicache-ratio", "mem-fraction-static",
+                "context-length"} & set(args)
+    assert args.get("speculative-algorithm") == "NEXTN"
+    assert args.get("speculative-num-steps") == 1 or args.get("disable-cuda-graph") is True  # the eager trigger
+    assert len(args) == 2  # either trigger alone suffices: 1-minimal keeps one
+    assert case.scenario.hardware.gpus == 1
+    assert case.scenario.expect["before"].signatures == (SIGNATURE,)
+
+    # Nothing slipped: every accepted try had the target's signature; any other failure was rejected.
+    for row in res.attempts:
+        if row.verdict == Verdict.INTERESTING:
+            assert SIGNATURE in row.detail
+
+    # The smallest prompt length: tokens - 1 no longer reproduces (when tokens > 1).
+    tokens = case.scenario.workload.prompt.tokens
+    assert isinstance(tokens, int) and tokens < 276
+    if tokens > 1:
+        shorter = case.scenario.model_copy(update={"workload": case.scenario.workload.model_copy(
+            update={"prompt": case.scenario.workload.prompt.model_copy(update={"tokens": tokens - 1})})})
+        record = execute_run(replace(case, scenario=shorter), build, options=RunOptions(out_root=tmp_path))
+        assert not res.target.matches(observe(record))
+
+    # Run as any scenario: the same signature.
+    done = run_cli("run", out, "--build", "sim:pre-fix", "--out", tmp_path / "rerun", "--no-progress")
+    assert done.returncode == 1 and f"signature={SIGNATURE}" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_case_that_does_not_fail_exits_1_and_writes_nothing(tmp_path, run_cli):
+    out = tmp_path / "minimal.yaml"
+    done = run_cli("minimize", LONG, "--case", EAGER, "--build", "sim:post-fix", "--out", tmp_path,
+                   "-o", out, "--jobs", "3", timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "does not fail" in done.stdout and "3 of 3 runs passed" in done.stdout
+    assert not out.exists()
+
+
+def test_bad_input_exits_2(tmp_path, run_cli):
+    done = run_cli("minimize", LONG, "--build", "sim:pre-fix", "--out", tmp_path)  # six cases, none picked
+    assert done.returncode == 2 and "exactly one case" in done.stderr
+
+
+def test_another_crash_is_not_interesting(tmp_path):
+    """A flag combination with another real crash of the reference server (hybrid SWA + trtllm_mha at
+    pre-fix: the modelled #29021 start-up failure) is listed with its signature, never accepted."""
+    case = eager_case()
+    build = resolve_build("sim:pre-fix")
+    oracle = Oracle(base=base_mapping(case.scenario, case.file), build=build, defaults=read_defaults(build),
+                    runner=lambda c, t: observe(execute_run(c, build, trial=t, options=RunOptions(out_root=tmp_path))),
+                    cache=ObservationCache(None), use_cache=True, jobs=1, work_dir=tmp_path, deadline=None)
+    small = initial_candidate(case.scenario).with_shape(requests=1, max_new_tokens=2, tokens=4)
+    baseline = oracle.materialize(small)
+    assert not isinstance(baseline, str)
+    oracle.target = Target.of(oracle.run_once(baseline))
+    assert oracle.target.signature == SIGNATURE
+    slip = replace(small, atoms=(*small.atoms, Atom("flag", "attention-backend", "trtllm_mha")))
+    fixed = replace(slip, atoms=(*slip.atoms, Atom("flag", "disable-hybrid-swa-memory", True)))
+    assert oracle.first_interesting("flags", [("slip", slip), ("no slip", fixed)]) == 1
+    first, second = oracle.attempts
+    assert first.verdict == Verdict.NOT_INTERESTING
+    assert "sim-frozen-kv-mtp-early-pool-binding" in first.detail and "start-up" in first.detail
+    assert second.verdict == Verdict.INTERESTING
+
+
+def test_a_spent_budget_says_what_it_left_untried(tmp_path):
+    res = minimize(eager_case(), resolve_build("sim:pre-fix"),
+                   MinimizeOptions(budget_s=0.001, jobs=3, out_root=tmp_path))
+    assert res.exit_code == 0, res.message
+    assert res.untried and res.untried[0].startswith("workload")
+    assert any(u.startswith("flags: not started") for u in res.untried)
+    assert res.minimal == res.original  # nothing was reduced, and the original reproduces 3 of 3
+    assert (res.session_dir / "minimal.yaml").is_file()
