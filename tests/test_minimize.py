@@ -96,6 +96,18 @@ def test_atoms_classes_and_round_trip():
     assert data["workload"]["requests"] == 1 and data["workload"]["prompt"]["tokens"] == 5
 
 
+def test_environment_variables_are_atoms_too():
+    (case,) = select_cases(load_file(LONG), "tokens=276,path=eager")
+    with_env = case.scenario.model_copy(update={"server": case.scenario.server.model_copy(
+        update={"env": {"SGLANG_ENABLE_X": "1", "NCCL_DEBUG": "INFO"}})})
+    cand = initial_candidate(with_env)
+    env = [a for a in cand.atoms if a.kind == "env"]
+    assert [a.name for a in env] == ["SGLANG_ENABLE_X", "NCCL_DEBUG"]
+    data = to_mapping(base_mapping(with_env, case.file), cand.without(env[:1]))
+    assert data["server"]["env"] == {"NCCL_DEBUG": "INFO"}
+    assert "env" not in to_mapping(base_mapping(with_env, case.file), cand.without(env))["server"]
+
+
 def _oracle(tmp_path: Path, case) -> Oracle:
     build = resolve_build("sim:pre-fix")
 
@@ -175,3 +187,19 @@ def test_command_is_registered():
     assert exc.value.code == 2
 
 
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["0.5.14", "0.5.15"])
+def test_defaults_come_from_the_real_builds_parser(version):
+    # sglang/srt/server_args.py: tp_size = 1 with alias --tensor-parallel-size (0.5.14:849, 0.5.15:816);
+    # hicache_ratio = 2.0 (0.5.14:1776, 0.5.15:1992); --disable-cuda-graph is a switch.
+    from harness.build import ensure_pip_env
+
+    ensure_pip_env(version, deps="none")
+    defaults = read_defaults(resolve_build(f"pip:sglang=={version},deps=none"))
+    assert defaults.info("tp-size").default == 1
+    assert defaults.info("tensor-parallel-size").dest == defaults.info("tp-size").dest == "tp_size"
+    assert defaults.is_default("hicache-ratio", 2) and not defaults.is_default("hicache-ratio", 3)
+    assert defaults.info("disable-cuda-graph").switch and not defaults.is_default("disable-cuda-graph", True)
+    assert defaults.canonical("tensor-parallel-size", 4) == defaults.canonical("tp-size", "4") == ("tp_size", 4)
