@@ -74,7 +74,12 @@ def test_galloping_is_cheaper_for_small_answers():
     counts = {}
     for gallop in (True, False):
         asked: list[int] = []
-        smallest_failing(1, 2048, lambda v: asked.append(v) or v >= 2, gallop=gallop)
+
+        def fails(v: int, asked: list[int] = asked) -> bool:
+            asked.append(v)
+            return v >= 2
+
+        smallest_failing(1, 2048, fails, gallop=gallop)
         counts[gallop] = len(asked)
     assert counts[True] < counts[False]
 

@@ -50,10 +50,10 @@ class Shape:
     def describe(self, before: Shape | None = None) -> str:
         parts = []
         for name in ("requests", "concurrency", "max_new_tokens", "warmup", "tokens"):
-            now = getattr(self, name)
-            if before is None or getattr(before, name) != now:
-                was = "" if before is None else f"{getattr(before, name) if getattr(before, name) is not None else 'as given'}->"
-                parts.append(f"{name} {was}{now if now is not None else 'as given'}")
+            now, then = getattr(self, name), getattr(before, name) if before is not None else None
+            if before is None or then != now:
+                was = "" if before is None else f"{'as given' if then is None else then}->"
+                parts.append(f"{name} {was}{'as given' if now is None else now}")
         return ", ".join(parts) or "workload unchanged"
 
 

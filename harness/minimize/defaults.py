@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.build import Build, _last_line, _run
+from harness.build import Build, run_bounded
 from harness.errors import InfraError
+from harness.text import last_line
 
 __all__ = ["FlagInfo", "ParserDefaults", "read_defaults"]
 
@@ -116,10 +117,11 @@ def read_defaults(build: Build, *, timeout_s: float = 120) -> ParserDefaults:
         from harness.sim.cli_args import build_parser
 
         return ParserDefaults(_describe(build_parser()))
-    done = _run([build.python, "-c", _DESCRIBE], timeout=timeout_s, env=build.env)
+    done = run_bounded([build.python, "-c", _DESCRIBE], timeout=timeout_s, env=build.env)
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith(_RESULT)), None)
     if done.returncode != 0 or line is None:
         raise InfraError(f"cannot read sglang's flag defaults with {build.python} ({build.spec}): "
-                         f"{_last_line(done.stderr)}")
+                         f"{last_line(done.stderr)}")
     raw = json.loads(line[len(_RESULT):])
-    return ParserDefaults({name: FlagInfo(str(dest), default, bool(switch)) for name, (dest, default, switch) in raw.items()})
+    return ParserDefaults({name: FlagInfo(str(dest), default, bool(switch))
+                           for name, (dest, default, switch) in raw.items()})

@@ -30,11 +30,11 @@ import yaml
 
 from harness import __version__
 from harness.build import Build
+from harness.launcher import launcher_for
 from harness.minimize.atoms import Candidate, to_mapping
 from harness.minimize.cache import ObservationCache
 from harness.minimize.defaults import ParserDefaults
 from harness.minimize.observation import Observation, Target
-from harness.preflight import check_flag_sets
 from harness.scenario import Case, ScenarioError, load_file, server_flags
 from harness.scenario.model import Timeouts
 
@@ -260,7 +260,7 @@ class Oracle:
         valid = [(i, c) for i, c in enumerate(loaded) if not isinstance(c, str)]
         if valid:
             argvs = [server_flags(c.scenario) for _, c in valid]
-            for (i, _), check in zip(valid, check_flag_sets(self.build, argvs)):
+            for (i, _), check in zip(valid, launcher_for(self.build).check_flags(argvs), strict=True):
                 if not check.ok:
                     out[i] = f"{self.build.spec}'s parser rejects it: {check.message}"
         return out

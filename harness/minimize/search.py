@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.build import Build
+from harness.launcher import launcher_for
 from harness.minimize.atoms import (
     Atom,
     Candidate,
@@ -267,8 +268,7 @@ def _cap_timeouts(original: Timeouts, baseline: list[Observation], target: Targe
 def minimize(case: Case, build: Build, options: MinimizeOptions | None = None) -> MinimizeResult:
     """Minimize ``case`` on ``build`` (already resolved). Never raises for a failing product."""
     opts = options or MinimizeOptions()
-    if build.is_reference:
-        case = case.for_reference()
+    case = launcher_for(build).case_for(case)  # the reference server applies the scenario's `reference:`
     session = _session_dir(opts.out_root, case)
     defaults = read_defaults(build)
     s = _Search(case, build, defaults, opts, session)
