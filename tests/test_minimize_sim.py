@@ -111,3 +111,34 @@ def test_a_spent_budget_says_what_it_left_untried(tmp_path):
     assert any(u.startswith("flags: not started") for u in res.untried)
     assert res.minimal == res.original  # nothing was reduced, and the original reproduces 3 of 3
     assert (res.session_dir / "minimal.yaml").is_file()
+
+
+def test_ctrl_c_ends_the_session_with_no_server_left(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "minimize", str(LONG), "--case", EAGER,
+                             "--build", "sim:pre-fix", "--out", str(tmp_path)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    try:
+        deadline = time.monotonic() + 60
+        servers: list[psutil.Process] = []
+        while time.monotonic() < deadline and not servers:
+            time.sleep(0.5)
+            servers = [p for p in psutil.Process(proc.pid).children(recursive=True)
+                       if "harness.sim.server" in " ".join(p.cmdline())]
+        assert servers, "no reference server started within 60 s"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    assert "nothing written" in err
+    time.sleep(0.5)
+    assert not [p.pid for p in servers if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
 from harness.argtypes import positive_int
 from harness.build import resolve_build
 from harness.commands.run import resolve_role
 from harness.errors import UserError
+from harness.run import RunInterrupted
 from harness.scenario import load_file, select_cases
 
 COMMAND = "minimize"
@@ -63,9 +65,14 @@ def main(args: argparse.Namespace) -> int:
     build = resolve_build(spec)
     if args.output is not None and args.output.exists() and args.output.is_dir():
         raise UserError(f"-o {args.output}: is a folder; give a file name")
-    result = minimize(case, build, MinimizeOptions(
-        budget_s=args.budget, jobs=args.jobs, plain=args.plain, cache_path=args.cache, out_root=args.out,
-        output=args.output))
+    try:
+        result = minimize(case, build, MinimizeOptions(
+            budget_s=args.budget, jobs=args.jobs, plain=args.plain, cache_path=args.cache, out_root=args.out,
+            output=args.output))
+    except RunInterrupted as exc:
+        print(f"sglang-repro minimize: interrupted; nothing written (last run: {exc.record.artifacts})",
+              file=sys.stderr)
+        return 130
     report = render_report(result)
     (result.session_dir / "report.md").write_text(report)
     print(report, flush=True)

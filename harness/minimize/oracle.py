@@ -230,17 +230,10 @@ class Oracle:
                 unique: dict[str, int] = {}
                 for i in todo:
                     unique.setdefault(digests[i] if self.use_cache else f"{digests[i]}#{i}", i)
-                with ThreadPoolExecutor(max_workers=min(self.jobs, len(unique))) as pool:
-                    futures = {i: pool.submit(self._judge, tries[i][1], digests[i], cases[i])
-                               for i in unique.values()}
-                    for i, fut in futures.items():
-                        try:
-                            results[i] = fut.result()
-                        except BudgetSpent:
-                            spent = True
+                spent = self._run_wave(list(unique.values()), tries, digests, cases, results)
                 for i in todo:
                     if i not in results:
-                        twin = next((j for j in futures if digests[j] == digests[i] and j in results), None)
+                        twin = next((j for j in unique.values() if digests[j] == digests[i] and j in results), None)
                         if twin is not None:
                             done = results[twin]
                             results[i] = _Judged(done.verdict, done.detail, 0, 0.0, done.observations)
@@ -253,6 +246,27 @@ class Oracle:
             if hit is not None:
                 return hit
         return None
+
+    def _run_wave(self, indices: list[int], tries: Sequence[tuple[str, Candidate]], digests: list[str],
+                  cases: dict[int, Case], results: dict[int, _Judged]) -> bool:
+        """Judge ``indices`` into ``results``, ``jobs`` at a time; True when the budget ran out."""
+        if self.jobs == 1:
+            # In the calling thread: Ctrl-C or SIGTERM ends the run now, with its record written.
+            for i in indices:
+                try:
+                    results[i] = self._judge(tries[i][1], digests[i], cases[i])
+                except BudgetSpent:
+                    return True
+            return False
+        spent = False
+        with ThreadPoolExecutor(max_workers=min(self.jobs, len(indices))) as pool:
+            futures = {i: pool.submit(self._judge, tries[i][1], digests[i], cases[i]) for i in indices}
+            for i, fut in futures.items():
+                try:
+                    results[i] = fut.result()
+                except BudgetSpent:
+                    spent = True
+        return spent
 
     def _parse(self, loaded: Sequence[Case | str]) -> list[str | None]:
         """Why each candidate cannot be tried (invalid scenario, the build's parser rejects it), or None."""
@@ -267,8 +281,11 @@ class Oracle:
 
     def observe_many(self, case: Case, count: int, digest: str) -> list[Observation]:
         """``count`` fresh runs of one case (``jobs`` at a time), each cached under ``digest``."""
-        with ThreadPoolExecutor(max_workers=min(self.jobs, count)) as pool:
-            found = list(pool.map(lambda _: self.run_once(case), range(count)))
+        if self.jobs == 1:
+            found = [self.run_once(case) for _ in range(count)]
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.jobs, count)) as pool:
+                found = list(pool.map(lambda _: self.run_once(case), range(count)))
         for obs in found:
             self.cache.add(digest, obs)
         return found
