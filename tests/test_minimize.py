@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,100 @@ def test_defaults_come_from_the_real_builds_parser(version):
     assert defaults.is_default("hicache-ratio", 2) and not defaults.is_default("hicache-ratio", 3)
     assert defaults.info("disable-cuda-graph").switch and not defaults.is_default("disable-cuda-graph", True)
     assert defaults.canonical("tensor-parallel-size", 4) == defaults.canonical("tp-size", "4") == ("tp_size", 4)
+
+
+# --------------------------------------------------------------------------- the search against model products
+# A product here is a small function of the candidate's flags and workload (the runner seam): the search's
+# logic runs end to end in milliseconds. The real reference server is exercised in test_minimize_sim.py.
+
+FRAMES = ("worker.py:draft_forward", "model_runner.py:forward_decode")
+
+
+def _obs(crash: bool, signature: str = "frozen-kv-mtp-stale-out-cache-loc", phase: str = "workload") -> Observation:
+    if not crash:
+        return Observation("pass", None, None, (), "all checks held", 0.01, "", ("python", "-m", "server"))
+    return Observation("crash", signature, phase, FRAMES, "boom", 0.01, "", ("python", "-m", "server"))
+
+
+def _eager_case():
+    (case,) = select_cases(load_file(LONG), "tokens=276,path=eager")
+    return case
+
+
+def _with_args(case, **args):
+    sc = case.scenario
+    server = sc.server.model_copy(update={"args": {**sc.server.args, **args}})
+    return case.__class__(file=case.file, name=case.name, values=case.values,
+                          scenario=sc.model_copy(update={"server": server}))
+
+
+def test_values_move_toward_the_parsers_default_and_the_prompt_to_its_threshold(tmp_path):
+    from harness.minimize import MinimizeOptions, minimize
+
+    def product(case, trial):
+        args, wl = case.scenario.server.args, case.scenario.workload
+        return _obs("speculative-algorithm" in args and int(args.get("page-size", 1)) >= 5
+                    and wl.prompt.lengths()[0] >= 3 and wl.max_new_tokens >= 2)
+
+    res = minimize(_with_args(_eager_case(), **{"page-size": 64}), resolve_build("sim:pre-fix"),
+                   MinimizeOptions(out_root=tmp_path, runner=product))
+    assert res.exit_code == 0, res.message
+    assert {a.name: a.value for a in res.minimal.atoms} == {"speculative-algorithm": "NEXTN", "page-size": 5}
+    assert (res.minimal.shape.tokens, res.minimal.shape.max_new_tokens, res.minimal.shape.requests) == (3, 2, 1)
+    assert any(a.step == "values" and "(default 1)" in a.change for a in res.attempts)
+    # Never the same configuration twice: every fresh run has a digest of its own (baseline/confirm aside).
+    ran = [a.digest for a in res.attempts if a.runs and a.step not in ("baseline", "confirm")]
+    assert len(ran) == len(set(ran))
+
+
+def test_a_flaky_failure_follows_the_stated_rule(tmp_path):
+    from harness.minimize import MinimizeOptions, minimize
+
+    calls = itertools.count()
+
+    def product(case, trial):
+        args = case.scenario.server.args
+        if "speculative-algorithm" not in args:
+            return _obs(False)
+        if "tp-size" in args:  # flaky while TP is on: 2 runs of 3 crash
+            return _obs(next(calls) % 3 != 2)
+        return _obs(True)
+
+    res = minimize(_eager_case(), resolve_build("sim:pre-fix"), MinimizeOptions(out_root=tmp_path, runner=product))
+    assert res.rule.startswith("flaky (2/3")
+    rejected = [a for a in res.attempts if a.verdict == Verdict.NOT_INTERESTING and a.step != "confirm"]
+    assert rejected and all(a.runs in (0, 3) for a in rejected)  # k = 3 runs before "not interesting"
+    assert res.exit_code == 0 and "tp-size" not in {a.name for a in res.minimal.atoms}
+
+
+def test_a_failure_that_never_reproduces_3_of_3_writes_nothing(tmp_path):
+    from harness.minimize import MinimizeOptions, minimize
+
+    calls = itertools.count()
+
+    def product(case, trial):
+        return _obs(next(calls) % 3 != 2)
+
+    res = minimize(_eager_case(), resolve_build("sim:pre-fix"), MinimizeOptions(out_root=tmp_path, runner=product))
+    assert res.exit_code == 1 and res.status == "not-reproducible"
+    assert not (res.session_dir / "minimal.yaml").exists()
+    assert [a.step for a in res.attempts].count("confirm") >= 2  # walked back to earlier reductions
+
+
+def test_another_signature_or_phase_is_never_accepted(tmp_path):
+    from harness.minimize import MinimizeOptions, minimize
+
+    def product(case, trial):
+        args = case.scenario.server.args
+        if "speculative-algorithm" not in args:
+            return _obs(False)
+        if "mem-fraction-static" not in args:  # dropping it gives another crash
+            return _obs(True, signature="cuda-out-of-memory")
+        if "context-length" not in args:  # dropping this one: the same signature, but at start-up
+            return _obs(True, phase="start-up")
+        return _obs(True)
+
+    res = minimize(_eager_case(), resolve_build("sim:pre-fix"), MinimizeOptions(out_root=tmp_path, runner=product))
+    assert res.exit_code == 0
+    assert {"speculative-algorithm", "mem-fraction-static", "context-length"} == {a.name for a in res.minimal.atoms}
+    assert any("cuda-out-of-memory" in s for s in res.slips) and any("at start-up" in s for s in res.slips)

@@ -36,6 +36,7 @@ from harness.minimize.oracle import (
     Attempt,
     BudgetSpent,
     Oracle,
+    Runner,
     Verdict,
     repetition_rule,
 )
@@ -61,6 +62,7 @@ class MinimizeOptions:
     cache_path: Path | None = None  # default: <out>/minimize/cache.json; ignored when plain
     out_root: Path | None = None
     output: Path | None = None  # where the minimal YAML goes (default: in the session folder)
+    runner: Runner | None = None  # how one candidate runs (default: execute_run on the build); a seam for tests
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,7 @@ class _Search:
         self.accepted: list[Candidate] = [self.original]
         cache_path = None if options.plain else (options.cache_path or session.parent / "cache.json")
         deadline = None if options.budget_s is None else self.started + options.budget_s
-        self.oracle = Oracle(base=self.base, build=build, defaults=defaults, runner=self._run,
+        self.oracle = Oracle(base=self.base, build=build, defaults=defaults, runner=options.runner or self._run,
                              cache=ObservationCache(cache_path), use_cache=not options.plain,
                              jobs=options.jobs, work_dir=session, deadline=deadline)
         self.untried: list[str] = []
