@@ -101,6 +101,16 @@ class _Judged:
     observations: list[Observation]
 
 
+def _reference_code_digest() -> str:
+    """The reference server's source: its version string names a revision, not the code that models it."""
+    import harness.sim
+
+    h = hashlib.sha256()
+    for path in sorted(Path(harness.sim.__file__).parent.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 class Oracle:
     """Runs candidates of one case against one build and judges them against ``target``."""
 
@@ -125,6 +135,7 @@ class Oracle:
         self._first_row: dict[str, int] = {}
         self._lock = threading.Lock()
         self._trial = 0
+        self._code = _reference_code_digest() if build.is_reference else None
 
     # ------------------------------------------------------------------ identity
 
@@ -136,7 +147,8 @@ class Oracle:
         server = data["server"]
         flags = [self.defaults.canonical(name, value) for name, value in server.pop("args").items()]
         server["args"] = sorted((f for f in flags if f is not None), key=lambda f: f[0])
-        ident = {"build": [self.build.spec, self.build.version, self.build.commit], "harness": __version__}
+        ident = {"build": [self.build.spec, self.build.version, self.build.commit], "harness": __version__,
+                 "code": self._code}
         text = json.dumps({"run": data, "on": ident}, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
