@@ -306,3 +306,19 @@ def test_another_signature_or_phase_is_never_accepted(tmp_path):
     assert res.exit_code == 0
     assert {"speculative-algorithm", "mem-fraction-static", "context-length"} == {a.name for a in res.minimal.atoms}
     assert any("cuda-out-of-memory" in s for s in res.slips) and any("at start-up" in s for s in res.slips)
+
+
+def test_a_run_that_could_not_tell_is_retried_once(tmp_path):
+    from harness.minimize import MinimizeOptions, minimize
+
+    calls = itertools.count()
+
+    def product(case, trial):
+        if next(calls) == 0:  # e.g. another program took the leased port
+            return Observation("infra", "address-in-use", "start-up", (), "port taken", 0.01, "", ())
+        return _obs("speculative-algorithm" in case.scenario.server.args)
+
+    res = minimize(_eager_case(), resolve_build("sim:pre-fix"), MinimizeOptions(out_root=tmp_path, runner=product))
+    assert res.exit_code == 0 and res.rule.startswith("deterministic (3/3")
+    assert [o.outcome for o in res.baseline] == ["crash"] * 3
+    assert res.attempts[0].runs == 4

@@ -298,10 +298,12 @@ class Oracle:
         else:
             with ThreadPoolExecutor(max_workers=min(self.jobs, count)) as pool:
                 found = list(pool.map(lambda _: self.run_once(case), range(count)))
+        # The rule of every run: one that could not tell (a port taken by another program, a timeout) is retried once.
+        found = [self.run_once(case) if obs.undecided else obs for obs in found]
         for obs in found:
             self.cache.add(digest, obs)
         return found
 
     def record_runs(self, step: str, change: str, digest: str, found: Sequence[Observation],
-                    verdict: Verdict, detail: str, seconds: float) -> Attempt:
-        return self._record(step, change, digest, _Judged(verdict, detail, len(found), seconds, list(found)))
+                    verdict: Verdict, detail: str, seconds: float, runs: int) -> Attempt:
+        return self._record(step, change, digest, _Judged(verdict, detail, runs, seconds, list(found)))

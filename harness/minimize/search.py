@@ -293,13 +293,14 @@ def minimize(case: Case, build: Build, options: MinimizeOptions | None = None) -
     if rejected:
         return result("bad-input", 2, f"the case's own flags: {rejected}")
     digest = oracle.digest(s.original)
-    t0 = time.monotonic()
+    t0, runs_before = time.monotonic(), oracle.fresh_runs
     base = oracle.observe_many(loaded, BASELINE_RUNS, digest)
+    runs = oracle.fresh_runs - runs_before
     failures = [o for o in base if o.failed]
     if not failures:
         undecided = [o for o in base if o.undecided]
         oracle.record_runs("baseline", "the case as given", digest, base, Verdict.NOT_INTERESTING,
-                           "; ".join(sorted({o.describe() for o in base})), time.monotonic() - t0)
+                           "; ".join(sorted({o.describe() for o in base})), time.monotonic() - t0, runs)
         if undecided:
             return result("infra", 3, f"the case could not be run: {undecided[0].describe()}", baseline=tuple(base))
         return result("no-failure", 1, f"the case does not fail on {build.spec}: {BASELINE_RUNS} of "
@@ -309,7 +310,7 @@ def minimize(case: Case, build: Build, options: MinimizeOptions | None = None) -
     hits = sum(1 for o in base if oracle.target.matches(o))
     oracle.rule = repetition_rule(hits, BASELINE_RUNS)
     oracle.record_runs("baseline", "the case as given", digest, base, Verdict.INTERESTING,
-                       f"{oracle.target.describe()} in {hits}/{BASELINE_RUNS}", time.monotonic() - t0)
+                       f"{oracle.target.describe()} in {hits}/{BASELINE_RUNS}", time.monotonic() - t0, runs)
     oracle.timeouts = _cap_timeouts(case.scenario.timeouts, base, oracle.target)
 
     s.search()
@@ -336,7 +337,7 @@ def _confirm(s: _Search, case: Case, result: Callable[..., MinimizeResult],
             (written,) = load_file(path).cases
         except ScenarioError as exc:  # a bug of the minimizer, said plainly
             return result("infra", 3, f"the minimal scenario does not validate: {exc.lines[0]}")
-        t0 = time.monotonic()
+        t0, runs_before = time.monotonic(), oracle.fresh_runs
         found = oracle.observe_many(written, CONFIRM_RUNS, digest)
         hits = sum(1 for o in found if oracle.target.matches(o))
         ok = hits == CONFIRM_RUNS
@@ -344,7 +345,7 @@ def _confirm(s: _Search, case: Case, result: Callable[..., MinimizeResult],
                            found, Verdict.INTERESTING if ok else Verdict.NOT_INTERESTING,
                            f"{oracle.target.describe()}: {hits}/{CONFIRM_RUNS} reproduce"
                            + ("" if ok else f"; also {found[-1].describe()}"),
-                           time.monotonic() - t0)
+                           time.monotonic() - t0, oracle.fresh_runs - runs_before)
         undecided += sum(1 for o in found if o.undecided)
         if ok:
             output = path
