@@ -14,10 +14,9 @@ from harness.errors import UserError
 from harness.run import RunInterrupted
 from harness.scenario import load_file, select_cases
 
-COMMAND = "minimize"
-HELP = ("shrink a failing case while the same failure reproduces (exit 0 written, 1 does not fail, "
-        "2 bad input, 3 infra)")
-ORDER = 60
+DESCRIPTION = ("Shrink one failing case (server flags, environment variables, workload, prompt length) while the "
+               "same failure (outcome, signature, phase, frames) reproduces; write the minimal scenario, the "
+               "launch line and the curl that triggers it.")
 
 
 def _seconds(text: str) -> float:
