@@ -8,11 +8,10 @@ what ground truth the server can tell about itself afterwards. :func:`launcher_f
 
 from __future__ import annotations
 
-import contextlib
-import io
+import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from harness import hardware
 from harness.build import Build
@@ -138,17 +137,13 @@ class ReferenceLauncher:
         checks = []
         for flags in flag_sets:
             argv = [*self.build.launcher[3:], *flags]  # after "python -m harness.sim.server": its --sim-* knobs
-            stderr = io.StringIO()
-            try:
-                with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
-                    build_parser().parse_args(argv)
-                checks.append(FlagCheck(True, "flags accepted by the CPU reference server's parser (a model of SGLang's)"))
-            except SystemExit as exc:
-                if exc.code in (0, None):
-                    checks.append(FlagCheck(True, "flags accepted by the CPU reference server's parser"))
-                    continue
-                found = ARGPARSE_ERROR.findall(stderr.getvalue())
-                checks.append(FlagCheck(False, found[-1].strip() if found else last_line(stderr.getvalue())))
+            code, said = _parse_quietly(build_parser(), argv)
+            if code in (0, None):
+                checks.append(FlagCheck(True, "flags accepted by the CPU reference server's parser "
+                                              "(a model of SGLang's)"))
+                continue
+            found = ARGPARSE_ERROR.findall(said)
+            checks.append(FlagCheck(False, found[-1].strip() if found else last_line(said)))
         return checks
 
     def missing(self, case: Case) -> str | None:
@@ -191,6 +186,32 @@ def _flush(url: str, headers: Mapping[str, str]) -> str | None:
     except OSError as exc:
         return f"POST /flush_cache: {exc}"
     return None if reply.status == 200 else f"POST /flush_cache answered {reply.status}: {reply.body[:200]!r}"
+
+
+def _parse_quietly(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[int | str | None, str]:
+    """argparse's exit status (None: parsed) and what it would have printed.
+
+    Never through ``contextlib.redirect_stdout``/``redirect_stderr``: those swap the process-wide streams,
+    and runs on several threads at once (``minimize --jobs``) would restore each other's swaps and leave
+    the harness's own output going into a StringIO. The parser's own print and exit are replaced instead.
+    """
+    said: list[str] = []
+
+    def print_message(message: str | None, file: Any = None) -> None:
+        if message:
+            said.append(message)
+
+    def exit_parser(status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            said.append(message)
+        raise SystemExit(status)
+
+    vars(parser).update(_print_message=print_message, exit=exit_parser)  # this parser instance only
+    try:
+        parser.parse_args(list(argv))
+    except SystemExit as exc:
+        return exc.code, "".join(said)
+    return None, "".join(said)
 
 
 def hardware_gap(case: Case) -> str | None:

@@ -322,3 +322,30 @@ def test_a_run_that_could_not_tell_is_retried_once(tmp_path):
     assert res.exit_code == 0 and res.rule.startswith("deterministic (3/3")
     assert [o.outcome for o in res.baseline] == ["crash"] * 3
     assert res.attempts[0].runs == 4
+
+
+def test_flag_checks_on_many_threads_leave_the_process_streams_alone():
+    # `minimize --jobs N` pre-flights N runs at once; swapping sys.stdout per thread lost the report once.
+    import sys
+    import threading
+
+    from harness.launcher import launcher_for
+
+    launcher = launcher_for(resolve_build("sim:pre-fix"))
+    before = (sys.stdout, sys.stderr)
+    answers: list[str] = []
+
+    def check(i: int) -> None:
+        for _ in range(20):
+            (bad,) = launcher.check_flags([["--model-path", "m", f"--no-such-flag-{i}"]])
+            (good,) = launcher.check_flags([["--model-path", "m"]])
+            assert good.ok and not bad.ok
+            answers.append(bad.message)
+
+    threads = [threading.Thread(target=check, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (sys.stdout, sys.stderr) == before
+    assert len(answers) == 120 and all("unrecognized arguments: --no-such-flag-" in a for a in answers)
