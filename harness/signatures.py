@@ -2,13 +2,16 @@
 
 A signature names one known way a server dies (a product bug or an infrastructure problem). It
 matches a log when its ``message`` regex is found in one log line and, if it lists ``frames``,
-every frame regex is found, in order, in the Python traceback block that ends at that line.
-The frames are what keep a generic PyTorch message (e.g. a broadcast-shape error) from being
-taken for the known bug when other code raised it.
+the Python traceback block that ends at that line carries enough evidence of those frames
+(:mod:`harness.frame_evidence`). The frames are what keep a generic PyTorch message (e.g. a
+broadcast-shape error) from being taken for the known bug when other code raised it; they are
+evidence, not a template, because real logs are truncated, lose the raising helper's frame,
+name a call only in the code line under its caller, and differ between releases.
 
 Logs of real servers are messy, and the matcher copes with three things:
 
-- line prefixes: SGLang's ``[2026-06-29 10:00:00 TP0] `` (rank tags optional), container
+- line prefixes: SGLang's ``[2026-06-29 10:00:00 DP0 ATTN_CP1 TP1] `` (rank tags optional, any of
+  ``harness.contract.LOG_RANK_TAGS`` in SGLang's order, or ``encode_server``), container
   runtimes' ``<ISO time> stdout F ``, CI timestamps, ``[rank0]: ``. The prefix is stripped
   before matching; its rank tags say which process wrote the line.
 - SGLang logs a scheduler traceback as ONE message: only the first line
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -35,6 +38,7 @@ from typing import Any, Literal
 import yaml
 
 from harness.errors import UserError
+from harness.frame_evidence import Evidence, EvidenceRule, FrameSpec, assess
 
 # libyaml's parser when PyYAML has it (about 20x faster than the pure-Python one); same safe constructors.
 _SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -48,6 +52,7 @@ __all__ = [
     "last_traceback",
     "looks_like_crash",
     "TRACEBACK_HEADER",
+    "Rejection",
 ]
 
 TRACEBACK_HEADER = "Traceback (most recent call last):"
@@ -56,17 +61,23 @@ Kind = Literal["bug", "infra"]
 _KINDS = ("bug", "infra")
 _ID = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
 _REQUIRED = ("id", "title", "kind", "upstream", "message")
-_OPTIONAL = ("frames", "description")
+_OPTIONAL = ("frames", "evidence", "description")
+_FRAME_KEYS = ("file", "function", "call", "tags")
+_EVIDENCE_KEYS = ("min", "require")
 _MAX_BLOCK_LINES = 400  # deeper tracebacks keep their innermost frames, which are the ones that matter
 _MAX_WRITERS = 64
+
+# SGLang's rank tags (DP0, PP1, ATTN_CP0, MOE_DP1, TP3, EP3: harness.contract.LOG_RANK_TAGS) and the
+# encode server's; any upper-case tag with a rank is accepted, so a tag a newer release adds still strips.
+_TAG = r"[A-Z][A-Z_]*\d+|encode_dp_worker\[\d+\]|encode_server"
 
 # One log-line prefix; several may be stacked (a CI timestamp around an SGLang line).
 _PREFIX = re.compile(
     r"""(?:
         \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\ (?:(?:stdout|stderr)\ [FP]\ )?  # CRI / CI
-      | \[\d{4}-\d\d-\d\d\ \d\d:\d\d:\d\d(?:[.,]\d+)?(?P<tags>(?:\ [A-Za-z]+\d+)*)\]\ ?            # SGLang
+      | \[\d{4}-\d\d-\d\d\ \d\d:\d\d:\d\d(?:[.,]\d+)?(?P<tags>(?:\ (?:%s))*)\]\ ?  # SGLang
       | \[rank(?P<rank>\d+)\]:\ ?                                                                  # torchrun
-    )""",
+    )""" % _TAG,
     re.VERBOSE,
 )
 _CRASH_MARKERS = re.compile(
@@ -89,7 +100,8 @@ class Signature:
     kind: Kind
     upstream: tuple[str, ...]
     message: re.Pattern[str]
-    frames: tuple[re.Pattern[str], ...] = ()
+    frames: tuple[FrameSpec, ...] = ()
+    evidence: EvidenceRule = EvidenceRule()
     description: str = ""
 
 
@@ -102,6 +114,17 @@ class Match:
     line: str
     excerpt: str
     groups: tuple[str, ...] = ()
+    evidence: Evidence | None = None  # what the traceback showed of the signature's frames
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A line whose message matched a signature whose frames the traceback did not evidence enough."""
+
+    signature: Signature
+    line_no: int
+    line: str
+    evidence: Evidence | None  # None: the message stood alone, outside any traceback
 
 
 class Catalogue:
@@ -170,6 +193,16 @@ class Catalogue:
         with open(path, "rb") as fh:
             return self.match_lines((raw.decode("utf-8", errors="replace") for raw in fh), only)
 
+    def scan_file(self, path: Path, only: Iterable[str] | None = None) -> tuple[Match | None, StreamMatcher]:
+        """Like :meth:`match_file`, also returning the matcher (its ``rejected`` near misses explain a miss)."""
+        matcher = self.stream(only)
+        with open(path, "rb") as fh:
+            for raw in fh:
+                found = matcher.feed(raw.decode("utf-8", errors="replace"))
+                if found is not None:
+                    return found, matcher
+        return None, matcher
+
     def _select(self, only: Iterable[str] | None) -> tuple[Signature, ...]:
         if only is None:
             return self.signatures
@@ -203,6 +236,7 @@ class StreamMatcher:
         self._current: str | None = None  # writer whose traceback bare lines continue
         self._last: _Block | None = None
         self._line_no = 0
+        self.rejected: deque[Rejection] = deque(maxlen=16)  # the latest near misses, for --explain
 
     @property
     def line_no(self) -> int:
@@ -261,12 +295,21 @@ class StreamMatcher:
             found = sig.message.search(content)
             if found is None:
                 continue
-            if sig.frames and (ended is None or not _frames_in_order(sig.frames, ended)):
-                continue
+            evidence = None
+            if sig.frames:
+                if ended is None:
+                    self.rejected.append(Rejection(sig, self._line_no, raw, None))
+                    continue
+                evidence = assess(sig.frames, sig.evidence, [c for _, c in ended.lines])
+                if not evidence.ok:
+                    self.rejected.append(Rejection(sig, self._line_no, raw, evidence))
+                    continue
             excerpt = ended.text() if ended is not None else raw
             groups = tuple(g if g is not None else "" for g in found.groups())
-            return Match(signature=sig, line_no=self._line_no, line=raw, excerpt=excerpt, groups=groups)
+            return Match(signature=sig, line_no=self._line_no, line=raw, excerpt=excerpt, groups=groups,
+                         evidence=evidence)
         return None
+
 
 
 def last_traceback(text: str) -> str | None:
@@ -297,11 +340,6 @@ def _split_prefix(raw: str) -> tuple[str | None, str]:
         # a CRI/CI timestamp is transport, not a writer: SGLang's bare traceback lines still carry it
         pos = m.end()
     return writer, raw[pos:]
-
-
-def _frames_in_order(frames: tuple[re.Pattern[str], ...], block: _Block) -> bool:
-    it: Iterator[tuple[str, str]] = iter(block.lines)
-    return all(any(frame.search(content) for _, content in it) for frame in frames)
 
 
 # -- loading ---------------------------------------------------------------------------------
@@ -367,7 +405,9 @@ def _parse_entry(entry: Any, index: int, where: str) -> Signature:
         raise UserError(f"{label}: upstream: expected a list of https:// URLs")
     frames = entry.get("frames", [])
     if not isinstance(frames, list) or not frames and "frames" in entry:
-        raise UserError(f"{label}: frames: expected a non-empty list of regexes (or leave the key out)")
+        raise UserError(f"{label}: frames: expected a non-empty list of frames (or leave the key out)")
+    specs = tuple(_parse_frame(f, f"{label}: frames[{i}]") for i, f in enumerate(frames))
+    rule = _parse_evidence(entry.get("evidence"), specs, label)
     description = entry.get("description", "")
     if not isinstance(description, str):
         raise UserError(f"{label}: description: expected a string")
@@ -377,7 +417,8 @@ def _parse_entry(entry: Any, index: int, where: str) -> Signature:
         kind=kind,
         upstream=tuple(upstream),
         message=_compile(entry["message"], f"{label}: message"),
-        frames=tuple(_compile(f, f"{label}: frames[{i}]") for i, f in enumerate(frames)),
+        frames=specs,
+        evidence=rule,
         description=" ".join(description.split()),
     )
 
@@ -389,3 +430,49 @@ def _compile(pattern: Any, label: str) -> re.Pattern[str]:
         return re.compile(pattern)
     except re.error as exc:
         raise UserError(f"{label}: bad regex ({exc})") from None
+
+
+def _parse_frame(item: Any, label: str) -> FrameSpec:
+    """A frame: a regex over a whole line (the old form), or {file, function, call?, tags?}."""
+    if isinstance(item, str):
+        return FrameSpec(label=item, line=_compile(item, label))
+    if not isinstance(item, dict):
+        raise UserError(f"{label}: expected a regex string or a mapping with keys {', '.join(_FRAME_KEYS)}")
+    unknown = sorted(set(item) - set(_FRAME_KEYS))
+    if unknown:
+        raise UserError(f"{label}: unknown key(s) {', '.join(map(str, unknown))}; valid: {', '.join(_FRAME_KEYS)}")
+    for key in ("file", "function"):
+        if key not in item:
+            raise UserError(f"{label}: missing key '{key}' (a regex over the file's basename without .py / the function)")
+    tags = item.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
+        raise UserError(f"{label}: tags: expected a list of names")
+    call = item.get("call")
+    return FrameSpec(
+        label=f"{item['file']}.py {item['function']}",
+        file=_compile(item["file"], f"{label}: file"),
+        function=_compile(item["function"], f"{label}: function"),
+        call=_compile(call, f"{label}: call") if call is not None else None,
+        tags=tuple(tags),
+    )
+
+
+def _parse_evidence(raw: Any, frames: tuple[FrameSpec, ...], label: str) -> EvidenceRule:
+    if raw is None:
+        return EvidenceRule()
+    if not frames:
+        raise UserError(f"{label}: evidence: only applies with frames")
+    if not isinstance(raw, dict) or set(raw) - set(_EVIDENCE_KEYS):
+        raise UserError(f"{label}: evidence: expected a mapping with keys {', '.join(_EVIDENCE_KEYS)}")
+    low = raw.get("min")
+    if low is not None and (not isinstance(low, int) or isinstance(low, bool) or not 1 <= low <= len(frames)):
+        raise UserError(f"{label}: evidence.min: {low!r} is not valid; valid: an integer 1..{len(frames)}")
+    require = raw.get("require", [])
+    known = {t for f in frames for t in f.tags}
+    if not isinstance(require, list) or not all(isinstance(t, str) for t in require):
+        raise UserError(f"{label}: evidence.require: expected a list of frame tags")
+    unknown = sorted(set(require) - known)
+    if unknown:
+        raise UserError(f"{label}: evidence.require: unknown tag(s) {', '.join(unknown)}; "
+                        f"tags of the frames: {', '.join(sorted(known)) or '(none)'}")
+    return EvidenceRule(min=low, require=tuple(require))
