@@ -36,11 +36,12 @@ from typing import Any
 import psutil
 
 from harness import hardware
-from harness.text import last_line
+from harness.contract import HEALTH_PATH, HEALTH_PROBE_TIMEOUT_S, READY_LINE
 from harness.errors import EXIT_INFRA, HarnessError, InfraError
 from harness.lease import port_is_free
 from harness.net import url_for
 from harness.reaper import TAG_VAR, Watchdog, kill_run
+from harness.text import last_line
 from harness.redact import is_secret_flag, redact_text, redact_values, secret_values
 
 __all__ = [
@@ -54,9 +55,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-READY_LINE = "The server is fired up and ready to roll!"
 _HEALTH_POLL_S = 0.1
-_HEALTH_TIMEOUT_S = 1.0  # runs in its own thread, so a hung server cannot delay a crash verdict
+# SGLang's /health runs a one-token generation and answers after >= 1 s (harness.contract): a shorter
+# timeout never sees a 200, and readiness would rest on the ready log line, which --log-level warning
+# hides. The probe runs in its own thread, so a hung server cannot delay a crash verdict.
+_HEALTH_TIMEOUT_S = HEALTH_PROBE_TIMEOUT_S
 _PR_SET_PDEATHSIG = 1
 
 
@@ -177,7 +180,7 @@ class ServerProcess:
         log_path: Path,
         run_tag: str,
         startup_timeout_s: float,
-        health_paths: Sequence[str] = ("/health",),
+        health_paths: Sequence[str] = (HEALTH_PATH,),
         ready_line: str | None = READY_LINE,
         on_line: Callable[[str], object | None] | None = None,
         gpu_indices: Sequence[int] = (),

@@ -38,7 +38,7 @@ from typing import Any, Literal
 import yaml
 
 from harness.errors import UserError
-from harness.frame_evidence import Evidence, EvidenceRule, FrameSpec, assess
+from harness.frame_evidence import FILE_LINE, Evidence, EvidenceRule, FrameSpec, assess
 
 # libyaml's parser when PyYAML has it (about 20x faster than the pure-Python one); same safe constructors.
 _SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -276,7 +276,12 @@ class StreamMatcher:
         key = self._current if writer is None else writer
         block = self._open.get(key)
         if block is None:
-            return None
+            if FILE_LINE.match(content) is None:
+                return None
+            # a log cut above its "Traceback" header still shows frames: they open a block of their own
+            self._start_block(writer, raw, content)
+            self._open[key].prefixed = None
+            return _INSIDE
         prefixed = writer is not None
         if block.prefixed is None:
             block.prefixed = prefixed

@@ -76,6 +76,16 @@ def _can_bind(port: int) -> bool:
     return True
 
 
+def test_ready_via_a_slow_health_answer_without_a_ready_line(tag: str, port: int, tmp_path: Path) -> None:
+    # SGLang's /health generates one token and answers after >= 1 s; at --log-level warning no ready line
+    slow = 1.5
+    server = _server("healthy.py", "--port", port, "--answer-after", slow, tag=tag, port=port, tmp_path=tmp_path)
+    with server:
+        assert server.wait_ready() >= slow
+        assert server.ready_via == "health:/health"
+        assert "ready to roll" not in (tmp_path / "server.log").read_text()
+
+
 def test_ready_via_health_and_port_free_after_stop(tag: str, port: int, tmp_path: Path) -> None:
     server = _server("healthy.py", "--port", port, "--health-delay", 0.3, tag=tag, port=port, tmp_path=tmp_path)
     with server:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from harness.contract import READY_LINE
 from harness.sim import SIM_LABEL, version_string
 from harness.sim.cli_args import parse_server_args
 from harness.sim.model_config import ModelNotFoundError
@@ -38,7 +39,6 @@ __all__ = ["main", "READY_LINE"]
 
 logger = logging.getLogger("harness.sim.server")
 
-READY_LINE = "The server is fired up and ready to roll!"
 _SCHEDULER_START_TIMEOUT_S = 300.0
 
 

@@ -1,0 +1,325 @@
+"""What the harness assumes about SGLang, in one place, each with the line of SGLang that backs it.
+
+Every constant below is something the harness (or its reference server, ``harness/sim/``) relies on:
+an endpoint, a request or response field, the stream's shape, a ``meta_info`` key, a metric name, a
+log line, a rank tag, a flag and its default, the warm-up and health behaviour. :data:`FACTS` lists
+them with a :class:`Cite` per source line: the file inside the ``sglang`` package, its line in 0.5.14
+and in 0.5.15, and the text that line holds. ``tests/test_contract.py`` checks every citation against
+the real 0.5.14 and 0.5.15 packages, and also runs what runs on CPU (the flag parser's defaults, the
+abort reason's ``to_json``, the health/warm-up code read from the source), so a release that moves
+or changes one of these fails a test instead of silently misleading the harness. The reference
+server is tested against the same constants where it models them.
+
+A line of ``None`` means "absent in that release" (and the test checks that it is absent).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = [
+    "Cite",
+    "Fact",
+    "FACTS",
+    "VERSIONS",
+    "READY_LINE",
+    "UVICORN_RUNNING",
+    "HEALTH_PATH",
+    "HEALTH_GENERATE_PATH",
+    "HEALTH_STARTING_STATUS",
+    "HEALTH_GENERATION_ENV",
+    "HEALTH_GENERATION_DEFAULT",
+    "HEALTH_CHECK_TIMEOUT_ENV",
+    "HEALTH_CHECK_TIMEOUT_S",
+    "HEALTH_CHECK_POLL_S",
+    "HEALTH_PROBE_TIMEOUT_S",
+    "HEALTH_CHECK_INPUT_IDS",
+    "HEALTH_CHECK_RID_PREFIX",
+    "ENV_TRUE",
+    "ENV_FALSE",
+    "WARMUP_MODEL_INFO_PATH",
+    "WARMUP_MAX_NEW_TOKENS",
+    "WARMUP_TEXT",
+    "WARMUP_CHAT_PATH",
+    "WARMUP_IMAGE_PROMPT",
+    "WARMUP_IMAGE_PX",
+    "WARMUP_FAILED_LINE",
+    "SKIP_SERVER_WARMUP_FLAG",
+    "GENERATE_PATH",
+    "SERVER_INFO_PATHS",
+    "MODEL_INFO_PATHS",
+    "FLUSH_CACHE_PATH",
+    "MODELS_PATH",
+    "METRICS_PATH",
+    "REQUEST_FIELDS",
+    "SAMPLING_PARAMS",
+    "STREAM_DATA_PREFIX",
+    "STREAM_DONE",
+    "META_INFO_KEYS",
+    "SPEC_META_INFO_KEYS",
+    "ABORT_TYPE",
+    "ABORT_KEYS",
+    "AVG_ACCEPT_LENGTH_KEY",
+    "METRIC_NAMES",
+    "LOG_RANK_TAGS",
+    "LOG_OTHER_TAGS",
+    "LOG_DATE_FORMAT",
+    "SCHEDULER_EXCEPTION",
+    "CHILD_FAILED_LINE",
+    "NO_ACCELERATOR",
+    "DEFAULTS",
+    "DRAFT_QUANTIZATION_UNQUANT",
+    "FIX_MARKER",
+]
+
+VERSIONS: Final = ("0.5.14", "0.5.15")
+
+
+@dataclass(frozen=True)
+class Cite:
+    """``text`` is on line ``v0514`` of ``sglang/<file>`` in 0.5.14 and line ``v0515`` in 0.5.15 (None: absent)."""
+
+    file: str
+    v0514: int | None
+    v0515: int | None
+    text: str
+
+    def line(self, version: str) -> int | None:
+        return {"0.5.14": self.v0514, "0.5.15": self.v0515}[version]
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One assumption: the constant's name, its value, the lines that back it, and what it means."""
+
+    name: str
+    value: object
+    cites: tuple[Cite, ...]
+    note: str = ""
+
+
+_HTTP = "srt/entrypoints/http_server.py"
+_TM = "srt/managers/tokenizer_manager.py"
+_SCHED = "srt/managers/scheduler.py"
+_ARGS = "srt/server_args.py"
+_METRICS = "srt/observability/metrics_collector.py"
+
+# -- readiness and health --------------------------------------------------------------------------
+
+READY_LINE: Final = "The server is fired up and ready to roll!"
+# uvicorn's own start line, printed through SGLang's uvicorn log config: the HTTP port is open (and
+# /health answers 503) while the warm-up request runs, before READY_LINE.
+UVICORN_RUNNING: Final = "Uvicorn running on"
+HEALTH_PATH: Final = "/health"
+HEALTH_GENERATE_PATH: Final = "/health_generate"
+HEALTH_STARTING_STATUS: Final = 503
+HEALTH_GENERATION_ENV: Final = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"
+HEALTH_GENERATION_DEFAULT: Final = True
+HEALTH_CHECK_TIMEOUT_ENV: Final = "SGLANG_HEALTH_CHECK_TIMEOUT"
+HEALTH_CHECK_TIMEOUT_S: Final = 20
+HEALTH_CHECK_POLL_S: Final = 1.0  # health_generate sleeps this long before it first looks for an answer
+# A probe must outwait one health generation (>= 1 s, up to HEALTH_CHECK_TIMEOUT_S), or readiness rests
+# on the ready log line alone, which --log-level warning hides.
+HEALTH_PROBE_TIMEOUT_S: Final = HEALTH_CHECK_TIMEOUT_S + 5.0
+HEALTH_CHECK_INPUT_IDS: Final = (0,)
+HEALTH_CHECK_RID_PREFIX: Final = "HEALTH_CHECK"
+ENV_TRUE: Final = ("true", "1", "yes", "y")  # EnvBool, case-insensitive
+ENV_FALSE: Final = ("false", "0", "no", "n")
+
+# -- SGLang's own warm-up request, before READY_LINE -----------------------------------------------
+
+WARMUP_MODEL_INFO_PATH: Final = "/model_info"
+WARMUP_MAX_NEW_TOKENS: Final = 8  # for a generation model: decodes, so the draft runs
+WARMUP_TEXT: Final = "The capital city of France is"  # text models: /generate
+WARMUP_CHAT_PATH: Final = "/v1/chat/completions"  # models with image understanding (vision_config)
+WARMUP_IMAGE_PROMPT: Final = "Describe the image."
+WARMUP_IMAGE_PX: Final = 32  # a black 32x32 PNG
+WARMUP_FAILED_LINE: Final = "Initialization failed. warmup error:"
+SKIP_SERVER_WARMUP_FLAG: Final = "--skip-server-warmup"
+
+# -- native HTTP API ---------------------------------------------------------------------------------
+
+GENERATE_PATH: Final = "/generate"
+SERVER_INFO_PATHS: Final = ("/server_info", "/get_server_info")  # the second is deprecated (a warning per call)
+MODEL_INFO_PATHS: Final = ("/model_info", "/get_model_info")  # the second is deprecated
+FLUSH_CACHE_PATH: Final = "/flush_cache"
+MODELS_PATH: Final = "/v1/models"
+METRICS_PATH: Final = "/metrics"  # prometheus, with --enable-metrics
+REQUEST_FIELDS: Final = ("text", "input_ids", "sampling_params", "stream", "rid", "return_logprob")
+SAMPLING_PARAMS: Final = ("max_new_tokens", "temperature", "ignore_eos", "stop")
+STREAM_DATA_PREFIX: Final = "data: "
+STREAM_DONE: Final = "data: [DONE]"
+META_INFO_KEYS: Final = ("finish_reason", "prompt_tokens", "completion_tokens", "cached_tokens", "e2e_latency")
+SPEC_META_INFO_KEYS: Final = ("spec_accept_length", "spec_verify_ct")  # accept length = completion / verify
+ABORT_TYPE: Final = "abort"
+ABORT_KEYS: Final = ("type", "message", "status_code", "err_type")  # FINISH_ABORT.to_json()
+AVG_ACCEPT_LENGTH_KEY: Final = "avg_spec_accept_length"  # server_info internal_states[i], lifetime figure
+METRIC_NAMES: Final = (
+    "sglang:spec_accept_length", "sglang:spec_accept_rate", "sglang:num_running_reqs", "sglang:num_queue_reqs",
+    "sglang:gen_throughput", "sglang:prompt_tokens_total", "sglang:generation_tokens_total",
+    "sglang:num_requests_total",
+)  # fmt: skip
+
+# -- logs --------------------------------------------------------------------------------------------
+
+# The scheduler's log prefix, in the order it is built: "[time DP0 PP1 ATTN_CP0 MOE_DP1 TP3 EP3] ..."
+LOG_RANK_TAGS: Final = ("DP", "PP", "ATTN_CP", "MOE_DP", "TP", "EP")
+LOG_OTHER_TAGS: Final = ("encode_dp_worker[{rank}]", "encode_server")
+LOG_DATE_FORMAT: Final = "%Y-%m-%d %H:%M:%S"  # SGLANG_LOG_MS adds ".%(msecs)03d"
+SCHEDULER_EXCEPTION: Final = "Scheduler hit an exception:"
+CHILD_FAILED_LINE: Final = "Received sigquit from a child process. It usually means the child failed."
+NO_ACCELERATOR: Final = "No accelerator (CUDA, XPU, HPU, NPU, MUSA, MPS) or platform plugin is available."
+
+# -- flags -------------------------------------------------------------------------------------------
+
+# Parser defaults the harness relies on (argparse dest -> default), checked against the real parser.
+DEFAULTS: Final = {
+    "host": "127.0.0.1",
+    "port": 30000,
+    "skip_server_warmup": False,
+    "log_level": "info",
+    "enable_metrics": False,
+    "speculative_draft_model_quantization": None,
+}
+# The draft inherits --quantization unless its own is given; "unquant" opts out (both releases).
+DRAFT_QUANTIZATION_UNQUANT: Final = "unquant"
+# PR #29616's change in the draft worker: present from 0.5.15 on.
+FIX_MARKER: Final = "forward_batch.out_cache_loc = None"
+
+
+FACTS: Final[tuple[Fact, ...]] = (
+    Fact("READY_LINE", READY_LINE, (Cite(_HTTP, 2145, 2169, f'logger.info("{READY_LINE}")'),),
+         "logged by _wait_and_warmup after the warm-up request (or at once with --skip-server-warmup)"),
+    Fact("HEALTH_PATH", HEALTH_PATH, (Cite(_HTTP, 561, 578, '@app.get("/health")'),),
+         "/health and /health_generate are one handler"),
+    Fact("HEALTH_GENERATE_PATH", HEALTH_GENERATE_PATH, (Cite(_HTTP, 562, 579, '@app.get("/health_generate")'),)),
+    Fact("HEALTH_STARTING_STATUS", HEALTH_STARTING_STATUS, (
+        Cite(_HTTP, 575, 592, "server_status == ServerStatus.Starting:"),
+        Cite(_HTTP, 576, 593, "return Response(status_code=503)"),
+    ), "503 until the warm-up request succeeded (or was skipped)"),
+    Fact("HEALTH_GENERATION_ENV", HEALTH_GENERATION_ENV, (
+        Cite("srt/environ.py", 716, 765, "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION = EnvBool(True)"),
+        Cite(_HTTP, 579, 596, "not envs.SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION.get()"),
+    ), "on by default: /health runs a one-token generation; off: /health answers 200 at once"),
+    Fact("ENV_TRUE", ENV_TRUE, (Cite("srt/environ.py", 122, 117, 'if value in ["true", "1", "yes", "y"]:'),)),
+    Fact("HEALTH_CHECK_TIMEOUT_S", HEALTH_CHECK_TIMEOUT_S, (
+        Cite(_HTTP, 182, 186, 'HEALTH_CHECK_TIMEOUT = int(os.getenv("SGLANG_HEALTH_CHECK_TIMEOUT", 20))'),
+    ), "no answer from the scheduler within this: 503 and the server marked UnHealthy"),
+    Fact("HEALTH_CHECK_POLL_S", HEALTH_CHECK_POLL_S, (Cite(_HTTP, 616, 633, "await asyncio.sleep(1)"),),
+         "the handler sleeps before each look, so even a healthy answer takes >= 1 s"),
+    Fact("HEALTH_CHECK_INPUT_IDS", HEALTH_CHECK_INPUT_IDS, (
+        Cite(_HTTP, 584, 601, 'sampling_params = {"max_new_tokens": 1, "temperature": 0.0}'),
+        Cite(_HTTP, 592, 609, "input_ids=[0],"),
+    ), "one greedy token from input_ids [0]: a prefill, never a decode"),
+    Fact("HEALTH_CHECK_RID_PREFIX", HEALTH_CHECK_RID_PREFIX,
+         (Cite("srt/constants.py", 12, 12, 'HEALTH_CHECK_RID_PREFIX = "HEALTH_CHECK"'),)),
+    Fact("WARMUP_MODEL_INFO_PATH", WARMUP_MODEL_INFO_PATH, (Cite(_HTTP, 1982, 2006, 'url + "/model_info", timeout=5'),),
+         "_execute_server_warmup first polls /model_info, once a second, up to 120 times"),
+    Fact("WARMUP_MAX_NEW_TOKENS", WARMUP_MAX_NEW_TOKENS,
+         (Cite(_HTTP, 2007, 2031, 'max_new_tokens = 8 if model_info["is_generation"] else 1'),)),
+    Fact("WARMUP_TEXT", WARMUP_TEXT, (
+        Cite(_HTTP, 2050, 2074, 'json_data["text"] = ["The capital city of France is"] * server_args.dp_size'),
+    ), "text-only models: POST /generate"),
+    Fact("WARMUP_CHAT_PATH", WARMUP_CHAT_PATH, (
+        Cite(_HTTP, 1999, 2023, 'is_vlm = bool(model_info.get("has_image_understanding", False))'),
+        Cite(_HTTP, 2002, 2026, 'request_name = "/v1/chat/completions"'),
+        Cite(_HTTP, 658, 675, '"has_image_understanding": model_config.is_image_understandable_model,'),
+        Cite("srt/configs/model_config.py", 400, 405, "self.is_image_understandable_model = enable_multimodal and hasattr("),
+    ), "a model whose config has vision_config (Gemma-4) warms up with a chat request carrying one image"),
+    Fact("WARMUP_IMAGE_PROMPT", WARMUP_IMAGE_PROMPT, (
+        Cite(_HTTP, 2040, 2064, '"text": "Describe the image.",'),
+        Cite(_HTTP, 1965, 1989, "MINIMUM_PNG_PICTURE_BASE64 = "),
+    )),
+    Fact("WARMUP_FAILED_LINE", WARMUP_FAILED_LINE, (
+        Cite(_HTTP, 2120, 2144, 'logger.error(f"Initialization failed. warmup error: {last_traceback}")'),
+    ), "then kill_process_tree: the server exits before READY_LINE"),
+    Fact("SKIP_SERVER_WARMUP_FLAG", "skip_server_warmup", (
+        Cite(_HTTP, 2138, 2162, "if not server_args.skip_server_warmup:"),
+        Cite(_ARGS, 532, 981, 'skip_server_warmup: A[bool, "If set, skip warmup."] = False'),
+    )),
+    Fact("GENERATE_PATH", GENERATE_PATH, (Cite(_HTTP, 765, 786, '    "/generate",'),)),
+    Fact("STREAM_DATA_PREFIX", STREAM_DATA_PREFIX,
+         (Cite(_HTTP, 778, 801, 'yield b"data: " + dumps_json(out) + b"\\n\\n"'),)),
+    Fact("STREAM_DONE", STREAM_DONE, (Cite(_HTTP, 797, 820, 'yield b"data: [DONE]\\n\\n"'),),
+         "also after an aborted stream: the abort is in the last event's meta_info.finish_reason"),
+    Fact("SERVER_INFO_PATHS", SERVER_INFO_PATHS, (
+        Cite(_HTTP, 688, 705, '@app.get("/server_info")'),
+        Cite(_HTTP, 678, 695, '@app.get("/get_server_info")'),
+        Cite(_HTTP, 682, 699, "\"Endpoint '/get_server_info' is deprecated"),
+    ), "deprecated in both 0.5.14 and 0.5.15 (a warning per call)"),
+    Fact("MODEL_INFO_PATHS", MODEL_INFO_PATHS, (
+        Cite(_HTTP, 648, 665, '@app.get("/model_info")'),
+        Cite(_HTTP, 638, 655, '@app.get("/get_model_info")'),
+    )),
+    Fact("FLUSH_CACHE_PATH", FLUSH_CACHE_PATH,
+         (Cite(_HTTP, 839, 862, '@app.api_route("/flush_cache", methods=["GET", "POST"])'),)),
+    Fact("MODELS_PATH", MODELS_PATH, (Cite(_HTTP, 1713, 1735, '@app.get("/v1/models", response_class=ORJSONResponse)'),)),
+    Fact("META_INFO_KEYS", META_INFO_KEYS, (
+        Cite(_TM, 1863, 1891, '"finish_reason": recv_obj.finished_reasons[i],'),
+        Cite(_TM, 1864, 1892, '"prompt_tokens": recv_obj.prompt_tokens[i],'),
+        Cite(_TM, 1890, 1918, '"completion_tokens": recv_obj.completion_tokens[i],'),
+        Cite(_TM, 1891, 1919, '"cached_tokens": recv_obj.cached_tokens[i],'),
+        Cite(_TM, 2058, 2091, 'meta_info["e2e_latency"] = state.time_stats.get_e2e_latency()'),
+    )),
+    Fact("SPEC_META_INFO_KEYS", SPEC_META_INFO_KEYS, (
+        Cite(_TM, 2301, 2334, "def _calculate_spec_decoding_metrics("),
+        Cite(_TM, 2329, 2362, 'meta_info["spec_accept_length"] = ('),
+        Cite(_TM, 2335, 2368, 'meta_info["spec_verify_ct"] = recv_obj.spec_verify_ct[i]'),
+    ), "per request, bonus token included"),
+    Fact("ABORT_KEYS", ABORT_KEYS, (
+        Cite("srt/managers/schedule_batch.py", 202, 202, "class FINISH_ABORT(BaseFinishReason):"),
+        Cite("srt/managers/schedule_batch.py", 211, 211, '"type": "abort",'),
+        Cite(_TM, 1381, 1402, "async def _handle_abort_finish_reason("),
+    ), "a streamed abort is yielded as an event, then data: [DONE], HTTP 200"),
+    Fact("AVG_ACCEPT_LENGTH_KEY", AVG_ACCEPT_LENGTH_KEY, (Cite(_SCHED, 3687, 3775, 'ret["avg_spec_accept_length"] = ('),),
+         "lifetime figure over forward passes, warm-ups included"),
+    Fact("METRIC_NAMES", METRIC_NAMES, (
+        Cite(_METRICS, 415, 415, 'name="sglang:spec_accept_length",'),
+        Cite(_METRICS, 421, 421, 'name="sglang:spec_accept_rate",'),
+        Cite(_METRICS, 268, 268, 'name="sglang:num_running_reqs",'),
+        Cite(_METRICS, 274, 274, 'name="sglang:num_queue_reqs",'),
+        Cite(_METRICS, 286, 286, 'name="sglang:gen_throughput",'),
+        Cite(_METRICS, 1429, 1430, 'name="sglang:prompt_tokens_total",'),
+        Cite(_METRICS, 1434, 1435, 'name="sglang:generation_tokens_total",'),
+        Cite(_METRICS, 1514, 1515, 'name="sglang:num_requests_total",'),
+    )),
+    Fact("LOG_RANK_TAGS", LOG_RANK_TAGS, (
+        Cite(_SCHED, 4135, 4237, 'prefix += f" DP{dp_rank}"'),
+        Cite(_SCHED, 4137, 4239, 'prefix += f" PP{pp_rank}"'),
+        Cite(_SCHED, 4139, 4241, 'prefix += f" ATTN_CP{attn_cp_rank}"'),
+        Cite(_SCHED, 4141, 4243, 'prefix += f" MOE_DP{moe_dp_rank}"'),
+        Cite(_SCHED, 4143, 4245, 'prefix += f" TP{tp_rank}"'),
+        Cite(_SCHED, 4145, 4247, 'prefix += f" EP{moe_ep_rank}"'),
+        Cite("srt/utils/common.py", 1369, 2081, 'format = f"[%(asctime)s{maybe_ms}{prefix}] %(message)s"'),
+    ), "DP when a dp rank is set; the others only when that size is > 1"),
+    Fact("LOG_OTHER_TAGS", LOG_OTHER_TAGS, (
+        Cite("srt/disaggregation/encode_server.py", 3163, 3428,
+             'configure_logger(server_args, prefix=f" encode_dp_worker[{dp_rank}]")'),
+        Cite("srt/disaggregation/encode_server.py", 3330, 3610, 'configure_logger(server_args, prefix=" encode_server")'),
+    )),
+    Fact("LOG_DATE_FORMAT", LOG_DATE_FORMAT, (
+        Cite("srt/utils/common.py", 1373, 2085, 'datefmt="%Y-%m-%d %H:%M:%S",'),
+        Cite("srt/utils/common.py", 1368, 2080, 'maybe_ms = ".%(msecs)03d" if envs.SGLANG_LOG_MS.get() else ""'),
+    )),
+    Fact("SCHEDULER_EXCEPTION", SCHEDULER_EXCEPTION,
+         (Cite(_SCHED, 4231, 4333, 'logger.error(f"Scheduler hit an exception: {traceback}")'),),
+         "one log record: only its first line carries the prefix"),
+    Fact("CHILD_FAILED_LINE", CHILD_FAILED_LINE, (Cite("srt/entrypoints/engine.py", 1303, 1328, CHILD_FAILED_LINE),)),
+    Fact("NO_ACCELERATOR", NO_ACCELERATOR, (Cite("srt/utils/common.py", 2103, 900, NO_ACCELERATOR),)),
+    Fact("DEFAULTS", DEFAULTS, (
+        Cite(_ARGS, 528, 977, 'host: A[str, "The host of the HTTP server."] = "127.0.0.1"'),
+        Cite(_ARGS, 529, 978, 'port: A[int, "The port of the HTTP server."] = 30000'),
+        Cite(_ARGS, 989, 1115, 'log_level: A[str, "The logging level of all loggers."] = "info"'),
+        Cite(_ARGS, 1030, 1156, 'enable_metrics: A[bool, "Enable log prometheus metrics."] = False'),
+        Cite(_ARGS, 1529, 1668, "    speculative_draft_model_quantization: A["),
+    )),
+    Fact("DRAFT_QUANTIZATION_UNQUANT", DRAFT_QUANTIZATION_UNQUANT, (
+        Cite(_ARGS, 2801, 3037, "self.speculative_draft_model_quantization = self.quantization"),
+        Cite(_ARGS, 2802, 3047, 'self.speculative_draft_model_quantization == "unquant"'),
+    ), "unset: the draft inherits the target's quantization (a BF16 draft of an NVFP4 target must say unquant)"),
+    Fact("FIX_MARKER", FIX_MARKER, (
+        Cite("srt/speculative/frozen_kv_mtp_worker_v2.py", None, 439, FIX_MARKER),
+        Cite(_SCHED, 862, None, "is_frozen_kv_mtp()"),
+    ), "PR #29616: the draft drops the prefill's out_cache_loc; the scheduler's special case is gone"),
+)
