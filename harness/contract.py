@@ -44,6 +44,7 @@ __all__ = [
     "WARMUP_CHAT_PATH",
     "WARMUP_IMAGE_PROMPT",
     "WARMUP_IMAGE_PX",
+    "WARMUP_IMAGE_SOFT_TOKENS_GEMMA4",
     "WARMUP_FAILED_LINE",
     "SKIP_SERVER_WARMUP_FLAG",
     "GENERATE_PATH",
@@ -135,6 +136,10 @@ WARMUP_TEXT: Final = "The capital city of France is"  # text models: /generate
 WARMUP_CHAT_PATH: Final = "/v1/chat/completions"  # models with image understanding (vision_config)
 WARMUP_IMAGE_PROMPT: Final = "Describe the image."
 WARMUP_IMAGE_PX: Final = 32  # a black 32x32 PNG
+# What Gemma-4's image processor (transformers, as pinned by sglang 0.5.14 and 0.5.15) makes of that PNG;
+# not SGLang's code, so not in FACTS: tests/test_contract.py measures it in each release's environment.
+# Gemma-4's warm-up prompt is these plus its chat template's tokens around "Describe the image.".
+WARMUP_IMAGE_SOFT_TOKENS_GEMMA4: Final = 256
 WARMUP_FAILED_LINE: Final = "Initialization failed. warmup error:"
 SKIP_SERVER_WARMUP_FLAG: Final = "--skip-server-warmup"
 

@@ -16,12 +16,21 @@ import uuid
 
 from aiohttp import web
 
+from harness.contract import (
+    HEALTH_CHECK_INPUT_IDS,
+    HEALTH_CHECK_POLL_S,
+    HEALTH_CHECK_RID_PREFIX,
+    HEALTH_CHECK_TIMEOUT_S,
+    HEALTH_GENERATION_DEFAULT,
+    HEALTH_PATH,
+    HEALTH_STARTING_STATUS,
+)
 from harness.sim import SIM_LABEL, SIM_NAME, version_string
 from harness.sim.scheduler_client import PendingRequest, SchedulerClient, SchedulerGone
 from harness.sim.server_settings import SchedulerSettings
-from harness.sim.tokenizer import BOS_ID, ByteTokenizer
+from harness.sim.tokenizer import ByteTokenizer
 
-__all__ = ["ApiState", "build_app", "run_internal_request"]
+__all__ = ["ApiState", "build_app", "run_internal_request", "InternalRequestFailed"]
 
 logger = logging.getLogger(__name__)
 
@@ -30,13 +39,17 @@ _REQUEST_TIMEOUT_S = 600.0
 
 
 class ApiState:
-    def __init__(self, args: argparse.Namespace, settings: SchedulerSettings, client: SchedulerClient) -> None:
+    def __init__(self, args: argparse.Namespace, settings: SchedulerSettings, client: SchedulerClient,
+                 health_generation: bool = HEALTH_GENERATION_DEFAULT,
+                 health_timeout_s: float = HEALTH_CHECK_TIMEOUT_S) -> None:
         self.args = args
         self.settings = settings
         self.client = client
         self.tokenizer = ByteTokenizer()
-        self.up = False
+        self.up = False  # SGLang's ServerStatus.Starting until the warm-up succeeded (or was skipped)
         self.served_name = args.served_model_name or args.model_path
+        self.health_generation = health_generation
+        self.health_timeout_s = health_timeout_s
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -89,17 +102,25 @@ def _apply_stop(text: str, stop: list[str]) -> tuple[str, str | None]:
     return text[:cut], matched
 
 
-async def run_internal_request(state: ApiState, input_ids: list[int], timeout: float) -> None:
-    """One greedy token outside the statistics (warm-up, /health_generate)."""
+class InternalRequestFailed(RuntimeError):
+    """The server's own request (the warm-up) ended in an abort."""
+
+
+async def run_internal_request(state: ApiState, input_ids: list[int], timeout: float, max_new_tokens: int = 1) -> dict:
+    """A greedy request of the server's own (the warm-up) outside the statistics; its finish reason.
+    Raises TimeoutError, or InternalRequestFailed on an abort."""
     rid = f"internal-{uuid.uuid4().hex}"
     pending = state.client.submit(rid, {"input_ids": input_ids, "count_in_stats": False, "sampling_params": {
-        "max_new_tokens": 1, "temperature": 0.0, "ignore_eos": True}})
+        "max_new_tokens": max_new_tokens, "temperature": 0.0, "ignore_eos": True}})
     try:
         async with asyncio.timeout(timeout):
-            while (await pending.queue.get())[1] is None:
+            while (finish := (await pending.queue.get())[1]) is None:
                 pass
     finally:
         state.client.release(rid)
+    if finish.get("type") == "abort":
+        raise InternalRequestFailed(str(finish.get("message", "aborted")))
+    return finish
 
 
 def _event(state: ApiState, pending: PendingRequest, meta: dict, finish: dict | None, stop: list[str],
@@ -155,19 +176,28 @@ async def generate(request: web.Request) -> web.StreamResponse:
 
 
 async def health(request: web.Request) -> web.Response:
-    state: ApiState = request.app["state"]
-    return web.Response(status=200 if state.up else 503)
-
-
-async def health_generate(request: web.Request) -> web.Response:
+    """/health and /health_generate, as SGLang's one handler: 503 while starting; with health generation
+    on (the default) a one-token request, answered 200 once anything came back from the scheduler,
+    looking once a second, 503 after the timeout; with it off, /health answers 200 at once."""
     state: ApiState = request.app["state"]
     if not state.up:
-        return web.Response(status=503)
+        return web.Response(status=HEALTH_STARTING_STATUS)
+    if not state.health_generation and request.path == HEALTH_PATH:
+        return web.Response(status=200)
+    rid = f"{HEALTH_CHECK_RID_PREFIX}_{uuid.uuid4().hex}"
+    tic = time.time()
+    state.client.submit(rid, {"input_ids": list(HEALTH_CHECK_INPUT_IDS), "count_in_stats": False,
+                              "sampling_params": {"max_new_tokens": 1, "temperature": 0.0, "ignore_eos": True}})
     try:
-        await run_internal_request(state, [BOS_ID], timeout=20.0)
-    except TimeoutError:
-        return web.Response(status=503)
-    return web.Response(status=200)
+        while time.time() < tic + state.health_timeout_s:
+            await asyncio.sleep(HEALTH_CHECK_POLL_S)
+            if state.client.last_receive > tic:
+                return web.Response(status=200)
+    finally:
+        state.client.release(rid)
+    logger.error("Health check failed. Server couldn't get a response from detokenizer for last %d seconds. %s",
+                 state.health_timeout_s, SIM_LABEL)
+    return web.Response(status=503)
 
 
 async def model_info(request: web.Request) -> web.Response:
@@ -175,7 +205,7 @@ async def model_info(request: web.Request) -> web.Response:
     a, t = state.args, state.settings.target
     return web.json_response({
         "model_path": a.model_path, "tokenizer_path": a.tokenizer_path or a.model_path, "is_generation": True,
-        "preferred_sampling_params": None, "weight_version": "default", "has_image_understanding": False,
+        "preferred_sampling_params": None, "weight_version": "default", "has_image_understanding": t.has_vision,
         "has_audio_understanding": False, "model_type": t.model_type, "architectures": [t.architecture],
     })
 
@@ -262,7 +292,7 @@ def build_app(state: ApiState) -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app["state"] = state
     app.router.add_get("/health", health)
-    app.router.add_get("/health_generate", health_generate)
+    app.router.add_get("/health_generate", health)
     app.router.add_get("/get_model_info", model_info)
     app.router.add_get("/model_info", model_info)
     app.router.add_get("/get_server_info", server_info)

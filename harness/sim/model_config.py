@@ -40,6 +40,9 @@ class TinyConfig:
     context_length: int
     vocab_size: int = VOCAB_SIZE
     quantization: str | None = None
+    # SGLang's has_image_understanding: the checkpoint's config has a vision_config
+    # (srt/configs/model_config.py, harness.contract.WARMUP_CHAT_PATH); decides the kind of warm-up.
+    has_vision: bool = False
 
     @property
     def num_layers(self) -> int:
@@ -59,11 +62,12 @@ def _gemma4_layers(n: int, every: int) -> tuple[str, ...]:
     return tuple("full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(n))
 
 
-_31B = dict(architecture="Gemma4ForConditionalGeneration", model_type="gemma4", hidden_size=64,
+# Gemma-4 31B / E4B -it checkpoints are multimodal (Gemma4ForConditionalGeneration with a vision_config).
+_31B = dict(architecture="Gemma4ForConditionalGeneration", model_type="gemma4", has_vision=True, hidden_size=64,
             num_attention_heads=2, head_dim=16, intermediate_size=128, layer_types=_gemma4_layers(6, 6),
             sliding_window=64, context_length=262144)
 _E4B = dict(_31B, layer_types=_gemma4_layers(4, 4), context_length=131072)
-_ASSISTANT = dict(architecture=ASSISTANT_ARCH, model_type="gemma4_assistant", hidden_size=64,
+_ASSISTANT = dict(architecture=ASSISTANT_ARCH, model_type="gemma4_assistant", has_vision=False, hidden_size=64,
                   num_attention_heads=2, head_dim=16, intermediate_size=128,
                   layer_types=("full_attention",), sliding_window=64, context_length=262144)
 
@@ -100,6 +104,7 @@ def _from_folder(folder: Path) -> TinyConfig:
         sliding_window=max(1, min(int(text.get("sliding_window") or 64), 64)),
         context_length=int(text.get("max_position_embeddings", 8192)),
         quantization=(raw.get("quantization_config") or {}).get("quant_method"),
+        has_vision=isinstance(raw.get("vision_config"), dict),
     )
 
 

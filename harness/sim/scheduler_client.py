@@ -12,6 +12,7 @@ import itertools
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -46,6 +47,7 @@ class SchedulerClient:
         self._tokens = itertools.count(1)
         self._send_lock = threading.Lock()
         self.stopping = False
+        self.last_receive = 0.0  # wall time of the scheduler's latest output (SGLang's last_receive_tstamp)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -111,6 +113,7 @@ class SchedulerClient:
     def _dispatch(self, msg: tuple) -> None:
         kind = msg[0]
         if kind == "out":
+            self.last_receive = time.time()
             _, rid, new_ids, meta, finish = msg
             pending = self._pending.get(rid)
             if pending is not None:

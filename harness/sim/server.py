@@ -1,7 +1,9 @@
 """``python -m harness.sim.server [SGLang flags] [--sim-* knobs]``: the CPU reference server's front process.
 
 Like SGLang: parse flags (unknown ones exit 2), start the scheduler child and wait until it has
-loaded the model, open the HTTP port, warm up, then log ``The server is fired up and ready to roll!``.
+loaded the model, open the HTTP port (``/health`` answers 503 meanwhile), send SGLang's own warm-up
+request (``harness.sim.warmup``; skipped with ``--skip-server-warmup``), then log
+``The server is fired up and ready to roll!``.
 If the scheduler fails at any point the front exits 1 and leaves no process behind.
 This is sglang-repro's model of SGLang, not SGLang.
 """
@@ -19,16 +21,17 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from harness.contract import READY_LINE
+from harness.contract import READY_LINE, UVICORN_RUNNING, WARMUP_FAILED_LINE
 from harness.sim import SIM_LABEL, version_string
 from harness.sim.cli_args import parse_server_args
 from harness.sim.model_config import ModelNotFoundError
 from harness.sim.scheduler_entry import scheduler_main
-from harness.sim.server_settings import SchedulerSettings, SettingsError, resolve_settings
+from harness.sim.server_settings import SchedulerSettings, SettingsError, health_settings, resolve_settings
 from harness.sim.sim_logging import configure_logging
-from harness.sim.tokenizer import BOS_ID
+from harness.sim.warmup import warmup_request
 
 if TYPE_CHECKING:
+    from harness.sim.http_api import ApiState
     from harness.sim.scheduler_client import SchedulerClient
 
 # The HTTP stack (aiohttp, asyncio, the API) is imported only once the scheduler child is started:
@@ -40,6 +43,7 @@ __all__ = ["main", "READY_LINE"]
 logger = logging.getLogger("harness.sim.server")
 
 _SCHEDULER_START_TIMEOUT_S = 300.0
+_WARMUP_TIMEOUT_S = 600.0  # SGLang's, with SGLANG_WARMUP_TIMEOUT unset
 
 
 def _start_scheduler(settings: SchedulerSettings) -> SchedulerClient | None:
@@ -77,16 +81,36 @@ def _start_scheduler(settings: SchedulerSettings) -> SchedulerClient | None:
     return None
 
 
-async def _serve(args: argparse.Namespace, settings: SchedulerSettings, client: SchedulerClient) -> int:
+async def _warm_up(state: ApiState) -> bool:
+    """SGLang's warm-up request (harness.sim.warmup); False after logging SGLang's failure line.
+    A scheduler crash on the way takes the whole server down (SchedulerClient), before the ready line."""
+    from harness.sim.http_api import InternalRequestFailed, run_internal_request
+
+    request = warmup_request(state.settings.target)
+    logger.info("%s warm-up request (as SGLang's _execute_server_warmup): POST %s, %s, %d prompt tokens, "
+                "max_new_tokens=%d", SIM_LABEL, request.path, request.kind, len(request.input_ids),
+                request.max_new_tokens)
+    try:
+        await run_internal_request(state, list(request.input_ids), timeout=_WARMUP_TIMEOUT_S,
+                                   max_new_tokens=request.max_new_tokens)
+    except (TimeoutError, InternalRequestFailed) as exc:
+        logger.error("%s %s: %s %s", WARMUP_FAILED_LINE, type(exc).__name__, exc, SIM_LABEL)
+        return False
+    logger.info('%s warm-up request done: "POST %s HTTP/1.1" 200 OK', SIM_LABEL, request.path)
+    return True
+
+
+async def _serve(args: argparse.Namespace, settings: SchedulerSettings, client: SchedulerClient,
+                 health: tuple[bool, float]) -> int:
     import asyncio
 
     from aiohttp import web
 
-    from harness.sim.http_api import ApiState, build_app, run_internal_request
+    from harness.sim.http_api import ApiState, build_app
 
     loop = asyncio.get_running_loop()
     client.start(loop)
-    state = ApiState(args, settings, client)
+    state = ApiState(args, settings, client, health_generation=health[0], health_timeout_s=health[1])
     runner = web.AppRunner(build_app(state), access_log=None, handle_signals=False)
     await runner.setup()
     stop = asyncio.Event()
@@ -98,10 +122,9 @@ async def _serve(args: argparse.Namespace, settings: SchedulerSettings, client: 
         except OSError as exc:
             logger.error("%s cannot bind %s:%d: %s", SIM_LABEL, args.host, args.port, exc)
             return 1
-        logger.info("Uvicorn running on http://%s:%d (Press CTRL+C to quit) %s", args.host, args.port, SIM_LABEL)
-        if not args.skip_server_warmup:
-            # One token, so warm-up runs a prefill but no draft (as SGLang's warm-up does not trip #28264).
-            await run_internal_request(state, [BOS_ID, 72, 105], timeout=120.0)
+        logger.info("%s http://%s:%d (Press CTRL+C to quit) %s", UVICORN_RUNNING, args.host, args.port, SIM_LABEL)
+        if not args.skip_server_warmup and not await _warm_up(state):
+            return 1
         state.up = True
         logger.info(READY_LINE)
         await stop.wait()
@@ -119,7 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logger.info("server_args=ServerArgs(%s)", ", ".join(f"{k}={v!r}" for k, v in sorted(vars(args).items())))
     try:
         settings = resolve_settings(args)
-    except (SettingsError, ModelNotFoundError) as exc:
+        health = health_settings(dict(os.environ))
+    except (SettingsError, ModelNotFoundError, ValueError) as exc:
         logger.error("%s", exc)
         return 1
     client = _start_scheduler(settings)
@@ -127,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     import asyncio
 
-    return asyncio.run(_serve(args, settings, client))
+    return asyncio.run(_serve(args, settings, client, health))
 
 
 if __name__ == "__main__":

@@ -11,10 +11,18 @@ import argparse
 import logging
 from dataclasses import dataclass
 
+from harness.contract import (
+    ENV_FALSE,
+    ENV_TRUE,
+    HEALTH_CHECK_TIMEOUT_ENV,
+    HEALTH_CHECK_TIMEOUT_S,
+    HEALTH_GENERATION_DEFAULT,
+    HEALTH_GENERATION_ENV,
+)
 from harness.sim import SIM_LABEL
 from harness.sim.model_config import TinyConfig, resolve_model
 
-__all__ = ["SettingsError", "SchedulerSettings", "resolve_settings"]
+__all__ = ["SettingsError", "SchedulerSettings", "resolve_settings", "health_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +79,23 @@ def _speculative(args: argparse.Namespace, draft_arch: str | None) -> bool:
         return True
     raise SettingsError(f"{SIM_LABEL} does not model --speculative-algorithm {algo}; "
                         "it models NEXTN/EAGLE promoted to FROZEN_KV_MTP, or FROZEN_KV_MTP")
+
+
+def health_settings(environ: dict[str, str]) -> tuple[bool, float]:
+    """(does /health generate, its timeout in s) from the environment, read as SGLang reads it
+    (EnvBool; an int timeout); ValueError naming the variable for a value SGLang would reject."""
+    raw = environ.get(HEALTH_GENERATION_ENV)
+    generation = HEALTH_GENERATION_DEFAULT
+    if raw is not None:
+        if raw.lower() not in ENV_TRUE + ENV_FALSE:
+            raise ValueError(f'{HEALTH_GENERATION_ENV}: "{raw}" is not a valid boolean value; valid: '
+                             f"{', '.join(ENV_TRUE + ENV_FALSE)}")
+        generation = raw.lower() in ENV_TRUE
+    try:
+        timeout = int(environ.get(HEALTH_CHECK_TIMEOUT_ENV, HEALTH_CHECK_TIMEOUT_S))
+    except ValueError:
+        raise ValueError(f"{HEALTH_CHECK_TIMEOUT_ENV}: expected an integer number of seconds") from None
+    return generation, float(timeout)
 
 
 def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
