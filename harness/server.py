@@ -41,8 +41,8 @@ from harness.errors import EXIT_INFRA, HarnessError, InfraError
 from harness.lease import port_is_free
 from harness.net import url_for
 from harness.reaper import TAG_VAR, Watchdog, kill_run
-from harness.text import last_line
 from harness.redact import is_secret_flag, redact_text, redact_values, secret_values
+from harness.text import last_line
 
 __all__ = [
     "ServerProcess",

@@ -114,6 +114,7 @@ def _add_speculative_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speculative-algorithm", type=str, default=None)
     p.add_argument("--speculative-draft-model-path", "--speculative-draft-model", dest="speculative_draft_model_path")
     p.add_argument("--speculative-draft-model-revision", default=None)
+    p.add_argument("--speculative-draft-model-quantization", default=None)
     p.add_argument("--speculative-draft-load-format", default=None)
     p.add_argument("--speculative-num-steps", type=int, default=None)
     p.add_argument("--speculative-eagle-topk", type=int, default=None)

@@ -1,7 +1,9 @@
 """From parsed SGLang flags to the scheduler's settings, with SGLang's start-up decisions.
 
 Decisions modelled: NEXTN/EAGLE with a ``Gemma4AssistantForCausalLM`` draft is promoted to
-FROZEN_KV_MTP; the draft CUDA graph is skipped (eager path) when CUDA graphs are disabled or
+FROZEN_KV_MTP; the draft's quantization inherits ``--quantization`` unless
+``--speculative-draft-model-quantization`` is given (``unquant``: none), and a draft whose checkpoint is
+not quantized cannot load with a ModelOpt method (harness.contract.DRAFT_QUANTIZATION_UNQUANT); the draft CUDA graph is skipped (eager path) when CUDA graphs are disabled or
 ``--speculative-num-steps <= 1``; Frozen-KV MTP with topk > 1 supports only triton and trtllm_mha.
 """
 
@@ -12,6 +14,7 @@ import logging
 from dataclasses import dataclass
 
 from harness.contract import (
+    DRAFT_QUANTIZATION_UNQUANT,
     ENV_FALSE,
     ENV_TRUE,
     HEALTH_CHECK_TIMEOUT_ENV,
@@ -98,6 +101,20 @@ def health_settings(environ: dict[str, str]) -> tuple[bool, float]:
     return generation, float(timeout)
 
 
+def _check_draft_quantization(args: argparse.Namespace, draft: TinyConfig) -> None:
+    # SGLang: unset, the draft takes the target's --quantization (server_args.py 2800 in 0.5.14, 3036 in 0.5.15);
+    # a BF16 draft sent down ModelOpt's quantize path needs packages SGLang does not install.
+    method = args.speculative_draft_model_quantization or args.quantization
+    if method == DRAFT_QUANTIZATION_UNQUANT:
+        method = None
+    if method and method.startswith("modelopt") and draft.quantization is None:
+        raise SettingsError(
+            f"{SIM_LABEL} modelling SGLang: the draft {draft.name} is not quantized but its quantization resolved "
+            f"to {method} (inherited from --quantization unless --speculative-draft-model-quantization is given); "
+            "ModelOpt's quantize path needs packages SGLang does not install. Give "
+            f"--speculative-draft-model-quantization {DRAFT_QUANTIZATION_UNQUANT} for a BF16 draft.")
+
+
 def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
     """Raise ``SettingsError`` (or ``ModelNotFoundError``) for what cannot start."""
     target = resolve_model(args.model_path)
@@ -105,6 +122,8 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
     speculative = _speculative(args, draft.architecture if draft else None)
     if args.quantization:
         target = type(target)(**{**target.__dict__, "quantization": args.quantization})
+    if speculative and draft is not None:
+        _check_draft_quantization(args, draft)
     num_steps = args.speculative_num_steps or 3
     topk = args.speculative_eagle_topk or 1
     num_draft_tokens = args.speculative_num_draft_tokens or (num_steps * topk + 1)

@@ -10,6 +10,10 @@ import psutil
 import pytest
 from sim_helpers import EAGER_28264, GRAPH_28264
 
+from harness.contract import READY_LINE, UVICORN_RUNNING
+from harness.sim.model_config import resolve_model
+from harness.sim.warmup import warmup_request
+
 pytestmark = pytest.mark.slow
 
 FRAMES = ["draft_forward", "forward", "_forward_raw", "forward_decode", "_eager_fb_view", "fill_from",
@@ -29,7 +33,7 @@ def _wait_exit(server, timeout: float = 20.0) -> int:
 
 
 def test_pre_fix_eager_dies_on_276_token_prompt_and_leaves_no_process(sim_server):
-    server = sim_server([*EAGER_28264, "--sim-revision", "pre-fix"])
+    server = sim_server([*EAGER_28264, "--sim-revision", "pre-fix", "--skip-server-warmup"])
     pids = server.tree_pids()
     assert len(pids) >= 2, "expected a front and a scheduler process"
     try:
@@ -74,11 +78,29 @@ def test_no_crash_post_fix_or_graph_path(sim_server, args, revision):
     assert "broadcast shape" not in server.log_text()
 
 
+def test_pre_fix_eager_dies_on_sglangs_own_warmup_before_the_ready_line(sim_server):
+    server = sim_server([*EAGER_28264, "--sim-revision", "pre-fix"], wait_ready=False)
+    assert _wait_exit(server, 60) not in (None, 0)
+    log = server.log_text()
+    expected = len(warmup_request(resolve_model("google/gemma-4-31B-it")).input_ids)
+    assert f"RuntimeError: output with shape [1] doesn't match the broadcast shape [{expected}]" in log
+    # the port was open (uvicorn's line) and the warm-up sent, but the server never became ready
+    assert log.index(UVICORN_RUNNING) < log.index("warm-up request (as SGLang's") < log.index("Scheduler hit an exception")
+    assert READY_LINE not in log
+
+
+def test_post_fix_eager_survives_its_warmup(sim_server):
+    server = sim_server([*EAGER_28264, "--sim-revision", "post-fix"])
+    log = server.log_text()
+    assert "warm-up request done" in log and log.index("warm-up request done") < log.index(READY_LINE)
+
+
 def test_29021_pre_fix_start_up_failure_is_modelled(sim_server):
     args = ["--model-path", "nvidia/Gemma-4-31B-IT-NVFP4", "--quantization", "modelopt_fp4",
             "--attention-backend", "trtllm_mha", "--speculative-algorithm", "NEXTN",
             "--speculative-draft-model-path", "google/gemma-4-31B-it-assistant", "--speculative-num-steps", "5",
-            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "6", "--tp-size", "2"]
+            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "6", "--tp-size", "2",
+            "--speculative-draft-model-quantization", "unquant"]
     server = sim_server([*args, "--sim-revision", "pre-fix"], wait_ready=False)
     assert _wait_exit(server, 40) not in (None, 0)
     log = server.log_text()

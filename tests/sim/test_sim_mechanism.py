@@ -12,7 +12,7 @@ from harness.sim.cli_args import parse_server_args
 from harness.sim.cuda_graph_buffer_registry import CudaGraphBufferRegistry
 from harness.sim.forward_batch import ForwardBatch, ForwardMode
 from harness.sim.scheduler import EARLY_POOL_BINDING_MESSAGE, Scheduler
-from harness.sim.server_settings import resolve_settings
+from harness.sim.server_settings import SettingsError, resolve_settings
 from sim_helpers import EAGER_28264, GRAPH_28264
 
 
@@ -91,13 +91,26 @@ def test_acceptance_rises_with_draft_agreement():
 
 def test_pre_fix_binds_pool_early_only_with_hybrid_swa_and_trtllm_mha():
     argv = ["--model-path", "nvidia/Gemma-4-31B-IT-NVFP4", "--quantization", "modelopt_fp4", "--speculative-algorithm",
-            "NEXTN", "--speculative-draft-model-path", "google/gemma-4-31B-it-assistant"]
+            "NEXTN", "--speculative-draft-model-path", "google/gemma-4-31B-it-assistant",
+            "--speculative-draft-model-quantization", "unquant"]
     with pytest.raises(RuntimeError) as info:
         _scheduler([*argv, "--attention-backend", "trtllm_mha", "--sim-revision", "pre-fix"])
     assert str(info.value) == EARLY_POOL_BINDING_MESSAGE
     _scheduler([*argv, "--attention-backend", "trtllm_mha", "--sim-revision", "post-fix"])
     _scheduler([*argv, "--attention-backend", "triton", "--sim-revision", "pre-fix"])
     _scheduler([*argv, "--attention-backend", "trtllm_mha", "--disable-hybrid-swa-memory", "--sim-revision", "pre-fix"])
+
+
+@pytest.mark.parametrize("revision", ["pre-fix", "post-fix"])
+def test_a_bf16_draft_inheriting_modelopt_fp4_cannot_start_on_either_revision(revision):
+    argv = ["--model-path", "nvidia/Gemma-4-31B-IT-NVFP4", "--quantization", "modelopt_fp4", "--speculative-algorithm",
+            "NEXTN", "--speculative-draft-model-path", "google/gemma-4-31B-it-assistant", "--attention-backend",
+            "triton", "--sim-revision", revision]
+    with pytest.raises(SettingsError, match="resolved to modelopt_fp4"):
+        resolve_settings(parse_server_args(argv))
+    with pytest.raises(SettingsError, match="resolved to modelopt_fp4"):  # asking for it explicitly: the same
+        resolve_settings(parse_server_args([*argv, "--speculative-draft-model-quantization", "modelopt_fp4"]))
+    resolve_settings(parse_server_args([*argv, "--speculative-draft-model-quantization", "unquant"]))
 
 
 def test_fill_from_skips_none_and_copies_into_static_buffers():
