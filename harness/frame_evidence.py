@@ -30,7 +30,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["FrameSpec", "EvidenceRule", "FrameHit", "Evidence", "assess", "FILE_LINE", "SITE_TAG"]
+__all__ = ["FILE_LINE", "SITE_TAG", "Evidence", "EvidenceRule", "FrameHit", "FrameSpec", "assess"]
 
 # Python's frame line; the file and function are what a frame spec's patterns are matched against.
 FILE_LINE = re.compile(r'^\s*File "(?P<path>[^"]*)", line \d+, in (?P<function>\S+)\s*$')
@@ -52,8 +52,7 @@ class FrameSpec:
     def by_frame_line(self, path: str, function: str) -> bool:
         if self.file is None or self.function is None:
             return False
-        base = path.replace("\\", "/").rsplit("/", 1)[-1]
-        stem = base[:-3] if base.endswith(".py") else base
+        stem = path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
         return self.file.fullmatch(stem) is not None and self.function.fullmatch(function) is not None
 
     def by_code_line(self, content: str) -> bool:
@@ -62,8 +61,7 @@ class FrameSpec:
     def owns_file(self, path: str) -> bool:
         if self.file is None:
             return False
-        base = path.replace("\\", "/").rsplit("/", 1)[-1]
-        return self.file.fullmatch(base[:-3] if base.endswith(".py") else base) is not None
+        return self.file.fullmatch(path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")) is not None
 
 
 @dataclass(frozen=True)
@@ -131,7 +129,7 @@ def _longest_chain(per_line: list[list[tuple[int, str]]], n_frames: int) -> list
     chain: list[tuple[int, int, str]] = []
     li = f = 0
     while li < n_lines and f < n_frames:
-        vias = dict((k, v) for k, v in reversed(per_line[li]))
+        vias = {k: v for k, v in reversed(per_line[li])}
         if f in vias and best[li][f] == 1 + best[li + 1][f + 1]:
             chain.append((li, f, vias[f]))
             li, f = li + 1, f + 1

@@ -75,9 +75,9 @@ _TAG = r"[A-Z][A-Z_]*\d+|encode_dp_worker\[\d+\]|encode_server"
 _PREFIX = re.compile(
     r"""(?:
         \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\ (?:(?:stdout|stderr)\ [FP]\ )?  # CRI / CI
-      | \[\d{4}-\d\d-\d\d\ \d\d:\d\d:\d\d(?:[.,]\d+)?(?P<tags>(?:\ (?:%s))*)\]\ ?  # SGLang
+      | \[\d{4}-\d\d-\d\d\ \d\d:\d\d:\d\d(?:[.,]\d+)?(?P<tags>(?:\ (?:TAG))*)\]\ ?  # SGLang
       | \[rank(?P<rank>\d+)\]:\ ?                                                                  # torchrun
-    )""" % _TAG,
+    )""".replace("TAG", _TAG),
     re.VERBOSE,
 )
 _CRASH_MARKERS = re.compile(
@@ -101,7 +101,7 @@ class Signature:
     upstream: tuple[str, ...]
     message: re.Pattern[str]
     frames: tuple[FrameSpec, ...] = ()
-    evidence: EvidenceRule = EvidenceRule()
+    evidence: EvidenceRule = field(default_factory=EvidenceRule)
     description: str = ""
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness.build import resolve_build
 
-__all__ = ["RealSGLang", "real_sglang", "VERSIONS"]
+__all__ = ["VERSIONS", "RealSGLang", "real_sglang"]
 
 VERSIONS = ("0.5.14", "0.5.15")
 

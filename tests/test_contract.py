@@ -15,12 +15,13 @@ import re
 import textwrap
 import time
 import types
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from real_sglang import RealSGLang, real_sglang
 
 from harness import contract
-from tests.real_sglang import RealSGLang, real_sglang
 
 pytestmark = pytest.mark.slow
 
@@ -112,8 +113,10 @@ def _compile_functions(source: str, filename: str, names: tuple[str, ...], names
     assert {getattr(n, "name", None) or n.targets[0].id for n in picked} == set(names)  # type: ignore[attr-defined]
     import __future__
 
-    exec(compile(ast.Module(body=picked, type_ignores=[]), filename, "exec",
-                 flags=__future__.annotations.compiler_flag, dont_inherit=True), namespace)
+    # its module imports need packages a --no-deps environment lacks, so the functions are compiled alone
+    code = compile(ast.Module(body=picked, type_ignores=[]), filename, "exec",
+                   flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    exec(code, namespace)  # noqa: S102 - the release's own code, compiled from its file
     return namespace
 
 
@@ -141,7 +144,7 @@ def _health_namespace(*, status: str, generation: bool, answers_after_s: float |
         rid_to_state={}, server_args=types.SimpleNamespace(disaggregation_mode="null"), sent=[],
     )
 
-    async def generate_request(obj: Any, request: Any):  # noqa: ANN202 - an async generator stand-in
+    async def generate_request(obj: Any, request: Any) -> AsyncIterator[dict[str, Any]]:
         manager.sent.append(obj)
         if answers_after_s is not None:
             await asyncio.sleep(answers_after_s)
@@ -207,7 +210,7 @@ def _run_warmup(release: RealSGLang, model_info: dict[str, Any], *, skip: bool =
 
     def post(url: str, json: dict[str, Any], **_: object) -> Any:
         posts.append((url, json))
-        return types.SimpleNamespace(status_code=200 if warmup_ok else 500, text="", json=lambda: {})
+        return types.SimpleNamespace(status_code=200 if warmup_ok else 500, text="", json=dict)
 
     def get(url: str, **_: object) -> Any:
         assert url.endswith(contract.WARMUP_MODEL_INFO_PATH)
@@ -269,6 +272,25 @@ def test_failed_warmup_never_prints_the_ready_line(release: RealSGLang) -> None:
     assert len(posts) == 1
     assert contract.READY_LINE not in logged
     assert any(line.startswith(contract.WARMUP_FAILED_LINE) for line in logged)
+
+
+def test_gemma4_image_processor_makes_256_soft_tokens_of_the_warmup_image(release: RealSGLang) -> None:
+    """Measured with the transformers each release's environment pins: the image part of Gemma-4's warm-up prompt."""
+    code = textwrap.dedent("""
+        import base64, io, re, sys
+        from PIL import Image
+        from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
+        source = open(sys.argv[1], encoding="utf-8").read()
+        png = re.search(r'MINIMUM_PNG_PICTURE_BASE64 = "([^"]+)"', source).group(1)
+        image = Image.open(io.BytesIO(base64.b64decode(png))).convert("RGB")
+        print(image.size[0], image.size[1], Gemma4ImageProcessorPil()(images=[image])["num_soft_tokens_per_image"][0])
+    """)
+    script = code.replace("sys.argv[1]", repr(str(release.package / "srt/entrypoints/http_server.py")))
+    done = release.run(script)
+    assert done.returncode == 0, done.stderr[-2000:]
+    width, height, soft = map(int, done.stdout.split()[-3:])
+    assert (width, height) == (contract.WARMUP_IMAGE_PX, contract.WARMUP_IMAGE_PX)
+    assert soft == contract.WARMUP_IMAGE_SOFT_TOKENS_GEMMA4
 
 
 def test_harness_modules_take_their_constants_from_the_contract() -> None:

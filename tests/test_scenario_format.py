@@ -10,8 +10,14 @@ import pytest
 import yaml
 
 from harness.expectation import run_holds
-from harness.outcome import Outcome
-from harness.scenario import ScenarioError, load_file, load_paths, select_cases, sglang_argv
+from harness.outcome import Outcome, Phase
+from harness.scenario import (
+    ScenarioError,
+    load_file,
+    load_paths,
+    select_cases,
+    sglang_argv,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 SEEDS = REPO / "scenarios" / "frozen_kv_mtp"
@@ -60,9 +66,15 @@ def test_seed_scenarios_expand_as_the_issue_describes():
     for case in long.cases:
         before = case.scenario.expect["before"]
         args = case.scenario.server.args
+        # prompt-length cases skip SGLang's own warm-up, so the crash is the workload's; 276+warmup keeps it
+        keeps_warmup = case.values["tokens"] == "276+warmup"
+        assert ("skip-server-warmup" not in args) == keeps_warmup
         if case.values["path"] == "eager":
             assert args["speculative-num-steps"] == 1 and args["disable-cuda-graph"] is True
-            assert run_holds(before, Outcome.CRASH, "frozen-kv-mtp-stale-out-cache-loc", None)
+            at, elsewhere = (Phase.WARMUP, Phase.WORKLOAD) if keeps_warmup else (Phase.WORKLOAD, Phase.WARMUP)
+            assert run_holds(before, Outcome.CRASH, "frozen-kv-mtp-stale-out-cache-loc", at)
+            assert not run_holds(before, Outcome.CRASH, "frozen-kv-mtp-stale-out-cache-loc", elsewhere)
+            assert before.status == ("hypothesis" if keeps_warmup else "confirmed")
         else:
             assert args["speculative-num-steps"] == 5 and "disable-cuda-graph" not in args
             assert run_holds(before, Outcome.PASS, None, None) and not run_holds(before, Outcome.CRASH, "frozen-kv-mtp-stale-out-cache-loc", None)
@@ -76,6 +88,8 @@ def test_seed_scenarios_expand_as_the_issue_describes():
     argv = sglang_argv(nvfp4)
     assert argv[argv.index("--attention-backend") + 1] == "trtllm_mha"
     assert argv[argv.index("--quantization") + 1] == "modelopt_fp4"
+    # the BF16 draft must not inherit modelopt_fp4 (sglang server_args: unset inherits --quantization)
+    assert argv[argv.index("--speculative-draft-model-quantization") + 1] == "unquant"
 
 
 def test_misspelt_key_is_one_line_with_suggestion(tmp_path, run_cli):

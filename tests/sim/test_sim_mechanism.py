@@ -7,13 +7,13 @@ import traceback
 
 import pytest
 import torch
+from sim_helpers import EAGER_28264, GRAPH_28264
 
 from harness.sim.cli_args import parse_server_args
 from harness.sim.cuda_graph_buffer_registry import CudaGraphBufferRegistry
 from harness.sim.forward_batch import ForwardBatch, ForwardMode
 from harness.sim.scheduler import EARLY_POOL_BINDING_MESSAGE, Scheduler
 from harness.sim.server_settings import SettingsError, resolve_settings
-from sim_helpers import EAGER_28264, GRAPH_28264
 
 
 class _Sink:
