@@ -130,8 +130,8 @@ def test_one_item_per_case_and_role_with_readable_ids(project: pytest.Pytester) 
     base = "scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml::tokens=271,path=eager"
     assert [i for i in ids if i.startswith(base + "::")] == [
         f"{base}::before", f"{base}::before[sim]", f"{base}::after", f"{base}::after[sim]"]
-    # 2 + 6 + 1 cases, 2 roles each, real and reference-server items.
-    assert len(ids) == (2 + 6 + 1) * 2 * 2
+    # 2 + 8 + 1 cases, 2 roles each, real and reference-server items.
+    assert len(ids) == (2 + 8 + 1) * 2 * 2
     assert "scenarios/frozen_kv_mtp/trtllm_swa_nvfp4_startup.yaml::default::after[sim]" in ids
 
 
@@ -145,12 +145,12 @@ def test_keyword_selection_still_works(project: pytest.Pytester) -> None:
 
 
 @pytest.mark.parametrize(("expr", "count"), [
-    ("gpu", 18),
-    ("sim", 18),
-    ("l40s and gpus4 and sm89 and hicache", 12),
+    ("gpu", 22),
+    ("sim", 22),
+    ("l40s and gpus4 and sm89 and hicache", 16),
     ("gpus1 and sm80 and accept_length", 4),
     ("b200 and b300 and gb300 and sm100 and nvfp4", 2),
-    ("frozen_kv_mtp and slow", 36),
+    ("frozen_kv_mtp and slow", 44),
     ("sim and (l40s or gpus1 or gpus4)", 0),  # hardware markers are for real items only
 ])
 def test_markers_select_items(project: pytest.Pytester, expr: str, count: int) -> None:
@@ -177,9 +177,9 @@ def test_yaml_outside_scenarios_is_not_collected(project: pytest.Pytester) -> No
 def test_real_items_skip_with_what_hardware_is_missing(project: pytest.Pytester) -> None:
     _copy_seeds(project)
     result = _run(project, "-m", "gpu", "-ra")
-    result.assert_outcomes(skipped=18)
+    result.assert_outcomes(skipped=22)
     result.stdout.fnmatch_lines([
-        "SKIPPED [[]12[]] *hardware: needs 4 GPUs matching L40S with >= 44 GiB and compute capability >= 8.9, "
+        "SKIPPED [[]16[]] *hardware: needs 4 GPUs matching L40S with >= 44 GiB and compute capability >= 8.9, "
         "found 0 (host has: no GPUs)",
         "SKIPPED [[]2[]] *hardware: needs 1 GPU matching B200|B300|GB200|GB300 with >= 80 GiB*found 0*",
     ])
@@ -358,8 +358,9 @@ def test_infra_outcome_is_a_skip_unless_expected(project: pytest.Pytester, monke
 @pytest.mark.slow
 def test_sim_items_fail_with_the_servers_own_traceback(project: pytest.Pytester) -> None:
     seed = (SEEDS / "long_prompt_stale_out_cache_loc.yaml").read_text()
-    wrong = seed.replace("expect:\n  before: {outcome: crash, signature: frozen-kv-mtp-stale-out-cache-loc}",
-                         "expect:\n  before: {outcome: pass}")
+    wrong = seed.replace("expect:\n  before:\n    outcome: crash\n    signature: frozen-kv-mtp-stale-out-cache-loc\n"
+                         "    phase: workload\n    evidence: https://github.com/sgl-project/sglang/pull/28817\n",
+                         "expect:\n  before: {outcome: pass}\n")
     assert wrong != seed
     _write(project, "scenarios/wrong.yaml", wrong)
     result = _run_subprocess(project, "-m", "sim", "-k", "271 and eager and before",
@@ -378,16 +379,20 @@ def test_seed_scenarios_on_the_reference_server_end_to_end(project: pytest.Pytes
     # Every case of the crash scenarios at both revisions. The accept-length guard (5 trials of 24
     # requests, about a minute per run on 2 cores) is left to `pytest -m sim` in the repository.
     result = _run_subprocess(project, "-n", "2", "-m", "sim and not accept_length", timeout=400)
-    result.assert_outcomes(passed=6 * 2 + 2)
+    result.assert_outcomes(passed=8 * 2 + 2)
     runs = [json.loads((r / "result.json").read_text())
             for r in (project.state / "reports" / "runs").iterdir()]  # type: ignore[attr-defined]
-    assert len(runs) == 14
+    assert len(runs) == 18
     for run in runs:
         assert run["build"]["reference_server"] is True
         assert run["expectation"]["held"] is True, run
     outcomes = {(run["scenario"]["name"], run["case"]["name"], run["build"]["role"]): run["outcome"] for run in runs}
     assert outcomes["frozen-kv-mtp-long-prompt-28264", "tokens=276,path=eager", "before"] == "crash"
     assert outcomes["frozen-kv-mtp-long-prompt-28264", "tokens=276,path=eager", "after"] == "pass"
+    phases = {(run["case"]["name"], run["build"]["role"]): run["phase"] for run in runs
+              if run["scenario"]["name"] == "frozen-kv-mtp-long-prompt-28264"}
+    assert phases["tokens=276,path=eager", "before"] == "workload"  # warm-up skipped: the workload's crash
+    assert phases["tokens=276+warmup,path=eager", "before"] == "warm-up"  # SGLang's own warm-up crashed
     assert outcomes["frozen-kv-mtp-trtllm-swa-nvfp4-29021", "default", "before"] == "crash"
     assert {run["build"]["spec"].split(",")[0] for run in runs} == {"sim:pre-fix", "sim:post-fix"}
 

@@ -422,3 +422,33 @@ def test_line_numbers_agree_between_text_and_file(tmp_path: Path, catalogue: Cat
     assert from_text is not None and from_file is not None
     assert from_text.line_no == from_file.line_no == 3 + len(upstream_traceback(276))
     assert from_file.line == from_text.line.rstrip("\r")
+
+
+# -- every rank tag SGLang writes (harness.contract.LOG_RANK_TAGS, scheduler.py's order) ----------
+
+
+def test_every_combination_of_sglangs_rank_tags_is_a_prefix() -> None:
+    import itertools
+
+    from harness.contract import LOG_RANK_TAGS
+    from harness.signatures import _split_prefix
+
+    for n in range(len(LOG_RANK_TAGS) + 1):
+        for combo in itertools.combinations(LOG_RANK_TAGS, n):
+            tags = " ".join(f"{tag}{i + 1}" for i, tag in enumerate(combo))
+            for stamp in ("2026-06-29 10:00:00", "2026-06-29 10:00:00.123"):  # SGLANG_LOG_MS adds milliseconds
+                line = f"[{stamp}{' ' + tags if tags else ''}] Scheduler hit an exception: x"
+                assert _split_prefix(line) == (tags, "Scheduler hit an exception: x")
+    assert _split_prefix("[2026-06-29 10:00:00 encode_dp_worker[3]] x") == ("encode_dp_worker[3]", "x")
+    assert _split_prefix("[2026-06-29 10:00:00 encode_server] x") == ("encode_server", "x")
+
+
+def test_ranks_that_differ_only_in_attn_cp_and_moe_dp_are_kept_apart(catalogue: Catalogue) -> None:
+    one, two = "DP0 ATTN_CP0 MOE_DP0 TP0", "DP0 ATTN_CP1 MOE_DP1 TP1"
+    crash = [f"[2026-06-29 10:00:00 {one}] {line}" for line in upstream_traceback(271)]
+    other = [f"[2026-06-29 10:00:00 {two}] {line}" for line in upstream_traceback(276)[:-1]]
+    other.append(f"[2026-06-29 10:00:00 {two}] ValueError: unrelated")
+    mixed = [line for pair in zip(other, crash) for line in pair]
+    match = catalogue.match_text("\n".join(mixed))
+    assert match is not None and match.groups == ("271",)
+    assert all(one in line for line in match.excerpt.splitlines())
