@@ -86,6 +86,18 @@ def test_ready_via_a_slow_health_answer_without_a_ready_line(tag: str, port: int
         assert "ready to roll" not in (tmp_path / "server.log").read_text()
 
 
+def test_reference_server_at_log_level_warning_becomes_ready_via_health(tag: str, port: int, tmp_path: Path) -> None:
+    # no ready line at --log-level warning; SGLang's /health (modelled) answers after its generation
+    argv = [sys.executable, "-m", "harness.sim.server", "--model-path", "google/gemma-4-E4B-it", "--log-level",
+            "warning", "--sim-revision", "post-fix", "--host", "127.0.0.1", "--port", str(port)]
+    server = ServerProcess(argv, env=dict(os.environ), host="127.0.0.1", port=port, log_path=tmp_path / "server.log",
+                           run_tag=tag, startup_timeout_s=120)
+    with server:
+        server.wait_ready()
+        assert server.ready_via == "health:/health"
+        assert "ready to roll" not in (tmp_path / "server.log").read_text()
+
+
 def test_ready_via_health_and_port_free_after_stop(tag: str, port: int, tmp_path: Path) -> None:
     server = _server("healthy.py", "--port", port, "--health-delay", 0.3, tag=tag, port=port, tmp_path=tmp_path)
     with server:

@@ -154,3 +154,18 @@ def test_real_0514_fill_from_traceback_is_triaged_as_the_bug(device: str, tmp_pa
     body = re.sub(r'File "[^"]*eager_decode_with_stale_out_cache_loc.py"',
                   'File "/tmp/eager_decode_with_stale_out_cache_loc.py"', body)
     assert body.rstrip("\n").split("\n") == lines_of(f"sglang-0.5.14-real-fill_from-{device}.log")
+
+
+def test_chained_exceptions_either_way_round() -> None:
+    bug = ["Traceback (most recent call last):", *lines_of("upstream-28264-issue.log")]
+    other = ["Traceback (most recent call last):", '  File "/x/scheduler.py", line 1, in run_scheduler_process',
+             "    scheduler.event_loop()", "ValueError: the scheduler gave up"]
+    for first, second, link in (
+        (bug, other, "During handling of the above exception, another exception occurred:"),
+        (other, bug, "The above exception was the direct cause of the following exception:"),
+    ):
+        text = "\n".join(["[2026-06-29 10:00:00 TP0] Scheduler hit an exception: " + first[0], *first[1:], "",
+                          link, "", *second])
+        match = CATALOGUE.match_text(text)
+        assert match is not None and match.signature.id == BUG and match.groups == ("276",)
+        assert "ValueError" not in match.excerpt
