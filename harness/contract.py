@@ -230,7 +230,8 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_HTTP, 1999, 2023, 'is_vlm = bool(model_info.get("has_image_understanding", False))'),
         Cite(_HTTP, 2002, 2026, 'request_name = "/v1/chat/completions"'),
         Cite(_HTTP, 658, 675, '"has_image_understanding": model_config.is_image_understandable_model,'),
-        Cite("srt/configs/model_config.py", 400, 405, "self.is_image_understandable_model = enable_multimodal and hasattr("),
+        Cite("srt/configs/model_config.py", 400, 405,
+             "self.is_image_understandable_model = enable_multimodal and hasattr("),
     ), "a model whose config has vision_config (Gemma-4) warms up with a chat request carrying one image"),
     Fact("WARMUP_IMAGE_PROMPT", WARMUP_IMAGE_PROMPT, (
         Cite(_HTTP, 2040, 2064, '"text": "Describe the image.",'),
@@ -259,7 +260,8 @@ FACTS: Final[tuple[Fact, ...]] = (
     )),
     Fact("FLUSH_CACHE_PATH", FLUSH_CACHE_PATH,
          (Cite(_HTTP, 839, 862, '@app.api_route("/flush_cache", methods=["GET", "POST"])'),)),
-    Fact("MODELS_PATH", MODELS_PATH, (Cite(_HTTP, 1713, 1735, '@app.get("/v1/models", response_class=ORJSONResponse)'),)),
+    Fact("MODELS_PATH", MODELS_PATH,
+         (Cite(_HTTP, 1713, 1735, '@app.get("/v1/models", response_class=ORJSONResponse)'),)),
     Fact("META_INFO_KEYS", META_INFO_KEYS, (
         Cite(_TM, 1863, 1891, '"finish_reason": recv_obj.finished_reasons[i],'),
         Cite(_TM, 1864, 1892, '"prompt_tokens": recv_obj.prompt_tokens[i],'),
@@ -277,7 +279,8 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite("srt/managers/schedule_batch.py", 211, 211, '"type": "abort",'),
         Cite(_TM, 1381, 1402, "async def _handle_abort_finish_reason("),
     ), "a streamed abort is yielded as an event, then data: [DONE], HTTP 200"),
-    Fact("AVG_ACCEPT_LENGTH_KEY", AVG_ACCEPT_LENGTH_KEY, (Cite(_SCHED, 3687, 3775, 'ret["avg_spec_accept_length"] = ('),),
+    Fact("AVG_ACCEPT_LENGTH_KEY", AVG_ACCEPT_LENGTH_KEY,
+         (Cite(_SCHED, 3687, 3775, 'ret["avg_spec_accept_length"] = ('),),
          "lifetime figure over forward passes, warm-ups included"),
     Fact("METRIC_NAMES", METRIC_NAMES, (
         Cite(_METRICS, 415, 415, 'name="sglang:spec_accept_length",'),
@@ -301,7 +304,8 @@ FACTS: Final[tuple[Fact, ...]] = (
     Fact("LOG_OTHER_TAGS", LOG_OTHER_TAGS, (
         Cite("srt/disaggregation/encode_server.py", 3163, 3428,
              'configure_logger(server_args, prefix=f" encode_dp_worker[{dp_rank}]")'),
-        Cite("srt/disaggregation/encode_server.py", 3330, 3610, 'configure_logger(server_args, prefix=" encode_server")'),
+        Cite("srt/disaggregation/encode_server.py", 3330, 3610,
+             'configure_logger(server_args, prefix=" encode_server")'),
     )),
     Fact("LOG_DATE_FORMAT", LOG_DATE_FORMAT, (
         Cite("srt/utils/common.py", 1373, 2085, 'datefmt="%Y-%m-%d %H:%M:%S",'),

@@ -448,7 +448,8 @@ def _parse_frame(item: Any, label: str) -> FrameSpec:
         raise UserError(f"{label}: unknown key(s) {', '.join(map(str, unknown))}; valid: {', '.join(_FRAME_KEYS)}")
     for key in ("file", "function"):
         if key not in item:
-            raise UserError(f"{label}: missing key '{key}' (a regex over the file's basename without .py / the function)")
+            raise UserError(f"{label}: missing key '{key}' "
+                            "(a regex over the file's basename without .py / over the function's name)")
     tags = item.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
         raise UserError(f"{label}: tags: expected a list of names")

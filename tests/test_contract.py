@@ -86,7 +86,8 @@ def test_parser_defaults_and_flags(release: RealSGLang) -> None:
         ServerArgs.add_cli_args(parser)
         plain = vars(parser.parse_args(["--model-path", "m"]))
         flagged = vars(parser.parse_args(["--model-path", "m", "{contract.SKIP_SERVER_WARMUP_FLAG}",
-                                          "--speculative-draft-model-quantization", "{contract.DRAFT_QUANTIZATION_UNQUANT}"]))
+                                          "--speculative-draft-model-quantization",
+                                          "{contract.DRAFT_QUANTIZATION_UNQUANT}"]))
         print(json.dumps({{"plain": {{k: plain[k] for k in {list(contract.DEFAULTS)!r}}},
                           "skip": flagged["skip_server_warmup"],
                           "draft_q": flagged["speculative_draft_model_quantization"]}}))
@@ -116,7 +117,7 @@ def _compile_functions(source: str, filename: str, names: tuple[str, ...], names
     # its module imports need packages a --no-deps environment lacks, so the functions are compiled alone
     code = compile(ast.Module(body=picked, type_ignores=[]), filename, "exec",
                    flags=__future__.annotations.compiler_flag, dont_inherit=True)
-    exec(code, namespace)  # noqa: S102 - the release's own code, compiled from its file
+    exec(code, namespace)  # the release's own code, compiled from its file
     return namespace
 
 
@@ -218,7 +219,8 @@ def _run_warmup(release: RealSGLang, model_info: dict[str, Any], *, skip: bool =
 
     killed: list[int] = []
     ns: dict[str, Any] = {
-        "requests": types.SimpleNamespace(get=get, post=post, exceptions=types.SimpleNamespace(RequestException=OSError)),
+        "requests": types.SimpleNamespace(get=get, post=post,
+                                          exceptions=types.SimpleNamespace(RequestException=OSError)),
         "time": types.SimpleNamespace(sleep=lambda s: None, time=time.time),
         "logger": types.SimpleNamespace(info=lambda m, *a: logged.append(str(m) % a if a else str(m)),
                                         error=lambda m, *a: logged.append(str(m))),

@@ -62,7 +62,7 @@ def with_rank_prefix(lines: list[str], tags: str, every_line: bool) -> list[str]
 
 # every combination SGLang's scheduler can write, in its order (scheduler.py: DP, PP, ATTN_CP, MOE_DP, TP, EP)
 TAG_SETS = st.lists(st.booleans(), min_size=len(LOG_RANK_TAGS), max_size=len(LOG_RANK_TAGS)).map(
-    lambda on: " ".join(f"{tag}{i % 4}" for i, (tag, yes) in enumerate(zip(LOG_RANK_TAGS, on)) if yes)
+    lambda on: " ".join(f"{tag}{i % 4}" for i, (tag, yes) in enumerate(zip(LOG_RANK_TAGS, on, strict=True)) if yes)
 )
 
 

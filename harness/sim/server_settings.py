@@ -3,7 +3,8 @@
 Decisions modelled: NEXTN/EAGLE with a ``Gemma4AssistantForCausalLM`` draft is promoted to
 FROZEN_KV_MTP; the draft's quantization inherits ``--quantization`` unless
 ``--speculative-draft-model-quantization`` is given (``unquant``: none), and a draft whose checkpoint is
-not quantized cannot load with a ModelOpt method (harness.contract.DRAFT_QUANTIZATION_UNQUANT); the draft CUDA graph is skipped (eager path) when CUDA graphs are disabled or
+not quantized cannot load with a ModelOpt method (harness.contract.DRAFT_QUANTIZATION_UNQUANT); the
+draft CUDA graph is skipped (eager path) when CUDA graphs are disabled or
 ``--speculative-num-steps <= 1``; Frozen-KV MTP with topk > 1 supports only triton and trtllm_mha.
 """
 
