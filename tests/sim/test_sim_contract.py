@@ -13,8 +13,8 @@ import pytest
 from sim_helpers import GRAPH_28264, SimServer, start_server, stop_server
 
 from harness import contract
-from harness.sim.server_settings import health_settings
 from harness.sim.model_config import resolve_model
+from harness.sim.server_settings import health_settings
 from harness.sim.tokenizer import BOS_ID, ByteTokenizer
 from harness.sim.warmup import warmup_request
 
