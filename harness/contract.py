@@ -29,6 +29,7 @@ __all__ = [
     "ENV_TRUE",
     "FACTS",
     "FIX_MARKER",
+    "AUTH_EXEMPT_PREFIXES",
     "FLUSH_CACHE_PATH",
     "GENERATE_PATH",
     "HEALTH_CHECK_INPUT_IDS",
@@ -60,6 +61,7 @@ __all__ = [
     "SPEC_META_INFO_KEYS",
     "STREAM_DATA_PREFIX",
     "STREAM_DONE",
+    "UNAUTHORIZED_ERROR",
     "UVICORN_RUNNING",
     "VERSIONS",
     "WARMUP_CHAT_PATH",
@@ -149,6 +151,9 @@ GENERATE_PATH: Final = "/generate"
 SERVER_INFO_PATHS: Final = ("/server_info", "/get_server_info")  # the second is deprecated (a warning per call)
 MODEL_INFO_PATHS: Final = ("/model_info", "/get_model_info")  # the second is deprecated
 FLUSH_CACHE_PATH: Final = "/flush_cache"
+# With --api-key every path but these prefixes wants "Authorization: Bearer <key>"; else 401 {"error": ...}.
+AUTH_EXEMPT_PREFIXES: Final = ("/health", "/metrics")
+UNAUTHORIZED_ERROR: Final = "Unauthorized"
 MODELS_PATH: Final = "/v1/models"
 METRICS_PATH: Final = "/metrics"  # prometheus, with --enable-metrics
 REQUEST_FIELDS: Final = ("text", "input_ids", "sampling_params", "stream", "rid", "return_logprob")
@@ -258,6 +263,12 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_HTTP, 648, 665, '@app.get("/model_info")'),
         Cite(_HTTP, 638, 655, '@app.get("/get_model_info")'),
     )),
+    Fact("AUTH_EXEMPT_PREFIXES", AUTH_EXEMPT_PREFIXES, (
+        Cite("srt/utils/auth.py", 100, 100, 'if path.startswith("/health") or path.startswith("/metrics"):'),
+        Cite("srt/utils/auth.py", 144, 144,
+             "return AuthDecision(allowed=_check_bearer_token(authorization_header, api_key))"),
+    ), "the harness sends the scenario's --api-key as a bearer token (harness.auth)"),
+    Fact("UNAUTHORIZED_ERROR", UNAUTHORIZED_ERROR, (Cite("srt/utils/auth.py", 191, 191, '"Unauthorized"'),)),
     Fact("FLUSH_CACHE_PATH", FLUSH_CACHE_PATH,
          (Cite(_HTTP, 839, 862, '@app.api_route("/flush_cache", methods=["GET", "POST"])'),)),
     Fact("MODELS_PATH", MODELS_PATH,

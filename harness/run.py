@@ -32,7 +32,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from harness import __version__, hardware
+from harness import __version__, contract, hardware
 from harness.auth import admin_headers, request_headers
 from harness.artifacts import new_run_dir, redact_file, write_env, write_record, write_repro
 from harness.build import Build, describe_environment, parse_build_spec, resolve_build
@@ -68,10 +68,6 @@ log = logging.getLogger(__name__)
 
 _EXCERPT_CHARS = 6000
 _DEADLINE = "scenario deadline reached"
-# SGLang logs this when its own warm-up request fails, then kills itself (srt/entrypoints/http_server.py,
-# _execute_server_warmup: 0.5.14 and 0.5.15); the HTTP server is up by then (uvicorn's line).
-_WARMUP_FAILED = "Initialization failed. warmup error"
-_HTTP_UP = "Uvicorn running on"
 
 
 @dataclass(frozen=True)
@@ -184,11 +180,13 @@ def _preflight(case: Case, launcher: Launcher, flags: list[str]) -> RunVerdict |
 
 def _before_ready_phase(log_text: str, flags: Sequence[str]) -> Phase:
     """Start-up, or SGLang's own warm-up request (the HTTP server was up and warm-up was not skipped)."""
-    if _WARMUP_FAILED in log_text:
+    # SGLang logs WARMUP_FAILED_LINE when its own warm-up request fails, then kills itself; the HTTP server
+    # (uvicorn's line) is up before warm-up starts (harness.contract cites both).
+    if contract.WARMUP_FAILED_LINE in log_text:
         return Phase.WARMUP
-    if "--skip-server-warmup" in flags:
+    if contract.SKIP_SERVER_WARMUP_FLAG in flags:
         return Phase.STARTUP
-    return Phase.WARMUP if _HTTP_UP in log_text else Phase.STARTUP
+    return Phase.WARMUP if contract.UVICORN_RUNNING in log_text else Phase.STARTUP
 
 
 def _crash_verdict(match: object | None, log_text: str, exit_code: int | None, phase: Phase) -> RunVerdict:

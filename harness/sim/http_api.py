@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hmac
 import json
 import logging
 import time
 import uuid
+from typing import Any
 
 from aiohttp import web
 
 from harness.contract import (
+    AUTH_EXEMPT_PREFIXES,
     HEALTH_CHECK_INPUT_IDS,
     HEALTH_CHECK_POLL_S,
     HEALTH_CHECK_RID_PREFIX,
@@ -24,6 +27,7 @@ from harness.contract import (
     HEALTH_GENERATION_DEFAULT,
     HEALTH_PATH,
     HEALTH_STARTING_STATUS,
+    UNAUTHORIZED_ERROR,
 )
 from harness.sim import SIM_LABEL, SIM_NAME, version_string
 from harness.sim.scheduler_client import PendingRequest, SchedulerClient, SchedulerGone
@@ -288,8 +292,24 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(text=_metrics_text(state, await _stats(state)), content_type="text/plain")
 
 
+def _api_key_middleware(api_key: str | None) -> Any:
+    """SGLang's --api-key: every path but /health* and /metrics* wants the key as a bearer token, else 401
+    {"error": "Unauthorized"} (harness.contract AUTH_EXEMPT_PREFIXES, UNAUTHORIZED_ERROR)."""
+
+    @web.middleware
+    async def check(request: web.Request, handler: Any) -> web.StreamResponse:
+        if api_key and request.method != "OPTIONS" and not request.path.startswith(AUTH_EXEMPT_PREFIXES):
+            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(token, api_key):
+                return web.json_response({"error": UNAUTHORIZED_ERROR}, status=401)
+        return await handler(request)
+
+    return check
+
+
 def build_app(state: ApiState) -> web.Application:
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app = web.Application(client_max_size=64 * 1024 * 1024,
+                          middlewares=[_api_key_middleware(getattr(state.args, "api_key", None))])
     app["state"] = state
     app.router.add_get("/health", health)
     app.router.add_get("/health_generate", health)
