@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from _common import REPO, SERVER_LABEL, emit, quiet_logging
 
 from harness.run import RunOptions, execute_run

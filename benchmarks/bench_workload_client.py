@@ -4,7 +4,8 @@ Usage: python benchmarks/bench_workload_client.py [--rounds 5] [--num-prompts 64
        [--output-len 32] [--concurrency 4] [--sglang-python PATH] [--out FILE]
 
 One post-fix reference server (graph draft path) serves every run. The two clients run alternately, A B A B,
-with the same N prompts (the exact token ids bench_serving's random-ids dataset makes), M output tokens (ignore_eos), unbounded request rate, at most
+with the same N prompts (the exact token ids bench_serving's random-ids dataset makes), M output tokens
+(ignore_eos), unbounded request rate, at most
 C in flight, one warmup request each, and the server's cache flushed before each run.
 
 CPU cost. Each client is its own process, started by `_measure_cpu.py` in the client's interpreter: it
@@ -185,7 +186,9 @@ def _flush(url: str) -> None:
 def _resolve_sglang_python(explicit: str | None) -> tuple[str | None, str | None]:
     """(python, None) or (None, why bench_serving is unavailable)."""
     if explicit is not None:
-        return (explicit, None) if explicit and Path(explicit).exists() else (None, f"--sglang-python {explicit!r}: no such interpreter")
+        if explicit and Path(explicit).exists():
+            return explicit, None
+        return None, f"--sglang-python {explicit!r}: no such interpreter"
     try:
         from harness.build import resolve_build
         from harness.errors import HarnessError

@@ -85,7 +85,7 @@ class _Lease:
         while self._locks:
             self._locks.pop().release()
 
-    def __enter__(self):  # noqa: ANN204 - returns the subclass
+    def __enter__(self):
         return self
 
     def __exit__(

@@ -93,7 +93,7 @@ def _tokenizer_json(path: str) -> Path | None:
         from huggingface_hub import hf_hub_download
 
         return Path(hf_hub_download(path, "tokenizer.json", local_files_only=True))
-    except Exception:  # noqa: BLE001 - any miss (not cached, bad repo id, no hub) means "not found here"
+    except Exception:
         return None
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from harness.comparison import MetricComparison
 from harness.compare_runner import _relative_checks
+from harness.comparison import MetricComparison
 from harness.run import evaluate_checks
 from harness.scenario.model import Bound, Checks, RelativeChecks
 

@@ -6,8 +6,8 @@ import json
 import math
 
 import numpy as np
-from run_records import judged
 import pytest
+from run_records import judged
 
 from harness.comparison import (
     SCHEMA_VERSION,

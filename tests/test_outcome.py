@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 
 from harness.outcome import (
@@ -9,13 +11,12 @@ from harness.outcome import (
     EXIT_ORDER,
     TELLING_ORDER,
     Outcome,
+    Phase,
     exit_code_for,
     most_telling,
     parse_outcome,
 )
 from harness.scenario.model import ExpectedOutcome, ExpectedPhase
-from harness.outcome import Phase
-from typing import get_args
 
 
 def test_every_ordering_covers_every_outcome_once() -> None:

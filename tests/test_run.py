@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from harness.build import Build
-from harness.reaper import TAG_VAR
 from harness.outcome import Outcome, Phase
+from harness.reaper import TAG_VAR
 from harness.record import ExpectationResult, RunRecord, read_record
 from harness.run import RunOptions, execute_run
 from harness.scenario import load_file, select_cases

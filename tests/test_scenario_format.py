@@ -77,7 +77,8 @@ def test_seed_scenarios_expand_as_the_issue_describes():
             assert before.status == ("hypothesis" if keeps_warmup else "confirmed")
         else:
             assert args["speculative-num-steps"] == 5 and "disable-cuda-graph" not in args
-            assert run_holds(before, Outcome.PASS, None, None) and not run_holds(before, Outcome.CRASH, "frozen-kv-mtp-stale-out-cache-loc", None)
+            assert run_holds(before, Outcome.PASS, None, None)
+            assert not run_holds(before, Outcome.CRASH, "frozen-kv-mtp-stale-out-cache-loc", None)
         assert run_holds(case.scenario.expect["after"], Outcome.PASS, None, None)
         assert "--enable-hierarchical-cache" in sglang_argv(case.scenario)
     guard = loaded["frozen-kv-mtp-accept-length-guard"]

@@ -80,5 +80,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     unused = sorted(set(settings(session.config).builds) - roles)
     if roles and unused:
         # Most likely a typo; the scenarios keep their own specs for the roles they do have.
+        known = ", ".join(sorted(roles))
         warnings.warn(pytest.PytestWarning(
-            f"--build {', '.join(unused)}: no selected scenario item has that role (roles: {', '.join(sorted(roles))})"))
+            f"--build {', '.join(unused)}: no selected scenario item has that role (roles: {known})"), stacklevel=2)

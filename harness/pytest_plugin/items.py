@@ -17,10 +17,10 @@ import pytest
 
 from harness import hardware
 from harness.errors import InfraError, UserError
-from harness.pytest_plugin import gating, leasing, reporting, runner
-from harness.pytest_plugin.options import settings
 from harness.expectation import run_holds
 from harness.outcome import Outcome
+from harness.pytest_plugin import gating, leasing, reporting, runner
+from harness.pytest_plugin.options import settings
 from harness.scenario import Case
 from harness.scenario.model import Expectation
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -62,7 +62,7 @@ _MAX_ARG_BYTES = 128 * 1024 - 1  # MAX_ARG_STRLEN less the terminating NUL
 _MAX_ARGV_BYTES = 1 << 20
 _BUILD_KINDS = tuple(f"{kind}:" for kind in BUILD_KINDS)
 
-FlagValue = Union[bool, int, float, str, list[Union[int, float, str]], None]
+FlagValue = bool | int | float | str | list[int | float | str] | None
 
 
 class _Strict(BaseModel):

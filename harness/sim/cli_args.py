@@ -7,8 +7,8 @@ unchanged; an unknown flag exits 2 with argparse's message, as SGLang's own pars
 from __future__ import annotations
 
 import argparse
-from typing import Any
 from collections.abc import Sequence
+from typing import Any
 
 from harness.sim import DEFAULT_REVISION, REVISIONS
 

@@ -268,7 +268,8 @@ async def models(request: web.Request) -> web.Response:
 
 
 def _metrics_text(state: ApiState, stats: dict) -> str:
-    label = '{model_name="%s"}' % state.served_name.replace("\\", "\\\\").replace('"', '\\"')
+    escaped = state.served_name.replace("\\", "\\\\").replace('"', '\\"')
+    label = f'{{model_name="{escaped}"}}'
     rows = [
         ("spec_accept_length", "gauge", "Average acceptance length of speculative decoding.", stats["accept_length"] or 0.0),
         ("spec_accept_rate", "gauge", "Accepted draft tokens over proposed draft tokens.", stats["accept_rate"] or 0.0),

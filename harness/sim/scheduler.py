@@ -144,7 +144,8 @@ class Scheduler:
                 stop_token_ids=tuple(p.get("stop_token_ids") or (EOS_ID,)),
                 count_in_stats=bool(msg.get("count_in_stats", True)))
         if float(p["temperature"]) > 0:
-            r.generator = torch.Generator().manual_seed(int(p.get("seed") or (self.s.seed * 1_000_003 + zlib.crc32(r.rid.encode()))))
+            seed = p.get("seed") or (self.s.seed * 1_000_003 + zlib.crc32(r.rid.encode()))
+            r.generator = torch.Generator().manual_seed(int(seed))
         if self._budget(r) > self.s.max_total_tokens or len(r.input_ids) + r.max_new_tokens > self.s.context_length:
             r.finish_reason = {"type": "abort", "message": (
                 f"The request needs {len(r.input_ids)} prompt + {r.max_new_tokens} new tokens; the reference server's "

@@ -21,6 +21,6 @@ if __name__ == "__main__":
     while time.monotonic() < deadline:
         try:
             conn, _ = server.accept()
-        except socket.timeout:
+        except TimeoutError:
             continue
         held.append(conn)  # keep it open, say nothing

@@ -31,7 +31,7 @@ def test_generate_text_and_server_info(post_fix_graph_server):
     assert status == 200, body
     out = json.loads(body)
     meta = out["meta_info"]
-    assert meta["prompt_tokens"] == len("The capital of France is".encode())
+    assert meta["prompt_tokens"] == len(b"The capital of France is")
     assert meta["completion_tokens"] == 24 == len(out["output_ids"])
     assert meta["spec_verify_ct"] >= 1
     assert meta["spec_accept_length"] == pytest.approx(24 / meta["spec_verify_ct"])
