@@ -306,7 +306,7 @@ def _start(server: ServerProcess, attempt: Attempt) -> float | RunVerdict:
         ready_s = server.wait_ready()
     except ServerDied as exc:
         log_text = server.log_tail(400)
-        return _crash_verdict(exc.crash_match, log_text, exc.exit_code, _before_ready_phase(log_text, attempt.flags))
+        return _crash_verdict(exc.crash_match, log_text, exc.server_exit_code, _before_ready_phase(log_text, attempt.flags))
     except StartupTimeout as exc:
         phase = _before_ready_phase(server.log_tail(400), attempt.flags)
         return RunVerdict(Outcome.TIMEOUT, f"{phase.value}: {exc}", phase)

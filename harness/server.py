@@ -66,9 +66,11 @@ _PR_SET_PDEATHSIG = 1
 class ServerDied(HarnessError):
     """The server exited or logged a crash signature before it was ready."""
 
-    def __init__(self, message: str, *, exit_code: int | None, crash_match: object | None, log_tail: str) -> None:
+    def __init__(self, message: str, *, server_exit_code: int | None, crash_match: object | None,
+                 log_tail: str) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        # Not ``exit_code``: that is HarnessError's exit code of the harness itself (a crash is EXIT_FAIL).
+        self.server_exit_code = server_exit_code
         self.crash_match = crash_match
         self.log_tail = log_tail
 
@@ -478,7 +480,7 @@ class ServerProcess:
             message = f"server exited with code {self._exit_code} before it was ready" + (
                 f"; last log line: {last}" if last else "; log is empty"
             )
-        return ServerDied(message, exit_code=self._exit_code, crash_match=self.crash_match, log_tail=tail)
+        return ServerDied(message, server_exit_code=self._exit_code, crash_match=self.crash_match, log_tail=tail)
 
     def _wait_port_free(self, timeout_s: float, own: set[int]) -> bool:
         holders = _listeners(self.port)

@@ -148,7 +148,7 @@ def test_crash_line_before_ready_fails_within_one_second(tag: str, port: int, tm
     assert server.died_at is not None and server.died_at - line_at < 1.0
     assert raised_at - line_at < 1.0, f"verdict {raised_at - line_at:.2f} s after the crash line"
     assert info.value.crash_match == "test-crash"
-    assert info.value.exit_code is not None  # torn down before raising, so it has one now
+    assert info.value.server_exit_code is not None  # torn down before raising, so it has one now
     assert "crashed on purpose" in str(info.value)
     assert run_pids(tag) == {}
 
@@ -175,7 +175,7 @@ def test_early_exit_reports_exit_code(tag: str, port: int, tmp_path: Path) -> No
     with pytest.raises(ServerDied) as info:
         server.wait_ready()
     assert time.monotonic() - began < 5
-    assert info.value.exit_code == 7 and info.value.crash_match is None
+    assert info.value.server_exit_code == 7 and info.value.crash_match is None
     assert "exited with code 7" in str(info.value) and "always fails" in str(info.value)
 
 

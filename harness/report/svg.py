@@ -84,7 +84,7 @@ def trial_plot(title: str, series: Sequence[Series], *, width: int = 520, height
     def y_of(value: float) -> float:
         return _TOP + plot_h - (value - y_low) / (y_high - y_low) * plot_h
 
-    def x_of(trial: int, k: int) -> float:
+    def x_of(trial: int, k: float) -> float:
         step = plot_w / max(trials, 1)
         offset = (k - (len(series) - 1) / 2) * min(8.0, step / (len(series) + 1))
         return _LEFT + step * (trial + 0.5) + offset

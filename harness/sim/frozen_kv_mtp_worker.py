@@ -25,6 +25,18 @@ __all__ = ["FrozenKVMTPWorker", "chain_length"]
 logger = logging.getLogger(__name__)
 
 
+def _draft_history(forward_batch: ForwardBatch) -> torch.Tensor:
+    if forward_batch.draft_history is None:
+        raise RuntimeError("the draft batch has no draft_history: build it with build_draft_batch")
+    return forward_batch.draft_history
+
+
+def _drafts(req: Req) -> torch.Tensor:
+    if req.drafts is None:
+        raise RuntimeError(f"request {req.rid} reached verification without drafts")
+    return req.drafts
+
+
 def chain_length(num_steps: int, topk: int, num_draft_tokens: int) -> int:
     """Draft tokens per branch: ``num_steps``, limited so that all branches fit ``num_draft_tokens - 1``."""
     return max(1, min(num_steps, (num_draft_tokens - 1) // topk))
@@ -65,7 +77,7 @@ class FrozenKVMTPWorker:
         k = self.topk
         for name in ("input_ids", "positions", "seq_lens", "req_pool_indices"):
             setattr(forward_batch, name, getattr(forward_batch, name).repeat_interleave(k))
-        forward_batch.draft_history = forward_batch.draft_history.repeat_interleave(k, dim=0)
+        forward_batch.draft_history = _draft_history(forward_batch).repeat_interleave(k, dim=0)
         forward_batch.batch_size *= k
 
     def draft_forward(self, forward_batch: ForwardBatch) -> torch.Tensor:
@@ -82,11 +94,11 @@ class FrozenKVMTPWorker:
                 nxt = logits.view(bs, k, -1)[:, 0].topk(k, dim=-1).indices.reshape(-1)
             else:
                 nxt = logits.argmax(-1)
-            forward_batch.draft_history = torch.cat([forward_batch.draft_history, nxt[:, None]], dim=1)
+            forward_batch.draft_history = torch.cat([_draft_history(forward_batch), nxt[:, None]], dim=1)
             forward_batch.input_ids = nxt
             forward_batch.positions = forward_batch.positions + 1
         self.draft_kv_writes += self.pool.write_count - writes_before
-        return forward_batch.draft_history[:, 1:].reshape(bs, k, self.chain_len)
+        return _draft_history(forward_batch)[:, 1:].reshape(bs, k, self.chain_len)
 
     def verify(self, reqs: list[Req]) -> tuple[list[list[int]], torch.Tensor]:
         """Run the target on every branch; keep the longest matching prefix plus the bonus token.
@@ -95,12 +107,14 @@ class FrozenKVMTPWorker:
         ``out_cache_loc`` the next draft batch inherits).
         """
         k, n, dev = self.topk, self.chain_len + 1, self.device
-        ids, positions, spans = [], [], []
+        ids: list[int] = []
+        positions: list[int] = []
+        spans: list[SeqSpan] = []
         for r in reqs:
-            assert r.drafts is not None
+            drafts = _drafts(r)
             for c in range(k):
                 spans.append(SeqSpan(start=len(ids), length=n, req_pool_idx=r.req_pool_idx, prefix_len=r.seq_len))
-                ids.extend([r.pending, *r.drafts[c].tolist()])
+                ids.extend([r.pending, *drafts[c].tolist()])
                 positions.extend(range(r.seq_len, r.seq_len + n))
         slots = self.allocator.alloc(len(ids))
         fb = ForwardBatch(
@@ -114,10 +128,11 @@ class FrozenKVMTPWorker:
         logits = self.target_runner.forward(fb).view(len(reqs), k, n, -1)
         slots = slots.view(len(reqs), k, n)
         new_tokens: list[list[int]] = []
-        last_locs = []
+        last_locs: list[torch.Tensor] = []
         for i, r in enumerate(reqs):
+            drafts = _drafts(r)
             target = sample(logits[i].reshape(k * n, -1), r.temperature, r.generator).view(k, n)
-            match = (r.drafts.to(dev) == target[:, : n - 1]).to(torch.int64).cumprod(dim=1).sum(dim=1)
+            match = (drafts.to(dev) == target[:, : n - 1]).to(torch.int64).cumprod(dim=1).sum(dim=1)
             best = int(match.argmax())
             a = int(match[best])
             keep = slots[i, best, : a + 1]
@@ -132,6 +147,6 @@ class FrozenKVMTPWorker:
             if not r.accept_histogram:
                 r.accept_histogram = [0] * n
             r.accept_histogram[a] += 1
-            new_tokens.append([*r.drafts[best, :a].tolist(), int(target[best, a])])
+            new_tokens.append([*drafts[best, :a].tolist(), int(target[best, a])])
             last_locs.append(keep[-1:])
         return new_tokens, torch.cat(last_locs)

@@ -82,16 +82,15 @@ def _parse_generate(body: object, state: ApiState) -> tuple[list[int], dict, lis
     if not isinstance(sp, dict):
         raise _BadRequest("'sampling_params' must be an object")
     try:
-        params = {
-            "max_new_tokens": int(sp.get("max_new_tokens", 128)),
-            "temperature": float(sp.get("temperature", 1.0)),
-            "ignore_eos": bool(sp.get("ignore_eos", False)),
-            "seed": sp.get("sampling_seed"),
-        }
+        max_new_tokens = int(sp.get("max_new_tokens", 128))
+        temperature = float(sp.get("temperature", 1.0))
+        ignore_eos = bool(sp.get("ignore_eos", False))
     except (TypeError, ValueError) as exc:
         raise _BadRequest(f"bad sampling_params: {exc}") from None
-    if params["max_new_tokens"] < 1 or params["temperature"] < 0:
+    if max_new_tokens < 1 or temperature < 0:
         raise _BadRequest("max_new_tokens must be >= 1 and temperature >= 0")
+    params = {"max_new_tokens": max_new_tokens, "temperature": temperature, "ignore_eos": ignore_eos,
+              "seed": sp.get("sampling_seed")}
     stop = sp.get("stop") or []
     stop = [stop] if isinstance(stop, str) else [s for s in stop if isinstance(s, str) and s]
     return ids, params, stop
@@ -161,11 +160,11 @@ async def generate(request: web.Request) -> web.StreamResponse:
             event, done = _event(state, pending, meta, finish, stop, started)
             if done and (finish or {}).get("type") == "abort" and not stream:
                 return _error(400, str(finish.get("message", "aborted")))
-            if stream:
+            if resp is not None:  # set exactly when streaming
                 await resp.write(b"data: " + json.dumps(event).encode() + b"\n\n")
             if done:
                 break
-        if stream:
+        if resp is not None:
             await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()
             return resp

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping
 from typing import Protocol
 
 import torch
@@ -18,6 +19,25 @@ from harness.sim.cuda_graph_buffer_registry import BUFFER_FIELDS, CudaGraphBuffe
 from harness.sim.forward_batch import ForwardBatch, ForwardMode
 
 __all__ = ["ModelRunner", "BatchModel", "GraphLikeRunner"]
+
+
+def _required_buffer(view: Mapping[str, torch.Tensor | None], name: str) -> torch.Tensor:
+    buf = view[name]
+    if buf is None:
+        raise RuntimeError(f"decode view has no {name!r} buffer: only out_cache_loc may be left out of a graph")
+    return buf
+
+
+def _with_buffers(forward_batch: ForwardBatch, view: Mapping[str, torch.Tensor | None]) -> ForwardBatch:
+    """``forward_batch`` with its BUFFER_FIELDS replaced by the static-buffer view (None where not filled)."""
+    return dataclasses.replace(
+        forward_batch,
+        input_ids=_required_buffer(view, "input_ids"),
+        positions=_required_buffer(view, "positions"),
+        seq_lens=_required_buffer(view, "seq_lens"),
+        req_pool_indices=_required_buffer(view, "req_pool_indices"),
+        out_cache_loc=view["out_cache_loc"],
+    )
 
 
 class BatchModel(Protocol):
@@ -38,13 +58,15 @@ class GraphLikeRunner:
 
     def replay(self, forward_batch: ForwardBatch) -> torch.Tensor:
         bs = forward_batch.batch_size
-        view = {}
+        view: dict[str, torch.Tensor | None] = {}
         for name in self.fields:  # only captured fields are read
             buf = self.buffers[name][:bs]
             buf.copy_(getattr(forward_batch, name))
             view[name] = buf
-        missing = {name: None for name in BUFFER_FIELDS if name not in self.fields}
-        return self.model.run(dataclasses.replace(forward_batch, **view, **missing))
+        for name in BUFFER_FIELDS:
+            if name not in self.fields:
+                view[name] = None
+        return self.model.run(_with_buffers(forward_batch, view))
 
 
 class ModelRunner:
@@ -77,4 +99,4 @@ class ModelRunner:
 
     def _eager_fb_view(self, forward_batch: ForwardBatch) -> ForwardBatch:
         view = self.registry.fill_from(forward_batch, forward_batch.batch_size)
-        return dataclasses.replace(forward_batch, **view)
+        return _with_buffers(forward_batch, view)

@@ -227,7 +227,9 @@ class Scheduler:
 
     def run_prefill(self, reqs: list[Req]) -> None:
         dev = self.device
-        ids, positions, spans = [], [], []
+        ids: list[int] = []
+        positions: list[int] = []
+        spans: list[SeqSpan] = []
         for r in reqs:
             r.req_pool_idx = self.req_pool.alloc()
             spans.append(SeqSpan(start=len(ids), length=len(r.input_ids), req_pool_idx=r.req_pool_idx, prefix_len=0))
@@ -255,7 +257,7 @@ class Scheduler:
         self.running.extend(reqs)
         alive = [r for r in reqs if r.finish_reason is None]
         if self.worker is not None and alive:
-            self._draft(alive, fb.out_cache_loc)
+            self._draft(alive, slots)  # fb's out_cache_loc: the draft inherits it from the batch that just ran
 
     def _draft(self, reqs: list[Req], last_out_cache_loc: torch.Tensor) -> None:
         assert self.worker is not None
@@ -300,10 +302,11 @@ class Scheduler:
             self._append(r, [int(sample(logits[i : i + 1], r.temperature, r.generator))])
 
     # -- ground truth -------------------------------------------------------------------------
-    def snapshot(self) -> dict:
-        st = dict(self.stats)
-        st["accept_length"] = st["completion_tokens"] / st["verify_steps"] if st["verify_steps"] else None
-        st["accept_rate"] = st["accepted_drafts"] / st["proposed_drafts"] if st["proposed_drafts"] else None
+    def snapshot(self) -> dict[str, object]:
+        stats = self.stats
+        st: dict[str, object] = dict(stats)
+        st["accept_length"] = stats["completion_tokens"] / stats["verify_steps"] if stats["verify_steps"] else None
+        st["accept_rate"] = stats["accepted_drafts"] / stats["proposed_drafts"] if stats["proposed_drafts"] else None
         st["revision"] = self.s.revision
         st["running"] = len(self.running)
         st["waiting"] = len(self.waiting)
@@ -311,12 +314,12 @@ class Scheduler:
         st["draft_path"] = None if not self.s.speculative else ("eager" if self.s.eager_draft else "graph")
         st["draft_kv_writes"] = self.worker.draft_kv_writes if self.worker else 0
         st["free_kv_slots"] = self.allocator.available_size()
-        st["gen_throughput"] = st["completion_tokens"] / st["busy_s"] if st["busy_s"] else 0.0
+        st["gen_throughput"] = stats["completion_tokens"] / stats["busy_s"] if stats["busy_s"] else 0.0
         # From the first counted request's arrival to the last one's finish: the window a client's
         # wall-clock throughput measures, less the network on either end.
         span = (self._last_finish - self._first_arrival) if self._first_arrival and self._last_finish else None
         st["span_s"] = span
-        st["span_throughput"] = st["completion_tokens"] / span if span else None
+        st["span_throughput"] = stats["completion_tokens"] / span if span else None
         return st
 
     def flush_cache(self) -> bool:
