@@ -33,8 +33,8 @@ from types import FrameType
 from typing import Any
 
 from harness import __version__, contract, hardware
-from harness.auth import admin_headers, request_headers
 from harness.artifacts import new_run_dir, redact_file, write_env, write_record, write_repro
+from harness.auth import admin_headers, request_headers
 from harness.build import Build, describe_environment, parse_build_spec, resolve_build
 from harness.errors import HarnessError, InfraError, UserError
 from harness.expectation import judge_run
