@@ -1,0 +1,49 @@
+"""The hook the writers call (``run``, ``compare``, ``nightly``, the pytest plugin) once a run is final.
+
+The store is opened on the first record, not before the run: a store that cannot be reached
+must not stop a run from producing its artifacts, it makes the command end as ``infra`` afterwards,
+naming the store (password redacted).
+"""
+
+from __future__ import annotations
+
+from harness.record import RunRecord
+from harness.store.store import Batch, Store, new_batch, open_store
+
+__all__ = ["StoreWriter", "record_run"]
+
+
+class StoreWriter:
+    """Records the runs of one batch into one store; opens it lazily, closes with ``close``."""
+
+    def __init__(self, url: str, batch: Batch) -> None:
+        self.url = url
+        self.batch = batch
+        self._store: Store | None = None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = open_store(self.url)
+        return self._store
+
+    def record(self, record: RunRecord) -> bool:
+        """Record one run (InfraError naming the store when it cannot); False if it was already there."""
+        return self.store.record(record, self.batch)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def __enter__(self) -> StoreWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def record_run(store_url: str, record: RunRecord, *, kind: str = "run", batch: Batch | None = None) -> bool:
+    """Record one run in the store at ``store_url``, in ``batch`` (a new one of ``kind`` by default)."""
+    with StoreWriter(store_url, batch or new_batch(kind)) as writer:
+        return writer.record(record)
