@@ -7,10 +7,13 @@ naming the store (password redacted).
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from harness.errors import InfraError
 from harness.record import RunRecord
 from harness.store.store import Batch, Store, new_batch, open_store
 
-__all__ = ["StoreWriter", "record_run"]
+__all__ = ["DeferredWriter", "StoreWriter", "as_record", "record_run"]
 
 
 class StoreWriter:
@@ -47,3 +50,31 @@ def record_run(store_url: str, record: RunRecord, *, kind: str = "run", batch: B
     """Record one run in the store at ``store_url``, in ``batch`` (a new one of ``kind`` by default)."""
     with StoreWriter(store_url, batch or new_batch(kind)) as writer:
         return writer.record(record)
+
+
+def as_record(result: object) -> RunRecord:
+    """The typed record of a run result (``execute_run`` returns one; older code returned a legacy result)."""
+    if isinstance(result, RunRecord):
+        return result
+    from harness.record import read_record
+
+    return read_record(Path(str(getattr(result, "artifacts"))))
+
+
+class DeferredWriter(StoreWriter):
+    """For commands that must finish their runs whatever the store does: the first failure is kept
+    (``error``) and later records are skipped; the command reports it and exits ``infra`` at the end."""
+
+    def __init__(self, url: str | None, batch: Batch) -> None:
+        super().__init__(url or "", batch)
+        self.enabled = url is not None
+        self.error: InfraError | None = None
+
+    def record(self, record: RunRecord) -> bool:
+        if not self.enabled or self.error is not None:
+            return False
+        try:
+            return super().record(record)
+        except InfraError as exc:
+            self.error = exc
+            return False
