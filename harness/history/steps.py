@@ -19,8 +19,9 @@ The series is one value per point (the median of a point's trials), in build ord
    length, 5% throughput, or the scenario's tolerance); and a step that stays significant on top of a
    straight line (OLS of level + slope + step over the window, ``|t| >= MIN_T_OVER_TREND``): a steady
    slope cut in two is drift, not a step.
-5. Suspicious: the last one or two points beyond the minimum effect and 3 sigma from the level
-   before them, in the same direction: reported, never an alert, until a third point confirms.
+5. Suspicious: the last one or two points on the same side of the level before them, their mean
+   beyond the minimum effect and ``SUSPICIOUS_Z`` standard errors from it: reported, never an alert,
+   until a third point can confirm it.
 6. Drift: a Theil-Sen slope over the points since the last confirmed step (at most
    ``DRIFT_WINDOW``, at least 10) whose 95% interval excludes 0 and whose change over the window
    reaches the minimum effect.
@@ -44,6 +45,7 @@ PENALTY = 3.0
 ALPHA = 0.01
 MIN_Z = 4.5
 PERSIST_TOLERANCE = 2
+SUSPICIOUS_Z = 2.5
 MIN_AFTER = 3
 MIN_BEFORE = 5
 MAX_BEFORE = 20
@@ -226,9 +228,9 @@ def _suspicious_tail(y: np.ndarray, z: np.ndarray, last: int, sigma: float,
         level = float(np.median(ref))
         effects = [_relative(float(v), level) for v in y[n - k:]]
         same_way = all(e < 0 for e in effects) or all(e > 0 for e in effects)
-        if same_way and all(abs(e) >= rule.min_effect and abs(v - level) > 3 * sigma
-                            for e, v in zip(effects, y[n - k:])):
-            after = float(np.median(y[n - k:]))
+        after = float(np.mean(y[n - k:]))
+        z_tail = abs(after - level) / (sigma * np.sqrt(1 / k + 1 / len(ref)))
+        if same_way and abs(_relative(after, level)) >= rule.min_effect and z_tail >= SUSPICIOUS_Z:
             return k, level, after, _relative(after, level)
     return None
 
