@@ -67,10 +67,14 @@ def bisect_command(cp: CasePoints, good: Point | None, bad: Point, *, signature:
                    metric: str | None = None, threshold: float | None = None) -> str:
     """The ``sglang-repro bisect`` command (issue 14's shape) that would find the culprit."""
     argv = ["sglang-repro", "bisect", cp.scenario_file, "--case", cp.case]
-    if good is not None and good.build_version and bad.build_version and not (good.build_commit and bad.build_commit):
+    released = (good is not None and good.build_spec.startswith("pip:") and bad.build_spec.startswith("pip:")
+                and good.build_version and bad.build_version and good.build_version != bad.build_version)
+    if released and good is not None:
         argv += ["--releases", f"{good.build_version}..{bad.build_version}"]
-    else:
-        argv += ["--repo", "CHECKOUT", "--good", good.rev if good else "REV", "--bad", bad.rev]
+    elif good is not None and good.build_commit and bad.build_commit:
+        argv += ["--repo", "CHECKOUT", "--good", good.build_commit, "--bad", bad.build_commit]
+    else:  # builds with no commit to bisect between (the reference server, python:): name them by spec
+        argv += ["--repo", "CHECKOUT", "--good", good.build_spec if good else "REV", "--bad", bad.build_spec]
     if signature:
         argv += ["--signature", signature]
     elif metric:
@@ -88,7 +92,8 @@ def case_findings(cp: CasePoints, tolerances: Mapping[str, float] | None = None)
             continue
         idx, values = cp.series(metric)
         if len(values) >= 4:
-            out.append(SeriesFindings(metric, tuple(idx), tuple(detect(values, rule))))
+            trials = [cp.points[i].metrics[metric] for i in idx]
+            out.append(SeriesFindings(metric, tuple(idx), tuple(detect(values, rule, trials))))
     return out
 
 

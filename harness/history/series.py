@@ -56,11 +56,6 @@ class Point:
     def build_label(self) -> str:
         return f"{self.build_spec} ({self.batch_label})"
 
-    @property
-    def rev(self) -> str:
-        """What a bisection would name this build by: commit, else version, else spec."""
-        return self.build_commit or self.build_version or self.build_spec
-
     def value(self, metric: str) -> float | None:
         vals = self.metrics.get(metric)
         return float(np.median(vals)) if vals else None

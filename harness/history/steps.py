@@ -141,21 +141,27 @@ def _change_points(z: np.ndarray, sigma: float) -> list[int]:
     return [int(e) for e in ends[:-1]]
 
 
-def detect(values: Sequence[float], rule: Rule) -> list[Finding]:
+def detect(values: Sequence[float], rule: Rule, trials: Sequence[Sequence[float]] | None = None) -> list[Finding]:
     """Every confirmed step, the suspicious tail and the drift of a series, oldest first.
 
-    A step counts when it also held the night before (on the series without its newest point):
-    a single new point can tip a borderline test, two nights in a row rarely do by chance.
+    ``trials`` (optional, one sequence per point) are the raw per-trial values: the Mann-Whitney
+    test then compares trials, not point medians. A step counts when the night before (the series
+    without its newest point) already showed it, as a step or as a suspicious tail: a single new
+    point can tip a borderline test, two nights in a row rarely do by chance.
     """
-    now = _detect(values, rule)
-    earlier = [f.index for f in _detect(values[:-1], rule) if f.kind == "step"] if len(values) > 1 else []
+    now = _detect(values, rule, trials)
+    if len(values) < 2:
+        return now
+    earlier = [f.index for f in _detect(values[:-1], rule, trials[:-1] if trials is not None else None)
+               if f.kind in ("step", "suspicious")]
     return [f for f in now if f.kind != "step" or any(abs(f.index - e) <= PERSIST_TOLERANCE for e in earlier)]
 
 
-def _detect(values: Sequence[float], rule: Rule) -> list[Finding]:
+def _detect(values: Sequence[float], rule: Rule, trials: Sequence[Sequence[float]] | None) -> list[Finding]:
     full = np.asarray(values, dtype=float)
     offset = max(0, len(full) - SEARCH_WINDOW)
     y = full[offset:]
+    raw = [np.asarray(t, dtype=float) for t in trials[offset:]] if trials is not None else [np.array([v]) for v in y]
     n = len(y)
     if n < 4:
         return []
@@ -192,7 +198,9 @@ def _detect(values: Sequence[float], rule: Rule) -> list[Finding]:
         spread = max(sigma, float(np.std(before, ddof=1)), float(np.std(after, ddof=1)))
         if shift < MIN_Z * spread * np.sqrt(1 / len(before) + 1 / len(after)):
             continue
-        p = float(stats.mannwhitneyu(before, after, alternative="two-sided").pvalue)
+        before_raw = np.concatenate([raw[i] for i in range(lo, c) if keep[i]])
+        after_raw = np.concatenate([raw[i] for i in range(c, hi) if keep[i]])
+        p = float(stats.mannwhitneyu(before_raw, after_raw, alternative="two-sided").pvalue)
         if p >= ALPHA:
             continue
         # The trend test sees everything since the last confirmed step: a slope is pinned down by a

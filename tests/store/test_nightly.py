@@ -1,0 +1,75 @@
+"""nightly end to end (real reference server, real store), and the review that turns history into alerts."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.history.review import review
+from harness.store.store import new_batch, open_store
+from tests.store.records import make_record
+
+CRASH = "scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml"
+
+
+def _night(store, night: int, tput: float, rng: random.Random, *, trials: int = 3):
+    batch = new_batch("nightly", f"night-{night:02d}", started_at=f"2026-11-{night:02d}T02:00:00+00:00")
+    spec = "sim:post-fix" if tput > 180 else "sim:post-fix,step-cost-ms=20"
+    store.record_many([make_record(f"n{night}-t{t}", spec=spec, trial=t, started_at=batch.started_at,
+                                   metrics={"accept_length": 1.84,
+                                            "output_throughput_tok_s": tput * (1 + 0.02 * rng.gauss(0, 1))})
+                       for t in range(trials)], batch)
+    return review(store, batch.id)
+
+
+def test_a_slowdown_alerts_once_on_the_third_slow_night_naming_the_first_slow_build(store_url: str) -> None:
+    rng = random.Random(7)
+    with open_store(store_url) as store:
+        fired = {n: _night(store, n, 200.0 if n <= 6 else 150.0, rng).new for n in range(1, 11)}
+        assert all(not fired[n] for n in (1, 2, 3, 4, 5, 6, 7, 8, 10)), {n: [a.kind for a in a_] for n, a_ in fired.items()}
+        (alert,) = fired[9]
+        assert alert.kind == "step" and alert.metric == "output_throughput_tok_s"
+        assert alert.first_bad.batch_label == "night-07" and alert.last_good.batch_label == "night-06"
+        assert "--good sim:post-fix --bad sim:post-fix,step-cost-ms=20 --metric output_throughput_tok_s" in alert.bisect
+        rows = store.alert_rows()
+        assert [(r["state"], r["fingerprint"]) for r in rows] == [("new", alert.fingerprint)]
+
+
+@pytest.mark.slow
+def test_nightly_new_signature_exits_1_once_then_0(run_cli, tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    args = ["nightly", CRASH, "--build", "sim:pre-fix", "--case", "tokens=276,path=eager", "--trials", "1",
+            "--store", str(db), "--out", str(tmp_path), "--no-progress"]
+    first = run_cli(*args, timeout=300)
+    assert first.returncode == 1, first.stderr
+    assert "NEW-SIGNATURE" in first.stdout and "frozen-kv-mtp-stale-out-cache-loc" in first.stdout
+    assert "sglang-repro bisect " + CRASH in first.stdout
+    assert "nightly: 0/1 done" in first.stderr and "nightly: 1/1 done" in first.stderr  # plain lines in CI logs
+    second = run_cli(*args, timeout=300)
+    assert second.returncode == 0, second.stdout + second.stderr  # the same crash again is nothing new
+    assert "NEW-SIGNATURE" not in second.stdout
+
+
+@pytest.mark.slow
+def test_nightly_with_only_infra_exits_3(run_cli, tmp_path: Path) -> None:
+    # An interpreter without sglang: the build cannot even be tried (infra), nothing is launched.
+    proc = run_cli("nightly", CRASH, "--build", f"python:{sys.executable}", "--case", "tokens=276,path=eager",
+                   "--trials", "1", "--store", str(tmp_path / "r.db"), "--out", str(tmp_path), timeout=300)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "1 infra" in proc.stdout
+
+
+@pytest.mark.slow
+def test_unreachable_store_is_infra_and_the_artifacts_are_written(run_cli, tmp_path: Path) -> None:
+    url = "postgresql://ci:hunter2pw@127.0.0.1:1/results"
+    proc = run_cli("run", CRASH, "--build", "sim:pre-fix", "--case", "tokens=276,path=eager", "--trials", "1",
+                   "--store", url, "--out", str(tmp_path), "--no-progress", timeout=300)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "hunter2pw" not in proc.stdout + proc.stderr
+    assert "postgresql+psycopg://ci:***@127.0.0.1:1/results" in proc.stderr
+    (result,) = (tmp_path / "runs").glob("*/result.json")
+    assert json.loads(result.read_text())["outcome"] == "crash"
