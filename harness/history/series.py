@@ -97,11 +97,11 @@ def case_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[CasePoints]:
             by_run.setdefault(run_id, {})[name] = value
     out: list[CasePoints] = []
     for (scenario, case, hw), group in runs.groupby(["scenario", "case_name", "hardware_key"], sort=True):
-        order = (group.groupby(["batch_id", "build_key"])
-                 .agg(b=("batch_started_at", "min"), s=("started_at", "min")).sort_values(["b", "s"]))
+        parts = {key: rows for key, rows in group.groupby(["batch_id", "build_key"], sort=False)}
+        order = sorted(parts, key=lambda k: (parts[k]["batch_started_at"].min(), parts[k]["started_at"].min()))
         points = []
-        for (batch_id, bkey), _ in order.iterrows():
-            rows = group[(group["batch_id"] == batch_id) & (group["build_key"] == bkey)].sort_values("trial")
+        for batch_id, bkey in order:
+            rows = parts[(batch_id, bkey)].sort_values("trial")
             first = rows.iloc[0]
             decided = [Outcome(o) for o in rows["outcome"] if Outcome(o).decided]
             values: dict[str, list[float]] = {}
