@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 __all__ = ["PG_ENV", "pg_bindir", "start", "stop"]
@@ -45,18 +46,22 @@ def start(root: Path, *, timeout_s: float = 60.0) -> str:
     if bindir is None:
         raise RuntimeError("PostgreSQL is not installed (no initdb; Debian: apt-get install postgresql)")
     root.mkdir(parents=True, exist_ok=True)
-    data, sock = root / "data", root / "sock"
-    sock.mkdir(exist_ok=True)
+    # The cluster lives in a folder of its own under the system temp dir: ``root`` may sit below a
+    # folder only root can enter (pytest's, mktemp's), which the postgres user could not traverse.
+    cluster = Path(tempfile.mkdtemp(prefix="sglang-repro-pg-"))
+    cluster.chmod(0o755)
+    (root / "cluster").write_text(str(cluster))
+    data, sock = cluster / "data", cluster / "sock"
+    sock.mkdir()
     if os.geteuid() == 0:
-        root.chmod(0o755)
-        shutil.chown(root, "postgres")
+        shutil.chown(cluster, "postgres")
         shutil.chown(sock, "postgres")
     port = _free_port()
     subprocess.run(_as_owner([str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
                               "--no-sync", "-E", "UTF8"]),
                    check=True, capture_output=True, timeout=timeout_s)
     options = f"-c listen_addresses=127.0.0.1 -p {port} -k {sock} -c fsync=off -c max_connections=200"
-    subprocess.run(_as_owner([str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"),
+    subprocess.run(_as_owner([str(bindir / "pg_ctl"), "-D", str(data), "-l", str(cluster / "server.log"),
                               "-o", options, "-w", "-t", str(int(timeout_s)), "start"]),
                    check=True, capture_output=True, timeout=timeout_s + 5)
     (root / "port").write_text(str(port))
@@ -65,10 +70,13 @@ def start(root: Path, *, timeout_s: float = 60.0) -> str:
 
 def stop(root: Path) -> None:
     bindir = pg_bindir()
-    if bindir is None or not (root / "data").exists():
+    pointer = root / "cluster"
+    if bindir is None or not pointer.exists():
         return
-    subprocess.run(_as_owner([str(bindir / "pg_ctl"), "-D", str(root / "data"), "-m", "immediate", "-w", "stop"]),
+    cluster = Path(pointer.read_text())
+    subprocess.run(_as_owner([str(bindir / "pg_ctl"), "-D", str(cluster / "data"), "-m", "immediate", "-w", "stop"]),
                    capture_output=True, timeout=60)
+    shutil.rmtree(cluster, ignore_errors=True)
 
 
 if __name__ == "__main__":
