@@ -73,3 +73,20 @@ def test_unreachable_store_is_infra_and_the_artifacts_are_written(run_cli, tmp_p
     assert "postgresql+psycopg://ci:***@127.0.0.1:1/results" in proc.stderr
     (result,) = (tmp_path / "runs").glob("*/result.json")
     assert json.loads(result.read_text())["outcome"] == "crash"
+
+
+@pytest.mark.slow
+def test_pytest_plugin_records_each_trial_with_store_option(tmp_path: Path) -> None:
+    import subprocess
+
+    db = tmp_path / "plugin.db"
+    item = f"{CRASH}::tokens=276,path=eager::before[sim]"
+    proc = subprocess.run([sys.executable, "-m", "pytest", item, "--trials", "1", "--store", str(db),
+                           "-p", "no:cacheprovider", "-q"], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    with open_store(str(db)) as store:
+        (record,) = store.records()
+        frame = store.runs_frame()
+    assert record.outcome.value == "crash" and record.signature == "frozen-kv-mtp-stale-out-cache-loc"
+    assert list(frame["batch_kind"]) == ["pytest"]
