@@ -9,9 +9,6 @@ from harness.dashboard.site import build_site
 from harness.store.store import open_store
 from harness.store.url import default_store
 
-COMMAND = "dashboard"
-HELP = "build the offline nightly dashboard (a static site) from the results store"
-ORDER = 80
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

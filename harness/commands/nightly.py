@@ -12,16 +12,13 @@ from harness.commands.run import resolve_role
 from harness.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK, UserError
 from harness.history.review import review
 from harness.outcome import Outcome
-from harness.record import RunRecord, read_record
-from harness.run import RunOptions, execute_run
+from harness.record import RunRecord
+from harness.run import RunInterrupted, RunOptions, execute_run
 from harness.scenario import Case, load_paths, select_cases
 from harness.store.store import new_batch
 from harness.store.url import default_store
 from harness.store.writer import StoreWriter
 
-COMMAND = "nightly"
-HELP = "run every case of the scenarios on one build, record, detect (exit 0 nothing new, 1 new regression, 3 infra)"
-ORDER = 60
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -95,8 +92,12 @@ def main(args: argparse.Namespace) -> int:
         for case, spec, role in planned:
             progress.show(f"{case.scenario.name} [{case.name}]")
             for trial in range(args.trials or case.scenario.workload.trials):
-                result = execute_run(case, spec, role=role, trial=trial, options=options)
-                record = result if isinstance(result, RunRecord) else read_record(Path(result.artifacts))
+                try:
+                    record = execute_run(case, spec, role=role, trial=trial, options=options)
+                except RunInterrupted as exc:  # stopped by a signal: keep what was done, decide nothing
+                    writer.record(exc.record)
+                    progress.finish()
+                    return EXIT_INFRA
                 writer.record(record)
                 records.append(record)
             progress.done += 1

@@ -11,9 +11,6 @@ from harness.store.store import open_store
 from harness.store.transfer import EXPORT_FORMATS, export_store, import_folders
 from harness.store.url import default_store
 
-COMMAND = "store"
-HELP = "the results store: import run folders, export (parquet, csv, hud), list and acknowledge alerts"
-ORDER = 70
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

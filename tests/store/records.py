@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from harness.outcome import Outcome, Phase
-from harness.record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo, write_record
+from harness.artifacts import write_record
+from harness.record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo
 
 SCENARIO = "store-test-scenario"
 
