@@ -10,7 +10,6 @@ from harness.store.store import open_store
 from harness.store.url import default_store
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", metavar="URL", help="default: $SGLANG_REPRO_STORE or reports/results.db")
     parser.add_argument("-o", "--output", type=Path, default=Path("reports/dashboard"), metavar="DIR",

@@ -20,7 +20,6 @@ from harness.store.url import default_store
 from harness.store.writer import StoreWriter
 
 
-
 def _shard(text: str) -> tuple[int, int]:
     try:
         k, n = (int(x) for x in text.split("/"))

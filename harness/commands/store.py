@@ -12,7 +12,6 @@ from harness.store.transfer import EXPORT_FORMATS, export_store, import_folders
 from harness.store.url import default_store
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
     sub.required = True

@@ -89,7 +89,7 @@ class _Chart:
 
 
 def _charts(cp: CasePoints, n: int) -> list[_Chart]:
-    out = []
+    out: list[_Chart] = []
     for sf in case_findings(cp):
         idx = list(sf.indices)
         chart_id = f"c{n}-{len(out)}"

@@ -115,12 +115,12 @@ def _event_alerts(cp: CasePoints) -> list[Alert]:
         elif (last_decided is not None and last_decided.outcome == Outcome.PASS
               and p.outcome in (Outcome.CRASH, Outcome.FAIL)):
             kind = "pass-to-crash" if p.outcome == Outcome.CRASH else "pass-to-fail"
-            sig = p.signatures[0] if p.signatures else None
+            crash_sig = p.signatures[0] if p.signatures else None
             alerts.append(Alert(_fingerprint(kind, cp.scenario, cp.case, cp.hardware, p.batch_id, p.build_key),
-                                kind, cp.scenario, cp.case, cp.hardware, None, sig, last_decided, p, None,
+                                kind, cp.scenario, cp.case, cp.hardware, None, crash_sig, last_decided, p, None,
                                 f"{last_decided.outcome.value} -> {p.outcome.value}"
-                                + (f" ({sig})" if sig else ""),
-                                bisect_command(cp, last_decided, p, signature=sig)))
+                                + (f" ({crash_sig})" if crash_sig else ""),
+                                bisect_command(cp, last_decided, p, signature=crash_sig)))
         seen |= set(p.signatures)
         last_decided = p
         if p.outcome == Outcome.PASS:

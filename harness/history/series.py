@@ -109,7 +109,8 @@ def case_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[CasePoints]:
                 for name, value in by_run.get(run_id, {}).items():
                     values.setdefault(name, []).append(float(value))
             points.append(Point(
-                batch_id=str(batch_id), batch_label=str(first["batch_label"]), started_at=str(first["batch_started_at"]),
+                batch_id=str(batch_id), batch_label=str(first["batch_label"]),
+                started_at=str(first["batch_started_at"]),
                 build_key=str(bkey), build_spec=str(first["build_spec"]),
                 build_version=None if pd.isna(first["build_version"]) else str(first["build_version"]),
                 build_commit=None if pd.isna(first["build_commit"]) else str(first["build_commit"]),

@@ -176,7 +176,7 @@ def _detect(values: Sequence[float], rule: Rule, trials: Sequence[Sequence[float
     bounds = [0, *cps, n]
     # The difference-based sigma of a short series is itself noisy, and the nights it comes out low
     # are the nights a false step would pass: take the larger of it and the spread around the segments.
-    resid = np.concatenate([z[a:b] - np.median(z[a:b]) for a, b in zip(bounds[:-1], bounds[1:])])
+    resid = np.concatenate([z[a:b] - np.median(z[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=False)])
     sigma = max(sigma, 1.4826 * float(np.median(np.abs(resid))) * np.sqrt(n / max(1, n - len(cps) - 1)))
     confirmed: list[int] = []
     for j, c in enumerate(cps):

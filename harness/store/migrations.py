@@ -13,8 +13,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import (Column, Connection, Engine, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text,
-                        inspect, select, text)
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    inspect,
+    select,
+    text,
+)
 
 from harness.errors import InfraError
 from harness.store.schema import store_version

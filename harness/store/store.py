@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -270,8 +271,6 @@ def open_store(value: str | URL, *, migrate_to_latest: bool = True) -> Store:
     where = redact_url(url)
     try:
         if url.drivername == "sqlite":
-            from pathlib import Path
-
             Path(url.database or "").parent.mkdir(parents=True, exist_ok=True)
             engine = _sqlite_engine(url)
         else:

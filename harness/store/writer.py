@@ -8,6 +8,7 @@ naming the store (password redacted).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from harness.errors import InfraError
 from harness.record import RunRecord
@@ -52,13 +53,13 @@ def record_run(store_url: str, record: RunRecord, *, kind: str = "run", batch: B
         return writer.record(record)
 
 
-def as_record(result: object) -> RunRecord:
+def as_record(result: Any) -> RunRecord:
     """The typed record of a run result (``execute_run`` returns one; older code returned a legacy result)."""
     if isinstance(result, RunRecord):
         return result
     from harness.record import read_record
 
-    return read_record(Path(str(getattr(result, "artifacts"))))
+    return read_record(Path(str(result.artifacts)))
 
 
 class DeferredWriter(StoreWriter):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.outcome import Outcome, Phase
 from harness.artifacts import write_record
+from harness.outcome import Outcome, Phase
 from harness.record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo
 
 SCENARIO = "store-test-scenario"

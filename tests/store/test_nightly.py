@@ -30,7 +30,8 @@ def test_a_slowdown_alerts_once_on_the_third_slow_night_naming_the_first_slow_bu
     rng = random.Random(7)
     with open_store(store_url) as store:
         fired = {n: _night(store, n, 200.0 if n <= 6 else 150.0, rng).new for n in range(1, 11)}
-        assert all(not fired[n] for n in (1, 2, 3, 4, 5, 6, 7, 8, 10)), {n: [a.kind for a in a_] for n, a_ in fired.items()}
+        quiet = (1, 2, 3, 4, 5, 6, 7, 8, 10)
+        assert all(not fired[n] for n in quiet), {n: [a.kind for a in new] for n, new in fired.items()}
         (alert,) = fired[9]
         assert alert.kind == "step" and alert.metric == "output_throughput_tok_s"
         assert alert.first_bad.batch_label == "night-07" and alert.last_good.batch_label == "night-06"

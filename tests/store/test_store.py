@@ -33,7 +33,8 @@ def test_record_round_trips_and_is_idempotent(store_url: str) -> None:
         (back,) = store.records()
         assert back == record
         m = store.metrics_frame()
-        assert sorted(zip(m["name"], m["value"])) == [("accept_length", 1.75), ("output_throughput_tok_s", 190.5)]
+        pairs = sorted(zip(m["name"], m["value"], strict=True))
+        assert pairs == [("accept_length", 1.75), ("output_throughput_tok_s", 190.5)]
         runs = store.runs_frame()
         assert runs.loc[0, "hardware_key"] == "cpu:test-cpu" and runs.loc[0, "build_spec"] == "sim:post-fix"
 
