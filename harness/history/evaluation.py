@@ -41,7 +41,7 @@ class Score:
 
     @property
     def precision(self) -> float:
-        return self.true_positives / self.alerts if self.alerts else 1.0
+        return self.true_positives / self.alerts if self.alerts else float("nan")  # no alert: undefined
 
     @property
     def recall(self) -> float:

@@ -16,9 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from sqlalchemy import Connection, Engine, Table, create_engine, event, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
@@ -29,6 +28,9 @@ from harness.record import RunRecord, record_from_dict, record_to_dict
 from harness.store.migrations import migrate
 from harness.store.schema import alerts, batches, builds, hosts, metrics, runs
 from harness.store.url import redact_url, store_url
+
+if TYPE_CHECKING:  # pandas is imported by the readers only: a writer (every run) does not pay for it
+    import pandas as pd
 
 __all__ = ["BATCH_KINDS", "Batch", "Store", "build_key", "host_key", "new_batch", "open_store"]
 
@@ -202,17 +204,23 @@ class Store:
             .join(builds, builds.c.key == runs.c.build_key)
             .join(hosts, hosts.c.key == runs.c.host_key)
         )
+        import pandas as pd
+
         with self._begin("cannot read runs") as conn:
             return pd.read_sql(query, conn)
 
     def metrics_frame(self) -> pd.DataFrame:
         """Long format: run_id, name, value."""
+        import pandas as pd
+
         with self._begin("cannot read metrics") as conn:
             return pd.read_sql(select(metrics.c.run_id, metrics.c.name, metrics.c.value), conn)
 
     # ------------------------------------------------------------------ alerts
 
     def alerts_frame(self) -> pd.DataFrame:
+        import pandas as pd
+
         with self._begin("cannot read alerts") as conn:
             return pd.read_sql(select(alerts).order_by(alerts.c.created_at), conn)
 
