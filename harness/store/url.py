@@ -14,6 +14,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from harness.errors import UserError
+from harness.paths import reports_root
 
 __all__ = ["DEFAULT_STORE_NAME", "STORE_ENV", "default_store", "redact_url", "store_url"]
 
@@ -23,11 +24,11 @@ _VALID = "a path (SQLite), sqlite:///PATH, or postgresql+psycopg://USER@HOST/DB"
 
 
 def default_store(out_root: Path | None = None) -> str:
-    """``$SGLANG_REPRO_STORE``, else ``results.db`` in the output root (``reports/``)."""
+    """``$SGLANG_REPRO_STORE``, else ``results.db`` in the output root (``reports/``, as runs use)."""
     env = os.environ.get(STORE_ENV)
     if env:
         return env
-    return str((out_root or Path("reports")) / DEFAULT_STORE_NAME)
+    return str((out_root or reports_root()) / DEFAULT_STORE_NAME)
 
 
 def store_url(value: str) -> URL:
