@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.history.review import review
+from harness.outcome import Outcome
 from harness.store.store import new_batch, open_store
 from tests.store.records import make_record
 
@@ -91,3 +92,28 @@ def test_pytest_plugin_records_each_trial_with_store_option(tmp_path: Path) -> N
         frame = store.runs_frame()
     assert record.outcome.value == "crash" and record.signature == "frozen-kv-mtp-stale-out-cache-loc"
     assert list(frame["batch_kind"]) == ["pytest"]
+
+
+def test_store_cli_import_export_alerts_ack(run_cli, tmp_path: Path) -> None:
+    from tests.store.records import write_run_folder
+
+    runs = tmp_path / "runs"
+    for i in range(6):
+        write_run_folder(runs, make_record(f"c{i}", started_at=f"2026-11-0{i + 1}T02:00:00+00:00",
+                                           outcome=Outcome.CRASH if i == 5 else Outcome.PASS,
+                                           signature="frozen-kv-mtp-stale-out-cache-loc" if i == 5 else None))
+    db = str(tmp_path / "r.db")
+    imp = run_cli("store", "import", str(runs), "--store", db)
+    assert imp.returncode == 0 and "imported 6 new run(s) of 6 found" in imp.stdout, imp.stderr
+    out = tmp_path / "x.parquet"
+    exp = run_cli("store", "export", "--format", "parquet", "-o", str(out), "--store", db)
+    assert exp.returncode == 0 and out.stat().st_size > 0, exp.stderr
+    with open_store(db) as store:
+        found = review(store, "manual")
+    (alert,) = found.new
+    listed = run_cli("store", "alerts", "--store", db)
+    assert alert.fingerprint in listed.stdout and "new-signature" in listed.stdout
+    assert run_cli("store", "ack", alert.fingerprint, "--store", db).returncode == 0
+    assert run_cli("store", "ack", "nope", "--store", db).returncode == 2
+    with open_store(db) as store:
+        assert [r["state"] for r in store.alert_rows()] == ["acknowledged"]
