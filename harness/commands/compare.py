@@ -6,12 +6,15 @@ import argparse
 import sys
 
 from harness.commands._common import add_scenario_arguments, selected_cases
+from harness.commands._store_args import add_store_arguments, finish_store, store_choice
 from harness.compare_runner import compare_cases, role_specs
 from harness.comparison import ComparisonReport
 from harness.errors import UserError
 from harness.preflight_batch import check_flags_up_front
 from harness.record import RunRecord
 from harness.report import write_reports
+from harness.store.store import new_batch
+from harness.store.writer import DeferredWriter
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="build spec of any role (repeatable)")
     parser.add_argument("--reference", action="store_true",
                         help="run each role's CPU reference-server revision instead of its real build")
+    add_store_arguments(parser)
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, str]:
@@ -90,7 +94,13 @@ def main(args: argparse.Namespace) -> int:
     print(f"comparing {loaded.scenario.name}: {len(cases)} case(s), roles "
           + ", ".join(f"{r}={s}" for r, s in specs.items()), file=sys.stderr, flush=True)
     check_flags_up_front(cases, specs.values())  # one parser process per build, not one per run
-    ran = compare_cases(loaded, cases, specs, trials=args.trials, out_root=args.out, progress=_progress)
+    writer = DeferredWriter(store_choice(args), new_batch("compare"))
+
+    def progress(record: RunRecord) -> None:
+        _progress(record)
+        writer.record(record)
+
+    ran = compare_cases(loaded, cases, specs, trials=args.trials, out_root=args.out, progress=progress)
     paths = write_reports(ran.report, ran.report_dir)
     for line in summary(ran.report):
         print(line)
@@ -99,4 +109,4 @@ def main(args: argparse.Namespace) -> int:
             print(f"note: {note}")
     print(verdict_line(ran.report))
     print(f"report: {paths['html']}")
-    return ran.exit_code
+    return finish_store(writer, ran.exit_code)

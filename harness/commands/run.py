@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.commands._common import add_scenario_arguments, selected_cases
+from harness.commands._store_args import add_store_arguments, finish_store, store_choice
 from harness.errors import UserError
 from harness.outcome import Outcome, exit_code_for
 from harness.paths import reports_root
@@ -13,6 +14,8 @@ from harness.record import RunRecord
 from harness.run import RunInterrupted, RunOptions, execute_run
 from harness.scenario import Case
 from harness.server_pool import ServerPool
+from harness.store.store import new_batch
+from harness.store.writer import DeferredWriter
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reference", action="store_true",
                         help="with a role: run the role's reference-server revision (CPU) instead of its real build")
     parser.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
+    add_store_arguments(parser)
 
 
 def resolve_role(case: Case, build: str, reference: bool) -> tuple[str, str | None]:
@@ -57,6 +61,7 @@ def main(args: argparse.Namespace) -> int:
     _, cases = selected_cases(args)
     options = RunOptions(out_root=args.out, progress=False if args.no_progress else None)
     outcomes: list[Outcome] = []
+    writer = DeferredWriter(store_choice(args), new_batch("run"))
     # One parser process for every case's flags, not one per run.
     check_flags_up_front(cases, dict.fromkeys(resolve_role(case, args.build, args.reference)[0] for case in cases))
     for case in cases:
@@ -67,7 +72,9 @@ def main(args: argparse.Namespace) -> int:
                     record = execute_run(case, spec, role=role, trial=trial, options=options, pool=pool)
                 except RunInterrupted as exc:
                     print(summary_line(exc.record), flush=True)
-                    return exit_code_for([*outcomes, exc.record.outcome])
+                    writer.record(exc.record)
+                    return finish_store(writer, exit_code_for([*outcomes, exc.record.outcome]))
                 outcomes.append(record.outcome)
                 print(summary_line(record), flush=True)
-    return exit_code_for(outcomes)
+                writer.record(record)
+    return finish_store(writer, exit_code_for(outcomes))

@@ -12,6 +12,7 @@ Each concern is its own plugin module, loaded through ``pytest_plugins`` below:
 - :mod:`.runner`     the default ``pytest_sglang_repro_run``: resolve the build, ``execute_run``
 - :mod:`.reporting`  failure text, JUnit properties, the ``$GITHUB_STEP_SUMMARY`` table
 - :mod:`.sharding`   the deterministic ``--shard K/N`` split
+- :mod:`.store`      ``--store URL`` / ``$SGLANG_REPRO_STORE``: each trial recorded in the results store
 
 Item ids: ``<file>::<case>::<role>`` runs the role's real build (marker ``gpu``);
 ``<file>::<case>::<role>[sim]`` runs the CPU reference server, a model of SGLang's mechanism
@@ -28,6 +29,7 @@ pytest_plugins = [
     "harness.pytest_plugin.collection",
     "harness.pytest_plugin.runner",
     "harness.pytest_plugin.reporting",
+    "harness.pytest_plugin.store",
     "harness.pytest_plugin.sharding",
 ]
 

@@ -1,0 +1,23 @@
+"""sglang-repro dashboard: build the offline static site from the results store."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.dashboard.site import build_site
+from harness.store.store import open_store
+from harness.store.url import default_store
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", metavar="URL", help="default: $SGLANG_REPRO_STORE or reports/results.db")
+    parser.add_argument("-o", "--output", type=Path, default=Path("reports/dashboard"), metavar="DIR",
+                        help="where the site goes (default: reports/dashboard/)")
+
+
+def main(args: argparse.Namespace) -> int:
+    with open_store(args.store or default_store()) as store:
+        index = build_site(store, args.output)
+    print(f"dashboard: {index}")
+    return 0

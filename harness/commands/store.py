@@ -1,0 +1,59 @@
+"""sglang-repro store import|export|alerts|ack: move results in and out of the store, and handle alerts."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.errors import UserError
+from harness.store.schema import ALERT_STATES
+from harness.store.store import open_store
+from harness.store.transfer import EXPORT_FORMATS, export_store, import_folders
+from harness.store.url import default_store
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
+    sub.required = True
+    imp = sub.add_parser("import", help="ingest existing run folders (every result.json below)")
+    imp.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    exp = sub.add_parser("export", help="write the store as parquet, csv or the PyTorch HUD's v3 records")
+    exp.add_argument("--format", required=True, choices=EXPORT_FORMATS)
+    exp.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
+    al = sub.add_parser("alerts", help="list alerts (default: those not resolved)")
+    al.add_argument("--all", action="store_true", help="also resolved ones")
+    for name, state in (("ack", "acknowledged"), ("resolve", "resolved")):
+        p = sub.add_parser(name, help=f"mark alerts {state}")
+        p.add_argument("fingerprints", nargs="+", metavar="FINGERPRINT")
+        p.set_defaults(state=state)
+    for p in (imp, exp, al, *(sub.choices[n] for n in ("ack", "resolve"))):
+        p.add_argument("--store", metavar="URL", help="default: $SGLANG_REPRO_STORE or reports/results.db")
+
+
+def main(args: argparse.Namespace) -> int:
+    with open_store(args.store or default_store()) as store:
+        if args.action == "import":
+            report = import_folders(store, args.paths)
+            for line in report.skipped:
+                print(f"skipped: {line}")
+            print(f"imported {report.recorded} new run(s) of {report.found} found into {store.where}")
+            return 0
+        if args.action == "export":
+            n = export_store(store, args.format, args.output)
+            print(f"wrote {n} {'records' if args.format == 'hud' else 'rows'} to {args.output}")
+            return 0
+        if args.action == "alerts":
+            for row in store.alert_rows():
+                if args.all or row["state"] != "resolved":
+                    print(f"{row['fingerprint']}  {row['state']:12} {row['kind']:13} {row['scenario']} "
+                          f"[{row['case_name']}] {row['detail']}\n    first bad: {row['first_bad']}\n"
+                          f"    bisect: {row['bisect']}")
+            return 0
+        assert args.state in ALERT_STATES
+        known = {r["fingerprint"] for r in store.alert_rows()}
+        missing = [f for f in args.fingerprints if f not in known]
+        if missing:
+            raise UserError(f"store {store.where}: no alert {', '.join(missing)} (see: sglang-repro store alerts)")
+        store.set_alert_state(args.fingerprints, args.state)
+        print(f"{len(args.fingerprints)} alert(s) {args.state}")
+        return 0

@@ -1,0 +1,32 @@
+// Renders every chart of a scenario page from its JSON data block with the local plotly.min.js.
+// No inline script: the page's content security policy allows scripts from this folder only.
+(function () {
+  "use strict";
+  var block = document.getElementById("series-data");
+  if (!block || typeof Plotly === "undefined") { return; }
+  var charts = JSON.parse(block.textContent);
+  charts.forEach(function (chart) {
+    var el = document.getElementById(chart.id);
+    if (!el) { return; }
+    var traces = [{
+      x: chart.x, y: chart.y, text: chart.labels, mode: "lines+markers", type: "scatter",
+      name: chart.metric, hovertemplate: "%{text}<br>%{y:.4g}<extra></extra>"
+    }];
+    if (chart.trials_x.length) {
+      traces.push({x: chart.trials_x, y: chart.trials_y, mode: "markers", type: "scatter", name: "trials",
+                   marker: {size: 4, opacity: 0.35}, hoverinfo: "skip"});
+    }
+    var shapes = chart.changes.map(function (c) {
+      return {type: "line", x0: c.x - 0.5, x1: c.x - 0.5, yref: "paper", y0: 0, y1: 1,
+              line: {color: c.color, width: 2, dash: c.kind === "suspicious" ? "dot" : "solid"}};
+    });
+    var notes = chart.changes.map(function (c) {
+      return {x: c.x - 0.5, yref: "paper", y: 1.02, text: c.text, showarrow: false,
+              font: {size: 10, color: c.color}};
+    });
+    Plotly.newPlot(el, traces, {
+      title: {text: chart.title, font: {size: 13}}, margin: {l: 50, r: 10, t: 40, b: 40}, height: 260,
+      xaxis: {title: {text: "point (build, in order)"}}, shapes: shapes, annotations: notes, showlegend: false
+    }, {displaylogo: false, responsive: true});
+  });
+})();

@@ -1,0 +1,199 @@
+"""``sglang-repro dashboard``: a static site from the results store that works offline and from a CI artifact.
+
+- ``index.html``: every scenario case x hardware with its latest outcome, sparklines (inline SVG) of
+  acceptance length and output throughput, the noise of each (coefficient of variation, %), and the
+  alerts that are not resolved.
+- ``scenario-<name>.html``: interactive time series by build (plotly), change points and alerts
+  marked, links to each point's run artifacts.
+- ``plotly.min.js`` (copied once from the plotly package) and ``dashboard.js`` beside the pages.
+
+Every page carries a content security policy that allows nothing remote (scripts from the site's
+own folder only), and every string that came from a log, a flag, a build or a scenario is escaped;
+the chart data travels in a JSON block whose ``<``, ``>`` and ``&`` are escaped too.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import plotly
+
+from harness.history.alerts import case_findings
+from harness.history.series import CasePoints, case_points
+from harness.store.store import Store
+
+__all__ = ["CSP", "build_site"]
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; img-src 'self' data:; "
+       "connect-src 'none'; font-src 'none'; frame-src 'none'; base-uri 'none'; form-action 'none'")
+SPARK_METRICS = ("accept_length", "output_throughput_tok_s")
+_STYLE = """body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse}
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:middle}th{background:#f3f3f3}
+.pass{color:#1a7f37}.fail,.crash{color:#c62828;font-weight:bold}.infra,.timeout{color:#8a6d00}
+.chart{margin-bottom:1em}.note{color:#666;font-size:12px}code{font-size:12px}"""
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-")[:80] or "scenario"
+
+
+def _json_block(data: Any) -> str:
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def _page(title: str, body: str, scripts: Sequence[str] = ()) -> str:
+    tags = "".join(f'<script src="{_e(s)}"></script>' for s in scripts)
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{_e(CSP)}">'
+            f"<title>{_e(title)}</title><style>{_STYLE}</style></head><body>{body}{tags}</body></html>\n")
+
+
+def _sparkline(values: Sequence[float], width: int = 120, height: int = 24) -> str:
+    if len(values) < 2:
+        return ""
+    y = np.asarray(values[-60:], dtype=float)
+    lo, hi = float(y.min()), float(y.max())
+    span = hi - lo or 1.0
+    pts = " ".join(f"{i * (width - 2) / (len(y) - 1) + 1:.1f},{height - 1 - (v - lo) / span * (height - 2):.1f}"
+                   for i, v in enumerate(y))
+    return (f'<svg width="{width}" height="{height}" role="img"><polyline fill="none" stroke="#3461c1" '
+            f'stroke-width="1.2" points="{pts}"/></svg>')
+
+
+def _noise(values: Sequence[float]) -> str:
+    if len(values) < 3:
+        return ""
+    y = np.asarray(values[-30:], dtype=float)
+    mean = float(np.mean(y))
+    return f"{100 * float(np.std(y, ddof=1)) / mean:.1f}%" if mean else ""
+
+
+@dataclass(frozen=True)
+class _Chart:
+    data: dict[str, Any]
+    html: str
+
+
+def _charts(cp: CasePoints, n: int) -> list[_Chart]:
+    out: list[_Chart] = []
+    for sf in case_findings(cp):
+        idx = list(sf.indices)
+        chart_id = f"c{n}-{len(out)}"
+        values = [cp.points[i].value(sf.metric) for i in idx]
+        trials_x: list[int] = []
+        trials_y: list[float] = []
+        for i in idx:
+            for v in cp.points[i].metrics.get(sf.metric, ()):
+                trials_x.append(i)
+                trials_y.append(v)
+        changes = [{"x": idx[f.index], "kind": f.kind,
+                    "color": "#c62828" if f.regression else "#1a7f37",
+                    "text": f"{f.kind} {f.effect:+.1%}"} for f in sf.findings]
+        out.append(_Chart({"id": chart_id, "metric": sf.metric, "title": f"{cp.case} · {sf.metric} · {cp.hardware}",
+                           "x": idx, "y": values, "labels": [cp.points[i].build_label for i in idx],
+                           "trials_x": trials_x, "trials_y": trials_y, "changes": changes},
+                          f'<div class="chart" id="{_e(chart_id)}"></div>'))
+    return out
+
+
+def _alerts_table(rows: Sequence[dict[str, Any]]) -> str:
+    open_rows = [r for r in rows if r["state"] != "resolved"]
+    if not open_rows:
+        return "<p>No open alerts.</p>"
+    body = "".join(
+        f"<tr><td>{_e(r['state'])}</td><td>{_e(r['kind'])}</td><td>{_e(r['scenario'])}</td>"
+        f"<td>{_e(r['case_name'])}</td><td>{_e(r['detail'])}</td><td>{_e(r['last_good'] or '')}</td>"
+        f"<td>{_e(r['first_bad'])}</td><td><code>{_e(r['bisect'])}</code></td>"
+        f"<td><code>{_e(r['fingerprint'])}</code></td></tr>" for r in open_rows)
+    return ("<table><tr><th>state</th><th>kind</th><th>scenario</th><th>case</th><th>what</th><th>last good</th>"
+            f"<th>first bad</th><th>bisect</th><th>fingerprint</th></tr>{body}</table>")
+
+
+def _artifact_link(path: str, out_dir: Path) -> str:
+    # Relative, so the site and the run folders can move together (a CI artifact); absolute otherwise.
+    target = Path(path).resolve()
+    try:
+        href = Path(os.path.relpath(target, out_dir.resolve())).as_posix()
+    except ValueError:  # another drive
+        href = target.as_uri()
+    return f'<a href="{_e(href)}/">{_e(target.name[-24:])}</a>'
+
+
+def _scenario_page(name: str, cases: Sequence[CasePoints], alerts: Sequence[dict[str, Any]], out_dir: Path,
+                   start: int) -> str:
+    parts = [f"<p><a href=\"index.html\">&larr; overview</a></p><h1>{_e(name)}</h1>"]
+    data: list[dict[str, Any]] = []
+    for k, cp in enumerate(cases):
+        parts.append(f"<h2>{_e(cp.case)} <span class=\"note\">on {_e(cp.hardware)}</span></h2>")
+        for chart in _charts(cp, start + k):
+            data.append(chart.data)
+            parts.append(chart.html)
+        last = cp.points[-8:]
+        rows = "".join(
+            f"<tr><td>{len(cp.points) - len(last) + j}</td><td>{_e(p.build_label)}</td>"
+            f"<td class=\"{_e(p.outcome.value if p.outcome else 'infra')}\">"
+            f"{_e(p.outcome.value if p.outcome else 'not decided')}</td><td>{_e(', '.join(p.signatures))}</td>"
+            f"<td>{' '.join(_artifact_link(a, out_dir) for a in p.artifacts[:5])}</td></tr>"
+            for j, p in enumerate(last))
+        parts.append("<table><tr><th>point</th><th>build</th><th>outcome</th><th>signature</th>"
+                     f"<th>artifacts</th></tr>{rows}</table>")
+    parts.append("<h2>Open alerts</h2>" + _alerts_table([a for a in alerts if a["scenario"] == name]))
+    parts.append(f'<script type="application/json" id="series-data">{_json_block(data)}</script>')
+    return _page(f"{name} · sglang-repro", "".join(parts), scripts=("plotly.min.js", "dashboard.js"))
+
+
+def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], alerts: Sequence[dict[str, Any]],
+           where: str) -> str:
+    rows = []
+    for name, cases in by_scenario.items():
+        for cp in cases:
+            last = cp.points[-1] if cp.points else None
+            outcome = last.outcome.value if last and last.outcome else "not decided"
+            cells = []
+            for metric in SPARK_METRICS:
+                _, values = cp.series(metric)
+                cells.append(f"<td>{_sparkline(values)}</td><td>{_e(_noise(values))}</td>")
+            rows.append(f"<tr><td><a href=\"{_e(pages[name])}\">{_e(name)}</a></td><td>{_e(cp.case)}</td>"
+                        f"<td>{_e(cp.hardware)}</td><td class=\"{_e(outcome)}\">{_e(outcome)}</td>"
+                        f"<td>{_e(last.build_label if last else '')}</td>{''.join(cells)}</tr>")
+    table = ("<table><tr><th>scenario</th><th>case</th><th>hardware</th><th>latest</th><th>build</th>"
+             "<th>accept length</th><th>noise (CV)</th><th>output tok/s</th><th>noise (CV)</th></tr>"
+             + "".join(rows) + "</table>")
+    body = (f"<h1>sglang-repro nightly</h1><p class=\"note\">store: {_e(where)}</p>{table}"
+            f"<h2>Open alerts</h2>{_alerts_table(alerts)}")
+    return _page("sglang-repro dashboard", body)
+
+
+def build_site(store: Store, out_dir: Path) -> Path:
+    """Write the site into ``out_dir``; the path of its ``index.html``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", out_dir / "plotly.min.js")
+    shutil.copyfile(Path(__file__).parent / "dashboard.js", out_dir / "dashboard.js")
+    cases = case_points(store.runs_frame(), store.metrics_frame())
+    alerts = store.alert_rows()
+    by_scenario: dict[str, list[CasePoints]] = {}
+    for cp in cases:
+        by_scenario.setdefault(cp.scenario, []).append(cp)
+    pages: dict[str, str] = {}
+    start = 0
+    for name, group in by_scenario.items():
+        pages[name] = f"scenario-{_slug(name)}.html"
+        (out_dir / pages[name]).write_text(_scenario_page(name, group, alerts, out_dir, start))
+        start += len(group)
+    index = out_dir / "index.html"
+    index.write_text(_index(by_scenario, pages, alerts, store.where))
+    return index

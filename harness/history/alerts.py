@@ -1,0 +1,170 @@
+"""Alerts: confirmed changes in a series (step, drift) and events (a new signature, pass -> crash/fail).
+
+An alert has a fingerprint (what changed, where, from which first bad build) and a state
+(new / acknowledged / resolved) in the store, so it fires once. It names the last good and the
+first bad build and the ``sglang-repro bisect`` command that would find the culprit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from harness.history.series import CasePoints, Point, rule_for
+from harness.history.steps import Finding, detect
+from harness.outcome import Outcome
+
+__all__ = ["Alert", "SeriesFindings", "bisect_command", "case_alerts", "case_findings", "new_alerts"]
+
+STEP_KINDS = ("step", "drift")
+
+
+@dataclass(frozen=True)
+class Alert:
+    fingerprint: str
+    kind: str  # step | drift | new-signature | pass-to-crash | pass-to-fail
+    scenario: str
+    case: str
+    hardware: str
+    metric: str | None
+    signature: str | None
+    last_good: Point | None
+    first_bad: Point
+    effect: float | None
+    detail: str
+    bisect: str
+
+    def row(self, batch_id: str) -> dict[str, Any]:
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        return {"fingerprint": self.fingerprint, "kind": self.kind, "scenario": self.scenario,
+                "case_name": self.case, "metric": self.metric, "hardware_key": self.hardware,
+                "signature": self.signature, "last_good": self.last_good.build_label if self.last_good else None,
+                "first_bad": self.first_bad.build_label, "effect": self.effect, "detail": self.detail,
+                "bisect": self.bisect, "state": "new", "batch_id": batch_id, "created_at": now, "updated_at": now}
+
+    def describe(self) -> str:
+        good = self.last_good.build_label if self.last_good else "none recorded"
+        return (f"{self.kind.upper()} {self.scenario} [{self.case}] on {self.hardware}: {self.detail}\n"
+                f"    last good: {good}\n    first bad: {self.first_bad.build_label}\n    bisect: {self.bisect}")
+
+
+@dataclass(frozen=True)
+class SeriesFindings:
+    metric: str
+    indices: tuple[int, ...]  # point index of each value
+    findings: tuple[Finding, ...]  # Finding.index counts values of the series, not points
+
+
+def _fingerprint(*parts: object) -> str:
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:20]
+
+
+def bisect_command(cp: CasePoints, good: Point | None, bad: Point, *, signature: str | None = None,
+                   metric: str | None = None, threshold: float | None = None) -> str:
+    """The ``sglang-repro bisect`` command (issue 14's shape) that would find the culprit."""
+    argv = ["sglang-repro", "bisect", cp.scenario_file, "--case", cp.case]
+    released = (good is not None and good.build_spec.startswith("pip:") and bad.build_spec.startswith("pip:")
+                and good.build_version and bad.build_version and good.build_version != bad.build_version)
+    if released and good is not None:
+        argv += ["--releases", f"{good.build_version}..{bad.build_version}"]
+    elif good is not None and good.build_commit and bad.build_commit:
+        argv += ["--repo", "CHECKOUT", "--good", good.build_commit, "--bad", bad.build_commit]
+    else:  # builds with no commit to bisect between (the reference server, python:): name them by spec
+        argv += ["--repo", "CHECKOUT", "--good", good.build_spec if good else "REV", "--bad", bad.build_spec]
+    if signature:
+        argv += ["--signature", signature]
+    elif metric:
+        argv += ["--metric", metric]
+        if threshold is not None:
+            argv += ["--threshold", f"{threshold:.6g}"]
+    return shlex.join(argv)
+
+
+def case_findings(cp: CasePoints, tolerances: Mapping[str, float] | None = None) -> list[SeriesFindings]:
+    out = []
+    for metric in cp.metric_names:
+        rule = rule_for(metric, tolerances)
+        if rule is None:
+            continue
+        idx, values = cp.series(metric)
+        if len(values) >= 4:
+            trials = [cp.points[i].metrics[metric] for i in idx]
+            out.append(SeriesFindings(metric, tuple(idx), tuple(detect(values, rule, trials))))
+    return out
+
+
+def _event_alerts(cp: CasePoints) -> list[Alert]:
+    alerts: list[Alert] = []
+    seen: set[str] = set()
+    last_decided: Point | None = None
+    last_pass: Point | None = None
+    for p in cp.points:
+        if p.outcome is None:
+            continue
+        fresh = [s for s in p.signatures if s not in seen]
+        if p.outcome == Outcome.CRASH and fresh:
+            sig = fresh[0]
+            alerts.append(Alert(_fingerprint("new-signature", cp.scenario, cp.case, cp.hardware, sig),
+                                "new-signature", cp.scenario, cp.case, cp.hardware, None, sig, last_pass, p, None,
+                                f"signature {sig} never seen before on this case",
+                                bisect_command(cp, last_pass, p, signature=sig)))
+        elif (last_decided is not None and last_decided.outcome == Outcome.PASS
+              and p.outcome in (Outcome.CRASH, Outcome.FAIL)):
+            kind = "pass-to-crash" if p.outcome == Outcome.CRASH else "pass-to-fail"
+            crash_sig = p.signatures[0] if p.signatures else None
+            alerts.append(Alert(_fingerprint(kind, cp.scenario, cp.case, cp.hardware, p.batch_id, p.build_key),
+                                kind, cp.scenario, cp.case, cp.hardware, None, crash_sig, last_decided, p, None,
+                                f"{last_decided.outcome.value} -> {p.outcome.value}"
+                                + (f" ({crash_sig})" if crash_sig else ""),
+                                bisect_command(cp, last_decided, p, signature=crash_sig)))
+        seen |= set(p.signatures)
+        last_decided = p
+        if p.outcome == Outcome.PASS:
+            last_pass = p
+    return alerts
+
+
+def case_alerts(cp: CasePoints, tolerances: Mapping[str, float] | None = None) -> list[Alert]:
+    """Every alert the case's history supports now: regressions (steps, drift) and events."""
+    alerts = _event_alerts(cp)
+    for sf in case_findings(cp, tolerances):
+        for f in sf.findings:
+            if f.kind not in STEP_KINDS or not f.regression:
+                continue
+            bad = cp.points[sf.indices[f.index]]
+            good = cp.points[sf.indices[f.index - 1]] if f.index > 0 else None
+            what = "step" if f.kind == "step" else "drift"
+            detail = (f"{sf.metric} {f.effect:+.1%} ({f.before:.4g} -> {f.after:.4g})"
+                      + (f", Mann-Whitney p={f.p_value:.2g}" if f.p_value is not None else "")
+                      + (" over the last builds" if f.kind == "drift" else ""))
+            alerts.append(Alert(_fingerprint(what, cp.scenario, cp.case, cp.hardware, sf.metric, bad.batch_id,
+                                             bad.build_key),
+                                what, cp.scenario, cp.case, cp.hardware, sf.metric, None, good, bad, f.effect, detail,
+                                bisect_command(cp, good, bad, metric=sf.metric, threshold=(f.before + f.after) / 2)))
+    return alerts
+
+
+def new_alerts(candidates: Sequence[Alert], known: Sequence[Mapping[str, Any]],
+               points_of: Mapping[tuple[str, str, str], Sequence[Point]]) -> list[Alert]:
+    """The candidates that are not already known: same fingerprint, or (steps and drift) the same
+    series and kind with a first bad build within 2 points of a known one (a change point the
+    search moved by a night is the same change)."""
+    known_fps = {k["fingerprint"] for k in known}
+    fresh = []
+    for a in candidates:
+        if a.fingerprint in known_fps:
+            continue
+        if a.kind in STEP_KINDS:
+            labels = [p.build_label for p in points_of.get((a.scenario, a.case, a.hardware), ())]
+            here = labels.index(a.first_bad.build_label) if a.first_bad.build_label in labels else -1
+            same = [k for k in known if k["kind"] == a.kind and k["scenario"] == a.scenario
+                    and k["case_name"] == a.case and k["hardware_key"] == a.hardware and k["metric"] == a.metric
+                    and k["first_bad"] in labels and abs(labels.index(k["first_bad"]) - here) <= 2]
+            if same:
+                continue
+        fresh.append(a)
+    return fresh

@@ -1,0 +1,55 @@
+"""After a batch is recorded: read the history, find what is new, record it as alerts, resolve the rest."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from harness.history.alerts import Alert, case_alerts, new_alerts
+from harness.history.series import CasePoints, case_points
+from harness.outcome import Outcome
+from harness.store.store import Store
+
+__all__ = ["Review", "review"]
+
+
+@dataclass(frozen=True)
+class Review:
+    new: tuple[Alert, ...]
+    resolved: tuple[str, ...]  # fingerprints
+    cases: tuple[CasePoints, ...]
+
+
+def _recovered(row: Mapping[str, object], cp: CasePoints, current: set[str]) -> bool:
+    """An event alert is resolved once the case's latest decided point passes; a step or drift once
+    the history no longer supports it (a later change undid it)."""
+    if row["kind"] in ("step", "drift"):
+        labels = [p.build_label for p in cp.points]
+        return row["first_bad"] in labels and not current
+    decided = [p for p in cp.points if p.outcome is not None]
+    return bool(decided) and decided[-1].outcome == Outcome.PASS
+
+
+def review(store: Store, batch_id: str, *, tolerances: Mapping[str, Mapping[str, float]] | None = None,
+           scenarios: set[str] | None = None) -> Review:
+    """Detect over every series of ``scenarios`` (all by default); add new alerts, resolve recovered ones."""
+    cases = tuple(cp for cp in case_points(store.runs_frame(), store.metrics_frame())
+                  if scenarios is None or cp.scenario in scenarios)
+    known = store.alert_rows()
+    candidates: list[Alert] = []
+    resolved: list[str] = []
+    for cp in cases:
+        found = case_alerts(cp, (tolerances or {}).get(cp.scenario))
+        candidates += found
+        for row in known:
+            if (row["state"] != "resolved" and row["scenario"] == cp.scenario and row["case_name"] == cp.case
+                    and row["hardware_key"] == cp.hardware):
+                current = {a.fingerprint for a in found if a.kind == row["kind"] and a.metric == row["metric"]}
+                if _recovered(row, cp, current):
+                    resolved.append(str(row["fingerprint"]))
+    points_of = {(cp.scenario, cp.case, cp.hardware): cp.points for cp in cases}
+    fresh = new_alerts(candidates, known, points_of)
+    added = set(store.add_alerts([a.row(batch_id) for a in fresh]))
+    if resolved:
+        store.set_alert_state(resolved, "resolved")
+    return Review(new=tuple(a for a in fresh if a.fingerprint in added), resolved=tuple(resolved), cases=cases)

@@ -1,0 +1,140 @@
+"""Series: one (scenario, case, metric, hardware) over builds in order, read from the store.
+
+A point is one build in one batch (a night): its trials' raw values and outcomes. Points are
+ordered by the batch's start. Only decided runs that completed their checks (pass, fail) give
+metric values: infra and timeout runs never enter a metric series, and a crash has no numbers.
+``compare`` batches stay out: they are A/B experiments, not history.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.history.steps import Rule
+from harness.outcome import Outcome, most_telling
+
+__all__ = ["METRIC_RULES", "SERIES_BATCH_KINDS", "CasePoints", "Point", "case_points", "rule_for"]
+
+SERIES_BATCH_KINDS = ("nightly", "import", "pytest", "run", "bisect")
+
+# The issue's minimum effects: 2% acceptance length, 5% throughput (and latency).
+METRIC_RULES: Mapping[str, Rule] = {
+    "accept_length": Rule(0.02), "accept_length_server": Rule(0.02),
+    "output_throughput_tok_s": Rule(0.05), "request_throughput_rps": Rule(0.05),
+    "ttft_ms_p50": Rule(0.05, higher_is_better=False), "itl_ms_p50": Rule(0.05, higher_is_better=False),
+    "e2e_ms_p50": Rule(0.05, higher_is_better=False),
+}
+
+
+def rule_for(metric: str, tolerances: Mapping[str, float] | None = None) -> Rule | None:
+    base = METRIC_RULES.get(metric)
+    if base is None:
+        return None
+    tol = (tolerances or {}).get(metric)
+    return Rule(tol, base.higher_is_better) if tol else base
+
+
+@dataclass(frozen=True)
+class Point:
+    batch_id: str
+    batch_label: str
+    started_at: str
+    build_key: str
+    build_spec: str
+    build_version: str | None
+    build_commit: str | None
+    outcome: Outcome | None  # the most telling decided outcome of its trials; None: nothing decided
+    signatures: tuple[str, ...]
+    metrics: Mapping[str, tuple[float, ...]]  # raw per-trial values of pass/fail runs
+    artifacts: tuple[str, ...]
+
+    @property
+    def build_label(self) -> str:
+        return f"{self.build_spec} ({self.batch_label})"
+
+    def value(self, metric: str) -> float | None:
+        vals = self.metrics.get(metric)
+        # statistics.median: a few trials per point, where numpy's per-call overhead is most of the cost.
+        return float(statistics.median(vals)) if vals else None
+
+
+@dataclass(frozen=True)
+class CasePoints:
+    scenario: str
+    scenario_file: str
+    case: str
+    hardware: str
+    points: tuple[Point, ...]
+
+    def series(self, metric: str) -> tuple[list[int], list[float]]:
+        """(point indices, values) of the points that have ``metric``."""
+        idx, vals = [], []
+        for i, p in enumerate(self.points):
+            v = p.value(metric)
+            if v is not None:
+                idx.append(i)
+                vals.append(v)
+        return idx, vals
+
+    @property
+    def metric_names(self) -> list[str]:
+        return sorted({m for p in self.points for m in p.metrics})
+
+
+def _text(value: object) -> str | None:
+    return None if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
+
+
+def case_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[CasePoints]:
+    """Every (scenario, case, hardware) with its points in order.
+
+    Plain dictionaries over ``itertuples``: a year of nightly data is 73k runs, and one small
+    DataFrame per point would cost minutes where this costs a second.
+    """
+    if runs.empty:
+        return []
+    runs = runs[runs["batch_kind"].isin(SERIES_BATCH_KINDS)]
+    with_numbers = set(runs.loc[runs["outcome"].isin({Outcome.PASS.value, Outcome.FAIL.value}), "run_id"])
+    by_run: dict[str, dict[str, float]] = {}
+    if not metrics.empty:
+        for run_id, name, value in metrics[["run_id", "name", "value"]].itertuples(index=False):
+            if run_id in with_numbers:
+                by_run.setdefault(run_id, {})[name] = float(value)
+    cols = ["scenario", "scenario_file", "case_name", "hardware_key", "batch_id", "build_key", "batch_label",
+            "batch_started_at", "started_at", "build_spec", "build_version", "build_commit", "trial", "outcome",
+            "signature", "run_id", "artifacts"]
+    cases: dict[tuple[str, str, str], dict[tuple[str, str], list[tuple[Any, ...]]]] = {}
+    files: dict[tuple[str, str, str], str] = {}
+    for row in runs[cols].itertuples(index=False, name=None):
+        key = (row[0], row[2], row[3])
+        files.setdefault(key, row[1])
+        cases.setdefault(key, {}).setdefault((row[4], row[5]), []).append(row)
+    out: list[CasePoints] = []
+    for key in sorted(cases):
+        parts = cases[key]
+        order = sorted(parts, key=lambda k: (min(r[7] for r in parts[k]), min(r[8] for r in parts[k])))
+        points = []
+        for pk in order:
+            rows = sorted(parts[pk], key=lambda r: r[12])
+            first = rows[0]
+            decided = [Outcome(r[13]) for r in rows if Outcome(r[13]).decided]
+            values: dict[str, list[float]] = {}
+            for r in rows:
+                for name, value in by_run.get(r[15], {}).items():
+                    values.setdefault(name, []).append(value)
+            points.append(Point(
+                batch_id=str(pk[0]), batch_label=str(first[6]), started_at=str(first[7]), build_key=str(pk[1]),
+                build_spec=str(first[9]), build_version=_text(first[10]), build_commit=_text(first[11]),
+                outcome=most_telling(decided) if decided else None,
+                signatures=tuple(sorted({str(r[14]) for r in rows if isinstance(r[14], str) and r[14]})),
+                metrics={k: tuple(v) for k, v in values.items()},
+                artifacts=tuple(str(r[16]) for r in rows),
+            ))
+        out.append(CasePoints(str(key[0]), str(files[key]), str(key[1]), str(key[2]), tuple(points)))
+    return out

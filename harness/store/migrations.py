@@ -1,0 +1,130 @@
+"""Versioned migrations of the store: a numbered list, applied in order, each once, under a lock.
+
+Each migration is a function of a connection inside the transaction that records it in
+``store_version``; its tables are written out here as they were at that version (never imported
+from ``schema.py``, which moves on), so an old store upgrades the way it was built. Writers from
+several processes may open a fresh store at once: SQLite serialises them with ``BEGIN IMMEDIATE``,
+PostgreSQL with a transaction-scoped advisory lock, and the version is read again under the lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    inspect,
+    select,
+    text,
+)
+
+from harness.errors import InfraError
+from harness.store.schema import store_version
+
+__all__ = ["MIGRATIONS", "Migration", "current_version", "latest_version", "migrate"]
+
+# Any fixed number: it names the lock that serialises migrations on one PostgreSQL database.
+_PG_LOCK_ID = 72_928_264
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    apply: Callable[[Connection], None]
+
+
+def _v1_runs(conn: Connection) -> None:
+    md = MetaData()
+    Table("builds", md, Column("key", String(32), primary_key=True), Column("kind", String(32), nullable=False),
+          Column("spec", Text, nullable=False), Column("version", Text), Column("commit", String(64)))
+    Table("hosts", md, Column("key", String(32), primary_key=True), Column("hardware_key", Text, nullable=False),
+          Column("hostname", Text), Column("gpu_name", Text), Column("gpu_count", Integer, nullable=False),
+          Column("driver_version", Text), Column("cuda_version", Text), Column("compute_capability", Text),
+          Column("cpu", Text), Column("platform", Text))
+    Table("batches", md, Column("id", String(64), primary_key=True), Column("kind", String(16), nullable=False),
+          Column("label", Text, nullable=False), Column("started_at", String(40), nullable=False))
+    Table("runs", md,
+          Column("run_id", String(200), primary_key=True),
+          Column("batch_id", String(64), ForeignKey("batches.id"), nullable=False),
+          Column("scenario", Text, nullable=False), Column("scenario_file", Text, nullable=False),
+          Column("case_name", Text, nullable=False), Column("case_values", Text, nullable=False),
+          Column("role", Text),
+          Column("build_key", String(32), ForeignKey("builds.key"), nullable=False),
+          Column("host_key", String(32), ForeignKey("hosts.key"), nullable=False),
+          Column("hardware_key", Text, nullable=False), Column("trial", Integer, nullable=False),
+          Column("outcome", String(16), nullable=False), Column("signature", Text), Column("phase", String(16)),
+          Column("reason", Text, nullable=False), Column("started_at", String(40), nullable=False),
+          Column("duration_s", Float, nullable=False), Column("recorded_at", String(40), nullable=False),
+          Column("artifacts", Text, nullable=False), Column("experiment", String(64), nullable=False),
+          Column("harness_version", Text, nullable=False), Column("record", Text, nullable=False),
+          Index("ix_runs_series", "scenario", "case_name"), Index("ix_runs_batch", "batch_id"))
+    Table("metrics", md, Column("run_id", String(200), ForeignKey("runs.run_id"), primary_key=True),
+          Column("name", String(64), primary_key=True), Column("value", Float, nullable=False))
+    md.create_all(conn)
+
+
+def _v2_alerts(conn: Connection) -> None:
+    md = MetaData()
+    Table("alerts", md,
+          Column("fingerprint", String(32), primary_key=True), Column("kind", String(16), nullable=False),
+          Column("scenario", Text, nullable=False), Column("case_name", Text, nullable=False),
+          Column("metric", Text), Column("hardware_key", Text, nullable=False), Column("signature", Text),
+          Column("last_good", Text), Column("first_bad", Text, nullable=False), Column("effect", Float),
+          Column("detail", Text, nullable=False), Column("bisect", Text, nullable=False),
+          Column("state", String(16), nullable=False), Column("batch_id", String(64), nullable=False),
+          Column("created_at", String(40), nullable=False), Column("updated_at", String(40), nullable=False))
+    md.create_all(conn)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "builds, hosts, batches, runs, metrics (long format)", _v1_runs),
+    Migration(2, "alerts with fingerprints and states", _v2_alerts),
+)
+
+
+def latest_version() -> int:
+    return MIGRATIONS[-1].version
+
+
+def current_version(conn: Connection) -> int:
+    """The store's version: 0 for an empty database."""
+    if not inspect(conn).has_table("store_version"):
+        return 0
+    return int(conn.execute(select(store_version.c.version).order_by(store_version.c.version.desc())
+                            .limit(1)).scalar() or 0)
+
+
+def migrate(engine: Engine, *, target: int | None = None, where: str = "") -> int:
+    """Bring the store up to ``target`` (default: the newest); returns the version it is at."""
+    goal = latest_version() if target is None else target
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": _PG_LOCK_ID})
+        version = current_version(conn)
+        if version > latest_version():
+            raise InfraError(f"store {where}: version {version} is newer than this harness knows "
+                             f"({latest_version()}); upgrade sglang-repro")
+        if version >= goal:
+            return version
+        store_version.create(conn, checkfirst=True)
+        for migration in MIGRATIONS:
+            if version < migration.version <= goal:
+                migration.apply(conn)
+                conn.execute(store_version.insert().values(
+                    version=migration.version, description=migration.description,
+                    applied_at=datetime.now(timezone.utc).isoformat(timespec="seconds")))
+                version = migration.version
+        return version

@@ -1,0 +1,292 @@
+"""The results store: run records in SQLite (default) or PostgreSQL, through SQLAlchemy Core.
+
+SQLite is opened in WAL mode with a busy timeout and ``BEGIN IMMEDIATE`` transactions, so that
+several processes (pytest-xdist workers, parallel CI jobs on one runner) write to one file without
+"database is locked" and without losing a run; PostgreSQL serves a fleet of runners. Recording is
+idempotent on the run id: recording the same run twice leaves one row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, Engine, Table, create_engine, event, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import SQLAlchemyError
+
+from harness.errors import InfraError
+from harness.record import RunRecord, record_from_dict, record_to_dict
+from harness.store.migrations import migrate
+from harness.store.schema import alerts, batches, builds, hosts, metrics, runs
+from harness.store.url import redact_url, store_url
+
+if TYPE_CHECKING:  # pandas is imported by the readers only: a writer (every run) does not pay for it
+    import pandas as pd
+
+__all__ = ["BATCH_KINDS", "Batch", "Store", "build_key", "host_key", "new_batch", "open_store"]
+
+BATCH_KINDS = ("nightly", "run", "compare", "pytest", "import", "bisect")
+_SQLITE_BUSY_MS = 60_000
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One invocation that records runs; a series orders its points by ``started_at``."""
+
+    id: str
+    kind: str
+    label: str
+    started_at: str
+
+
+def new_batch(kind: str, label: str | None = None, *, started_at: str | None = None) -> Batch:
+    if kind not in BATCH_KINDS:
+        raise ValueError(f"batch kind {kind!r} is not one of {', '.join(BATCH_KINDS)}")
+    when = started_at or _now()
+    return Batch(id=f"{kind}-{when[:19].replace(':', '')}-{secrets.token_hex(4)}", kind=kind,
+                 label=label or when[:19], started_at=when)
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:24]
+
+
+def build_key(record: RunRecord) -> str:
+    b = record.build
+    return _digest(b.kind, b.spec, b.version, b.commit)
+
+
+def host_key(record: RunRecord) -> str:
+    h = record.host
+    return _digest(h.hostname, [(g.name, g.compute_capability) for g in h.gpus], h.driver_version,
+                   h.cuda_version, h.cpu, h.platform)
+
+
+def _insert_ignore(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+    """INSERT ... ON CONFLICT DO NOTHING, in the dialect at hand (both have it)."""
+    if not rows:
+        return
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    conn.execute(dialect.insert(table).on_conflict_do_nothing(), list(rows))
+
+
+def _rows(record: RunRecord, batch: Batch, recorded_at: str) -> tuple[dict[str, Any], ...]:
+    b, h = record.build, record.host
+    gpu_names = sorted({g.name for g in h.gpus})
+    ccs = sorted({g.compute_capability for g in h.gpus if g.compute_capability})
+    build_row = {"key": build_key(record), "kind": b.kind, "spec": b.spec, "version": b.version,
+                 "commit": b.commit}
+    host_row = {"key": host_key(record), "hardware_key": h.hardware_key, "hostname": h.hostname,
+                "gpu_name": "+".join(gpu_names) or None, "gpu_count": len(h.gpus),
+                "driver_version": h.driver_version, "cuda_version": h.cuda_version,
+                "compute_capability": "+".join(ccs) or None, "cpu": h.cpu, "platform": h.platform}
+    run_row = {
+        "run_id": record.run_id, "batch_id": batch.id, "scenario": record.scenario.name,
+        "scenario_file": record.scenario.file, "case_name": record.case.name,
+        "case_values": json.dumps(dict(record.case.values), sort_keys=True, default=str),
+        "role": record.build.role, "build_key": build_row["key"], "host_key": host_row["key"],
+        "hardware_key": h.hardware_key, "trial": record.trial, "outcome": record.outcome.value,
+        "signature": record.signature, "phase": record.phase.value if record.phase else None,
+        "reason": record.reason, "started_at": record.started_at, "duration_s": record.duration_s,
+        "recorded_at": recorded_at, "artifacts": record.artifacts, "experiment": record.experiment,
+        "harness_version": record.harness_version,
+        "record": json.dumps(record_to_dict(record), sort_keys=True, default=str),
+    }
+    return build_row, host_row, run_row
+
+
+class Store:
+    """An open store. Use :func:`open_store`; close with :meth:`close` (or ``with``)."""
+
+    def __init__(self, engine: Engine, url: URL) -> None:
+        self.engine = engine
+        self.url = url
+        self.where = redact_url(url)
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextmanager
+    def _begin(self, action: str) -> Iterator[Connection]:
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except SQLAlchemyError as exc:
+            raise InfraError(f"store {self.where}: {action}: {_first_line(exc)}") from None
+
+    # ------------------------------------------------------------------ writing
+
+    def record(self, record: RunRecord, batch: Batch) -> bool:
+        """Record one run; False when a run with that id was already there (nothing changes)."""
+        return self.record_many([record], batch) == 1
+
+    def record_many(self, records: Iterable[RunRecord], batch: Batch) -> int:
+        """Record runs of one batch in one transaction; the number that were new."""
+        recorded_at = _now()
+        build_rows: dict[str, dict[str, Any]] = {}
+        host_rows: dict[str, dict[str, Any]] = {}
+        run_rows: list[dict[str, Any]] = []
+        metric_rows: list[dict[str, Any]] = []
+        for record in records:
+            b, h, r = _rows(record, batch, recorded_at)
+            build_rows[b["key"]] = b
+            host_rows[h["key"]] = h
+            run_rows.append(r)
+            metric_rows += [{"run_id": record.run_id, "name": name, "value": float(value)}
+                            for name, value in record.metrics.items()
+                            if isinstance(value, (int, float)) and not isinstance(value, bool)]
+        if not run_rows:
+            return 0
+        with self._begin(f"cannot record {len(run_rows)} run(s)") as conn:
+            _insert_ignore(conn, batches, [{"id": batch.id, "kind": batch.kind, "label": batch.label,
+                                            "started_at": batch.started_at}])
+            _insert_ignore(conn, builds, list(build_rows.values()))
+            _insert_ignore(conn, hosts, list(host_rows.values()))
+            ids = [r["run_id"] for r in run_rows]
+            existing = set()
+            for start in range(0, len(ids), 500):  # bounded IN lists
+                existing |= set(conn.execute(select(runs.c.run_id).where(
+                    runs.c.run_id.in_(ids[start:start + 500]))).scalars())
+            fresh = [r for r in run_rows if r["run_id"] not in existing]
+            _insert_ignore(conn, runs, fresh)
+            fresh_ids = {r["run_id"] for r in fresh}
+            _insert_ignore(conn, metrics, [m for m in metric_rows if m["run_id"] in fresh_ids])
+        return len(fresh)
+
+    # ------------------------------------------------------------------ reading
+
+    def count_runs(self) -> int:
+        with self._begin("cannot count runs") as conn:
+            return len(conn.execute(select(runs.c.run_id)).all())
+
+    def records(self) -> list[RunRecord]:
+        """Every stored run as the typed record, in the order they started."""
+        with self._begin("cannot read runs") as conn:
+            texts = conn.execute(select(runs.c.record).order_by(runs.c.started_at, runs.c.run_id)).scalars().all()
+        return [record_from_dict(json.loads(t), source=f"store {self.where}") for t in texts]
+
+    def runs_frame(self) -> pd.DataFrame:
+        """One row per run with its build, host and batch (no metrics)."""
+        query = (
+            select(runs.c.run_id, runs.c.batch_id, batches.c.kind.label("batch_kind"),
+                   batches.c.label.label("batch_label"), batches.c.started_at.label("batch_started_at"),
+                   runs.c.scenario, runs.c.scenario_file, runs.c.case_name, runs.c.case_values, runs.c.role,
+                   runs.c.build_key, builds.c.kind.label("build_kind"), builds.c.spec.label("build_spec"),
+                   builds.c.version.label("build_version"), builds.c.commit.label("build_commit"),
+                   runs.c.hardware_key, hosts.c.gpu_name, hosts.c.gpu_count, hosts.c.driver_version,
+                   hosts.c.cuda_version, hosts.c.cpu, hosts.c.hostname, runs.c.trial, runs.c.outcome,
+                   runs.c.signature, runs.c.phase, runs.c.reason, runs.c.started_at, runs.c.duration_s,
+                   runs.c.artifacts, runs.c.experiment, runs.c.harness_version)
+            .join(batches, batches.c.id == runs.c.batch_id)
+            .join(builds, builds.c.key == runs.c.build_key)
+            .join(hosts, hosts.c.key == runs.c.host_key)
+        )
+        import pandas as pd
+
+        with self._begin("cannot read runs") as conn:
+            return pd.read_sql(query, conn)
+
+    def metrics_frame(self) -> pd.DataFrame:
+        """Long format: run_id, name, value."""
+        import pandas as pd
+
+        with self._begin("cannot read metrics") as conn:
+            return pd.read_sql(select(metrics.c.run_id, metrics.c.name, metrics.c.value), conn)
+
+    # ------------------------------------------------------------------ alerts
+
+    def alerts_frame(self) -> pd.DataFrame:
+        import pandas as pd
+
+        with self._begin("cannot read alerts") as conn:
+            return pd.read_sql(select(alerts).order_by(alerts.c.created_at), conn)
+
+    def alert_rows(self) -> list[dict[str, Any]]:
+        with self._begin("cannot read alerts") as conn:
+            return [dict(r._mapping) for r in conn.execute(select(alerts).order_by(alerts.c.created_at))]
+
+    def add_alerts(self, rows: Sequence[dict[str, Any]]) -> list[str]:
+        """Insert alerts not seen before (by fingerprint); the fingerprints that were new."""
+        if not rows:
+            return []
+        with self._begin("cannot record alerts") as conn:
+            fps = [r["fingerprint"] for r in rows]
+            known = set(conn.execute(select(alerts.c.fingerprint).where(alerts.c.fingerprint.in_(fps))).scalars())
+            fresh = [r for r in rows if r["fingerprint"] not in known]
+            _insert_ignore(conn, alerts, fresh)
+        return [r["fingerprint"] for r in fresh]
+
+    def set_alert_state(self, fingerprints: Sequence[str], state: str) -> int:
+        with self._begin("cannot update alerts") as conn:
+            result = conn.execute(update(alerts).where(alerts.c.fingerprint.in_(list(fingerprints)))
+                                  .values(state=state, updated_at=_now()))
+            return int(result.rowcount or 0)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _sqlite_engine(url: URL) -> Engine:
+    engine = create_engine(url, connect_args={"timeout": _SQLITE_BUSY_MS / 1000})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event open the transaction, so it can be IMMEDIATE: the write lock
+        # is taken up front, and a busy writer waits (busy_timeout) instead of failing mid-transaction.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_MS}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def open_store(value: str | URL, *, migrate_to_latest: bool = True) -> Store:
+    """Open (and create or upgrade) the store at a path or URL; InfraError naming it when it cannot be reached."""
+    url = value if isinstance(value, URL) else store_url(value)
+    where = redact_url(url)
+    try:
+        if url.drivername == "sqlite":
+            Path(url.database or "").parent.mkdir(parents=True, exist_ok=True)
+            engine = _sqlite_engine(url)
+        else:
+            engine = create_engine(url, connect_args={"connect_timeout": 10}, pool_pre_ping=True)
+        if migrate_to_latest:
+            migrate(engine, where=where)
+    except SQLAlchemyError as exc:
+        raise InfraError(f"store {where}: cannot open: {_first_line(exc)}") from None
+    except OSError as exc:
+        raise InfraError(f"store {where}: cannot open: {exc}") from None
+    return Store(engine, url)

@@ -1,0 +1,81 @@
+"""The hook the writers call (``run``, ``compare``, ``nightly``, the pytest plugin) once a run is final.
+
+The store is opened on the first record, not before the run: a store that cannot be reached
+must not stop a run from producing its artifacts, it makes the command end as ``infra`` afterwards,
+naming the store (password redacted).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.errors import InfraError
+from harness.record import RunRecord
+from harness.store.store import Batch, Store, new_batch, open_store
+
+__all__ = ["DeferredWriter", "StoreWriter", "as_record", "record_run"]
+
+
+class StoreWriter:
+    """Records the runs of one batch into one store; opens it lazily, closes with ``close``."""
+
+    def __init__(self, url: str, batch: Batch) -> None:
+        self.url = url
+        self.batch = batch
+        self._store: Store | None = None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = open_store(self.url)
+        return self._store
+
+    def record(self, record: RunRecord) -> bool:
+        """Record one run (InfraError naming the store when it cannot); False if it was already there."""
+        return self.store.record(record, self.batch)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def __enter__(self) -> StoreWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def record_run(store_url: str, record: RunRecord, *, kind: str = "run", batch: Batch | None = None) -> bool:
+    """Record one run in the store at ``store_url``, in ``batch`` (a new one of ``kind`` by default)."""
+    with StoreWriter(store_url, batch or new_batch(kind)) as writer:
+        return writer.record(record)
+
+
+def as_record(result: Any) -> RunRecord:
+    """The typed record of a run result (``execute_run`` returns one; older code returned a legacy result)."""
+    if isinstance(result, RunRecord):
+        return result
+    from harness.record import read_record
+
+    return read_record(Path(str(result.artifacts)))
+
+
+class DeferredWriter(StoreWriter):
+    """For commands that must finish their runs whatever the store does: the first failure is kept
+    (``error``) and later records are skipped; the command reports it and exits ``infra`` at the end."""
+
+    def __init__(self, url: str | None, batch: Batch) -> None:
+        super().__init__(url or "", batch)
+        self.enabled = url is not None
+        self.error: InfraError | None = None
+
+    def record(self, record: RunRecord) -> bool:
+        if not self.enabled or self.error is not None:
+            return False
+        try:
+            return super().record(record)
+        except InfraError as exc:
+            self.error = exc
+            return False

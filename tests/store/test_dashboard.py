@@ -1,0 +1,97 @@
+"""The dashboard: built from a real store, escaped, offline, rendered by real headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.dashboard.site import CSP, _page
+from harness.history.review import review
+from harness.outcome import Outcome
+from harness.store.store import new_batch, open_store
+from tests.store._cdp import visit
+from tests.store.records import make_record
+
+EVIL = '<script>alert("pwned")</script>'
+_QUIET = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+          "--disable-component-update", "--disable-sync", "--disable-default-apps", "--disable-extensions",
+          "--disable-features=Translate,OptimizationHints,MediaRouter", "--enable-logging=stderr", "--v=0"]
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("chromium is not installed (.ci/run installs Debian's chromium)")
+    return path
+
+
+def _store_with_history(url: str, tmp_path: Path) -> None:
+    rng = random.Random(3)
+    with open_store(url) as store:
+        for night in range(1, 13):
+            batch = new_batch("nightly", f"night-{night:02d}", started_at=f"2026-11-{night:02d}T02:00:00+00:00")
+            tput = 200.0 if night <= 8 else 150.0
+            art = tmp_path / "runs" / f"n{night}"
+            art.mkdir(parents=True)
+            recs = [make_record(f"n{night}-t{t}", trial=t, started_at=batch.started_at, artifacts=str(art),
+                                metrics={"accept_length": 1.84 * (1 + 0.01 * rng.gauss(0, 1)),
+                                         "output_throughput_tok_s": tput * (1 + 0.02 * rng.gauss(0, 1))})
+                    for t in range(3)]
+            recs.append(make_record(f"n{night}-crash", case=f"case {EVIL}", started_at=batch.started_at,
+                                    outcome=Outcome.CRASH if night > 10 else Outcome.PASS,
+                                    signature=EVIL if night > 10 else None, reason=f"log line {EVIL}",
+                                    metrics={} if night > 10 else {"accept_length": 1.8}))
+            store.record_many(recs, batch)
+            review(store, batch.id)
+
+
+def _chrome(url: str, *extra: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([_chromium(), *_QUIET, *extra, url], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def test_dashboard_renders_offline_with_the_step_and_nothing_unescaped(run_cli, tmp_path: Path) -> None:
+    db = tmp_path / "results.db"
+    _store_with_history(str(db), tmp_path)
+    out = tmp_path / "dash"
+    proc = run_cli("dashboard", "--store", str(db), "-o", str(out), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    pages = sorted(out.glob("*.html"))
+    assert [p.name for p in pages] == ["index.html", "scenario-store-test-scenario.html"]
+    for page in pages:
+        text = page.read_text()
+        assert EVIL not in text and "&lt;script&gt;" in text or "\\u003cscript\\u003e" in text
+        assert f'content="{CSP}"'.replace("'", "&#x27;") in text
+        # Every script, link and image is local: no scheme, no protocol-relative URL.
+        for ref in re.findall(r'(?:src|href)="([^"]*)"', text):
+            assert not re.match(r"^(?:[a-z]+:)?//", ref), ref
+    assert (out / "plotly.min.js").stat().st_size > 1_000_000  # the copy from the plotly package
+    index = (out / "index.html").read_text()
+    assert "step" in (out / "scenario-store-test-scenario.html").read_text()  # the change is marked
+    assert "new-signature" in index and "sglang-repro bisect" in index  # the open alerts table
+
+    page = (out / "scenario-store-test-scenario.html").resolve()
+    shot = tmp_path / "dashboard.png"
+    _chromium()
+    seen = visit(page.as_uri(), evaluate="document.querySelectorAll('.main-svg').length", screenshot=shot)
+    assert seen.value >= 4, "plotly did not draw the charts"
+    assert not seen.exceptions, seen.exceptions
+    assert not [c for c in seen.console if c.startswith(("error", "warning"))], seen.console
+    assert seen.requests and all(u.startswith("file://") for u in seen.requests), seen.requests
+    assert any(u.endswith("/plotly.min.js") for u in seen.requests)
+    assert shot.stat().st_size > 10_000
+    print(f"screenshot: {shot}")
+
+
+def test_the_policy_really_blocks_a_remote_load(tmp_path: Path) -> None:
+    page = tmp_path / "probe.html"
+    page.write_text(_page("probe", '<img src="http://example.invalid/x.png"><p id="ok">ok</p>'))
+    proc = _chrome(page.as_uri(), "--virtual-time-budget=3000", "--dump-dom", cwd=tmp_path)
+    assert 'id="ok"' in proc.stdout
+    assert "Content Security Policy" in proc.stderr, proc.stderr[-2000:]
+    assert json.dumps(CSP)  # the policy is one plain string

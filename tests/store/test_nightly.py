@@ -1,0 +1,119 @@
+"""nightly end to end (real reference server, real store), and the review that turns history into alerts."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.history.review import review
+from harness.outcome import Outcome
+from harness.store.store import new_batch, open_store
+from tests.store.records import make_record
+
+CRASH = "scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml"
+
+
+def _night(store, night: int, tput: float, rng: random.Random, *, trials: int = 3):
+    batch = new_batch("nightly", f"night-{night:02d}", started_at=f"2026-11-{night:02d}T02:00:00+00:00")
+    spec = "sim:post-fix" if tput > 180 else "sim:post-fix,step-cost-ms=20"
+    store.record_many([make_record(f"n{night}-t{t}", spec=spec, trial=t, started_at=batch.started_at,
+                                   metrics={"accept_length": 1.84,
+                                            "output_throughput_tok_s": tput * (1 + 0.02 * rng.gauss(0, 1))})
+                       for t in range(trials)], batch)
+    return review(store, batch.id)
+
+
+def test_a_slowdown_alerts_once_on_the_third_slow_night_naming_the_first_slow_build(store_url: str) -> None:
+    rng = random.Random(7)
+    with open_store(store_url) as store:
+        fired = {n: _night(store, n, 200.0 if n <= 6 else 150.0, rng).new for n in range(1, 11)}
+        quiet = (1, 2, 3, 4, 5, 6, 7, 8, 10)
+        assert all(not fired[n] for n in quiet), {n: [a.kind for a in new] for n, new in fired.items()}
+        (alert,) = fired[9]
+        assert alert.kind == "step" and alert.metric == "output_throughput_tok_s"
+        assert alert.first_bad.batch_label == "night-07" and alert.last_good.batch_label == "night-06"
+        assert "--good sim:post-fix --bad sim:post-fix,step-cost-ms=20 --metric output_throughput_tok_s" in alert.bisect
+        rows = store.alert_rows()
+        assert [(r["state"], r["fingerprint"]) for r in rows] == [("new", alert.fingerprint)]
+
+
+@pytest.mark.slow
+def test_nightly_new_signature_exits_1_once_then_0(run_cli, tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    args = ["nightly", CRASH, "--build", "sim:pre-fix", "--case", "tokens=276,path=eager", "--trials", "1",
+            "--store", str(db), "--out", str(tmp_path), "--no-progress"]
+    first = run_cli(*args, timeout=300)
+    assert first.returncode == 1, first.stderr
+    assert "NEW-SIGNATURE" in first.stdout and "frozen-kv-mtp-stale-out-cache-loc" in first.stdout
+    assert "sglang-repro bisect " + CRASH in first.stdout
+    assert "nightly: 0/1 done" in first.stderr and "nightly: 1/1 done" in first.stderr  # plain lines in CI logs
+    second = run_cli(*args, timeout=300)
+    assert second.returncode == 0, second.stdout + second.stderr  # the same crash again is nothing new
+    assert "NEW-SIGNATURE" not in second.stdout
+
+
+@pytest.mark.slow
+def test_nightly_with_only_infra_exits_3(run_cli, tmp_path: Path) -> None:
+    # An interpreter without sglang: the build cannot even be tried (infra), nothing is launched.
+    proc = run_cli("nightly", CRASH, "--build", f"python:{sys.executable}", "--case", "tokens=276,path=eager",
+                   "--trials", "1", "--store", str(tmp_path / "r.db"), "--out", str(tmp_path), timeout=300)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "1 infra" in proc.stdout
+
+
+@pytest.mark.slow
+def test_unreachable_store_is_infra_and_the_artifacts_are_written(run_cli, tmp_path: Path) -> None:
+    url = "postgresql://ci:hunter2pw@127.0.0.1:1/results"
+    proc = run_cli("run", CRASH, "--build", "sim:pre-fix", "--case", "tokens=276,path=eager", "--trials", "1",
+                   "--store", url, "--out", str(tmp_path), "--no-progress", timeout=300)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "hunter2pw" not in proc.stdout + proc.stderr
+    assert "postgresql+psycopg://ci:***@127.0.0.1:1/results" in proc.stderr
+    (result,) = (tmp_path / "runs").glob("*/result.json")
+    assert json.loads(result.read_text())["outcome"] == "crash"
+
+
+@pytest.mark.slow
+def test_pytest_plugin_records_each_trial_with_store_option(tmp_path: Path) -> None:
+    import subprocess
+
+    db = tmp_path / "plugin.db"
+    item = f"{CRASH}::tokens=276,path=eager::before[sim]"
+    proc = subprocess.run([sys.executable, "-m", "pytest", item, "--trials", "1", "--store", str(db),
+                           "-p", "no:cacheprovider", "-q"], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    with open_store(str(db)) as store:
+        (record,) = store.records()
+        frame = store.runs_frame()
+    assert record.outcome.value == "crash" and record.signature == "frozen-kv-mtp-stale-out-cache-loc"
+    assert list(frame["batch_kind"]) == ["pytest"]
+
+
+def test_store_cli_import_export_alerts_ack(run_cli, tmp_path: Path) -> None:
+    from tests.store.records import write_run_folder
+
+    runs = tmp_path / "runs"
+    for i in range(6):
+        write_run_folder(runs, make_record(f"c{i}", started_at=f"2026-11-0{i + 1}T02:00:00+00:00",
+                                           outcome=Outcome.CRASH if i == 5 else Outcome.PASS,
+                                           signature="frozen-kv-mtp-stale-out-cache-loc" if i == 5 else None))
+    db = str(tmp_path / "r.db")
+    imp = run_cli("store", "import", str(runs), "--store", db)
+    assert imp.returncode == 0 and "imported 6 new run(s) of 6 found" in imp.stdout, imp.stderr
+    out = tmp_path / "x.parquet"
+    exp = run_cli("store", "export", "--format", "parquet", "-o", str(out), "--store", db)
+    assert exp.returncode == 0 and out.stat().st_size > 0, exp.stderr
+    with open_store(db) as store:
+        found = review(store, "manual")
+    (alert,) = found.new
+    listed = run_cli("store", "alerts", "--store", db)
+    assert alert.fingerprint in listed.stdout and "new-signature" in listed.stdout
+    assert run_cli("store", "ack", alert.fingerprint, "--store", db).returncode == 0
+    assert run_cli("store", "ack", "nope", "--store", db).returncode == 2
+    with open_store(db) as store:
+        assert [r["state"] for r in store.alert_rows()] == ["acknowledged"]
