@@ -10,14 +10,14 @@ DEMO      ?= scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml
 DEMO_TRIALS ?= 5
 PYTEST_ARGS ?=
 
-.PHONY: demo test install sglang-envs clean
+.PHONY: demo test lint install sglang-envs clean
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml .ci/constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) torch==2.13.0
-	$(PIP) -e '.[sim,test]'
+	$(PIP) -e '.[sim,test,lint]'
 	touch $(STAMP)
 
 # Real sglang releases installed --no-deps (flag parsing and bench_serving only: no GPU stack).
@@ -27,6 +27,11 @@ sglang-envs: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m harness compare $(DEMO) --reference --trials $(DEMO_TRIALS)
+
+# Lint and type checks (CI runs them before the tests).
+lint: $(STAMP)
+	$(PY) -m ruff check harness tests benchmarks conftest.py
+	$(PY) -m mypy
 
 test: $(STAMP) sglang-envs
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
