@@ -21,6 +21,8 @@ Item ids: ``<file>::<case>::<role>`` runs the role's real build (marker ``gpu``)
 
 from __future__ import annotations
 
+import pytest
+
 __all__: list[str] = []
 
 pytest_plugins = [
@@ -34,7 +36,7 @@ pytest_plugins = [
 ]
 
 
-def pytest_addhooks(pluginmanager) -> None:  # noqa: ANN001 - pytest's PytestPluginManager
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from harness.pytest_plugin import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
