@@ -25,8 +25,6 @@ import signal
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +33,7 @@ from typing import Any
 
 import psutil
 
-from harness import hardware
+from harness import hardware, http
 from harness.contract import HEALTH_PATH, HEALTH_PROBE_TIMEOUT_S, READY_LINE
 from harness.errors import EXIT_INFRA, HarnessError, InfraError
 from harness.lease import port_is_free
@@ -457,16 +455,14 @@ class ServerProcess:
     def _poll_health(self) -> None:
         if not self.health_paths:
             return
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
         while not (self.ready.is_set() or self.died.is_set() or self._stopping.is_set()):
             for path in self.health_paths:
                 try:
-                    with opener.open(self.url + path, timeout=_HEALTH_TIMEOUT_S) as response:
-                        if response.status == 200:
-                            self._set_ready(f"health:{path}")
-                            return
-                except (urllib.error.URLError, OSError, ValueError):
-                    pass  # not listening yet, 503 while starting, or no answer in time
+                    if http.get(self.url + path, timeout_s=_HEALTH_TIMEOUT_S).status == 200:
+                        self._set_ready(f"health:{path}")
+                        return
+                except (OSError, ValueError):
+                    pass  # not listening yet, or no answer in time (503 while starting is a reply)
             self._stopping.wait(_HEALTH_POLL_S)
 
     # ----- teardown helpers -----
