@@ -18,7 +18,7 @@ def test_metrics_command_recomputes_a_runs_numbers_exactly(tmp_path: Path, run_c
 
     seed = Path(__file__).resolve().parent.parent / "scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml"
     data = yaml.safe_load(seed.read_text())
-    data["matrix"]["tokens"]["values"] = [24]  # a light version of the seed scenario: short prompts, 3 requests
+    data["matrix"]["tokens"] = {"24": {"workload.prompt.tokens": 24}}  # a light version: short prompts, 3 requests
     data["workload"].update(requests=3, max_new_tokens=12, concurrency=2)
     scenario = tmp_path / "light.yaml"
     scenario.write_text(yaml.safe_dump(data))
