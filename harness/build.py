@@ -16,7 +16,8 @@ Spec syntax (one string, ``KIND:VALUE[,key=value...]``):
   itself (its own ``harness/sim/``, at that checkout's default revision and knobs; each ``k=v``
   becomes ``--sim-k v``). ``@REV`` works as for ``src:``. The checkout goes first on
   ``PYTHONPATH`` and ``PYTHONSAFEPATH`` keeps the current directory's ``harness`` from shadowing
-  it. It does not install when ``harness.sim.server`` does not import there (InfraError).
+  it. It does not install (InfraError) when a module of its ``harness/`` does not compile or its
+  flag parser does not import.
   Bisecting this project's own history runs each step with it.
 - ``src:CHECKOUT[@REV][,base=PATH]``: an sglang git checkout. With ``@REV`` that commit is
   checked out in a git worktree under ``<cache>/worktrees/``; without, the checkout's files are
@@ -493,10 +494,14 @@ def resolve_build(spec: str | BuildSpec, *, cache_dir: Path | None = None) -> Bu
                  facts["sglang_location"])
 
 
-# Runs in the checkout's environment: whether its reference server imports, and its default revision.
+# Runs in the checkout's environment: "installs" means every module of its harness/ compiles (as an
+# install byte-compiles it) and its flag parser imports, without paying torch's import; then its default revision.
 _SIM_PROBE = r"""
-import json
-import harness.sim.server
+import json, pathlib, sys
+root = pathlib.Path(sys.argv[1]) / "harness"
+for path in sorted(root.rglob("*.py")):
+    compile(path.read_bytes(), str(path), "exec")
+import harness.sim.cli_args
 from harness.sim import DEFAULT_REVISION
 print(json.dumps({"revision": DEFAULT_REVISION}))
 """
@@ -507,10 +512,9 @@ def _resolve_simsrc(parsed: BuildSpec, cache: Path) -> Build:
     if not (tree / "harness" / "sim").is_dir():
         raise _bad(parsed.spec, f"{tree} has no harness/sim (not a checkout of sglang-repro)")
     env = {"PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"}
-    done = run_bounded([sys.executable, "-c", _SIM_PROBE], timeout=_PROBE_TIMEOUT_S, env=env)
+    done = run_bounded([sys.executable, "-c", _SIM_PROBE, str(tree)], timeout=_PROBE_TIMEOUT_S, env=env)
     if done.returncode != 0:
-        raise InfraError(f"build {parsed.spec} does not install at {commit[:12]}: "
-                         f"harness.sim.server does not import: {last_line(done.stderr)}")
+        raise InfraError(f"build {parsed.spec} does not install at {commit[:12]}: {last_line(done.stderr)}")
     revision = str(json.loads(done.stdout.strip().splitlines()[-1])["revision"])
     launcher = [sys.executable, "-m", "harness.sim.server"]
     for key, value in parsed.fields.items():
