@@ -146,8 +146,14 @@ def test_simsrc_build_runs_the_checkouts_own_reference_server(tmp_path):
     (repo / "harness" / "sim" / "sampling.py").write_text("def broken(:\n")
     with pytest.raises(InfraError, match="does not install"):
         resolve_build(spec, cache_dir=tmp_path / "cache")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "README").write_text("not this project\n")
+    _git(other, "init", "-q")
+    _git(other, "add", "-A")
+    _git(other, "commit", "-qm", "one")
     with pytest.raises(UserError, match="not a checkout of sglang-repro"):
-        resolve_build(f"simsrc:{tmp_path}", cache_dir=tmp_path / "cache")
+        resolve_build(f"simsrc:{other}", cache_dir=tmp_path / "cache")
 
 
 def test_simsrc_flags_are_parsed_by_the_checkouts_own_parser(tmp_path):
