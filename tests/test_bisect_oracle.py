@@ -168,7 +168,7 @@ def test_simsrc_flags_are_parsed_by_the_checkouts_own_parser(tmp_path):
     shutil.copytree(Path(__file__).resolve().parent.parent / "harness" / "sim", repo / "harness" / "sim",
                     ignore=shutil.ignore_patterns("__pycache__"))
     cli = repo / "harness" / "sim" / "cli_args.py"
-    cli.write_text(cli.read_text().replace('p.add_argument("--enable-mixed-chunk", action="store_true")\n', ""))
+    cli.write_text(cli.read_text().replace('    p.add_argument("--enable-mixed-chunk", action="store_true")\n', ""))
     build = Build("simsrc", f"simsrc:{repo}", sys.executable, (sys.executable, "-m", "harness.sim.server"),
                   {"PYTHONPATH": str(repo), "PYTHONSAFEPATH": "1"}, None, None, True)
     assert check_flags(build, ["--model-path", "m"]).ok
