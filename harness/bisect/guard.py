@@ -26,6 +26,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tag", required=True)
     parser.add_argument("--repo", required=True, type=Path)
     parser.add_argument("--tree", required=True, type=Path)
+    parser.add_argument("--empty-packed-refs", type=Path, default=None,
+                        help="a packed-refs file that did not exist before: removed if it still holds no reference")
     args = parser.parse_args(argv)
     # Ctrl-C and hang-ups belong to the harness; this process must outlive it to do its job.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -38,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(words) == 2 and words[0] == "pgid" and words[1].isdigit():
             pgids.add(int(words[1]))
     kill_run(args.tag, pgids, grace_s=3.0, kill_wait_s=2.0)
-    remove_worktree(args.repo, args.tree)
+    remove_worktree(args.repo, args.tree, args.empty_packed_refs)
     return 0
 
 

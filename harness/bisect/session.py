@@ -170,7 +170,6 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
         ambiguous = _AMBIGUOUS.search(output)
         culprit = _culprit(repo, found.group(1)) if found else None
         candidates = tuple(ambiguous.group(2).split()) if ambiguous else ()
-        git(wt.path, "bisect", "reset", "--quiet", check=False)
         confirmed = False
         if culprit is not None:
             probe = Probe(state, case)

@@ -65,11 +65,17 @@ class BisectWorktree:
         self.repo = repo
         self.tag = tag
         self.path = Path(tempfile.mkdtemp(prefix="sglang-repro-bisect-")) / "tree"
+        common = Path(git(repo, "rev-parse", "--git-common-dir"))
+        packed = (common if common.is_absolute() else repo / common) / "packed-refs"
+        # ``git bisect start`` creates an empty packed-refs file in the shared .git (git 2.39): one we
+        # remove again at the end, so the user's repository is left byte for byte as it was.
+        self._new_packed_refs = None if packed.exists() else packed
         env = {k: v for k, v in os.environ.items() if k != "SGLANG_REPRO_RUN"}  # never reap itself
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
         env["PYTHONSAFEPATH"] = "1"
         self._guard: subprocess.Popen[bytes] | None = subprocess.Popen(
-            [sys.executable, "-m", "harness.bisect.guard", "--tag", tag, "--repo", str(repo), "--tree", str(self.path)],
+            [sys.executable, "-m", "harness.bisect.guard", "--tag", tag, "--repo", str(repo), "--tree", str(self.path),
+             *(["--empty-packed-refs", str(self._new_packed_refs)] if self._new_packed_refs else [])],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
             start_new_session=True,  # Ctrl-C in the terminal must not kill the guard
         )
@@ -98,7 +104,7 @@ class BisectWorktree:
 
     def close(self) -> None:
         """Remove the worktree and its registration; then stop the guard quietly."""
-        remove_worktree(self.repo, self.path)
+        remove_worktree(self.repo, self.path, self._new_packed_refs)
         guard = self._guard
         if guard is not None:
             self.tell_guard("disarm")
@@ -121,13 +127,21 @@ class BisectWorktree:
         self.close()
 
 
-def remove_worktree(repo: Path, path: Path) -> None:
-    """Best effort, every step: the worktree folder, git's registration of it, the temporary parent."""
+def remove_worktree(repo: Path, path: Path, new_packed_refs: Path | None = None) -> None:
+    """Best effort, every step: the worktree folder, git's registration of it, the temporary parent, and
+    ``new_packed_refs`` when git left it holding no reference (only its header line)."""
     git(repo, "worktree", "remove", "--force", "--force", str(path), check=False)
     shutil.rmtree(path, ignore_errors=True)
     git(repo, "worktree", "prune", check=False)
     if path.parent.name.startswith("sglang-repro-bisect-"):
         shutil.rmtree(path.parent, ignore_errors=True)
+    if new_packed_refs is not None and new_packed_refs.name == "packed-refs":
+        try:
+            lines = new_packed_refs.read_text().splitlines()
+        except OSError:
+            return
+        if all(line.startswith("#") for line in lines):
+            new_packed_refs.unlink(missing_ok=True)
 
 
 def kill_group(pgid: int, *, grace_s: float = 5.0) -> None:
