@@ -8,8 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from harness.bisect.oracle import Limits, Target, Trial, Verdict, clean_trials_needed, decide
-from harness.bisect.releases import order_versions, parse_range, search_releases, tag_for
+from harness.bisect.oracle import (
+    Limits,
+    Target,
+    Trial,
+    Verdict,
+    clean_trials_needed,
+    decide,
+)
+from harness.bisect.releases import (
+    order_versions,
+    parse_range,
+    search_releases,
+    tag_for,
+)
 from harness.bisect.sequential import Side, endpoint_difference, sequential_test
 from harness.build import parse_build_spec, resolve_build
 from harness.errors import InfraError, UserError

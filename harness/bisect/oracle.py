@@ -28,8 +28,17 @@ from typing import Any
 from harness.bisect.sequential import Side, sequential_test
 from harness.outcome import Outcome
 
-__all__ = ["Verdict", "Trial", "Target", "Limits", "Decision", "decide", "judge", "trial_from_record",
-           "clean_trials_needed"]
+__all__ = [
+    "Decision",
+    "Limits",
+    "Target",
+    "Trial",
+    "Verdict",
+    "clean_trials_needed",
+    "decide",
+    "judge",
+    "trial_from_record",
+]
 
 
 class Verdict(str, Enum):

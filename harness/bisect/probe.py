@@ -15,10 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from harness.bisect.cache import TrialCache
-from harness.bisect.oracle import Decision, Limits, Target, Trial, Verdict, judge, trial_from_record
+from harness.bisect.oracle import (
+    Decision,
+    Limits,
+    Target,
+    Trial,
+    Verdict,
+    judge,
+    trial_from_record,
+)
 from harness.scenario import Case, load_file, select_cases
 
-__all__ = ["SearchState", "StepRecord", "Probe", "load_case", "progress"]
+__all__ = ["Probe", "SearchState", "StepRecord", "load_case", "progress"]
 
 
 @dataclass(frozen=True)

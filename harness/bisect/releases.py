@@ -22,8 +22,14 @@ from packaging.version import InvalidVersion, Version
 from harness.bisect.probe import StepRecord, progress
 from harness.errors import InfraError, UserError
 
-__all__ = ["parse_range", "order_versions", "versions_from_index", "ReleaseSearch", "search_releases",
-           "tag_for"]
+__all__ = [
+    "ReleaseSearch",
+    "order_versions",
+    "parse_range",
+    "search_releases",
+    "tag_for",
+    "versions_from_index",
+]
 
 
 def parse_range(text: str) -> tuple[str, str]:
@@ -62,7 +68,7 @@ def versions_from_index(package: str = "sglang", *, python: str | None = None, t
     except subprocess.TimeoutExpired:
         raise InfraError(f"the package index did not answer within {timeout_s:.0f} s (pip index versions "
                          f"{package}); give --versions") from None
-    found = re.search(r"^Available versions:\s*(.+)$", done.stdout, re.M)
+    found = re.search(r"^Available versions:\s*(.+)$", done.stdout, re.MULTILINE)
     if done.returncode != 0 or not found:
         last = (done.stderr.strip().splitlines() or ["no answer"])[-1]
         raise InfraError(f"cannot list {package} releases from the package index: {last}; give --versions")

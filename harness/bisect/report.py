@@ -18,7 +18,7 @@ from harness.bisect.probe import StepRecord
 from harness.bisect.session import CommitResult
 from harness.redact import redact_log
 
-__all__ = ["BisectReport", "write_report", "REPORT_SCHEMA_VERSION"]
+__all__ = ["REPORT_SCHEMA_VERSION", "BisectReport", "write_report"]
 
 REPORT_SCHEMA_VERSION = 1
 

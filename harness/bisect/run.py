@@ -10,7 +10,13 @@ from harness.bisect.cache import experiment_key
 from harness.bisect.endpoints import EndpointError, establish
 from harness.bisect.oracle import Limits, Target, Trial, Verdict
 from harness.bisect.probe import Probe, SearchState, StepRecord, load_case, progress
-from harness.bisect.releases import order_versions, parse_range, search_releases, tag_for, versions_from_index
+from harness.bisect.releases import (
+    order_versions,
+    parse_range,
+    search_releases,
+    tag_for,
+    versions_from_index,
+)
 from harness.bisect.report import BisectReport, write_report
 from harness.bisect.session import CommitResult, Request, bisect_commits, new_bisect_id
 from harness.bisect.step import expected_steps

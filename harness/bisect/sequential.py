@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-__all__ = ["Side", "SequentialResult", "sequential_test", "pooled_sd", "endpoint_difference"]
+__all__ = ["SequentialResult", "Side", "endpoint_difference", "pooled_sd", "sequential_test"]
 
 _SD_FLOOR_OF_DISTANCE = 0.25
 

@@ -27,15 +27,22 @@ from harness.bisect.endpoints import Endpoints, establish
 from harness.bisect.oracle import Limits, Target, Trial, Verdict
 from harness.bisect.probe import Probe, SearchState, StepRecord, load_case, progress
 from harness.bisect.step import append_step, expected_steps, read_steps
-from harness.bisect.worktree import PACKAGE_ROOT, BisectWorktree, argv_of_step, git, kill_group, layout_of, \
-    resolve_commit
+from harness.bisect.worktree import (
+    PACKAGE_ROOT,
+    BisectWorktree,
+    argv_of_step,
+    git,
+    kill_group,
+    layout_of,
+    resolve_commit,
+)
 from harness.errors import UserError
 from harness.signatures import Catalogue
 
-__all__ = ["Request", "CommitResult", "bisect_commits", "new_bisect_id"]
+__all__ = ["CommitResult", "Request", "bisect_commits", "new_bisect_id"]
 
-_FOUND = re.compile(r"^([0-9a-f]{40}) is the first (\S+) commit", re.M)
-_AMBIGUOUS = re.compile(r"The first (\S+) commit could be any of:\n((?:[0-9a-f]{40}\n?)+)", re.M)
+_FOUND = re.compile(r"^([0-9a-f]{40}) is the first (\S+) commit", re.MULTILINE)
+_AMBIGUOUS = re.compile(r"The first (\S+) commit could be any of:\n((?:[0-9a-f]{40}\n?)+)", re.MULTILINE)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 from harness.bisect.probe import Probe, SearchState, StepRecord, load_case, progress
 from harness.bisect.worktree import git
 
-__all__ = ["main", "STEPS_FILE", "read_steps", "EXIT_ABORT"]
+__all__ = ["EXIT_ABORT", "STEPS_FILE", "main", "read_steps"]
 
 STEPS_FILE = "steps.jsonl"
 EXIT_ABORT = 128

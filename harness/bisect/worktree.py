@@ -21,7 +21,7 @@ from types import TracebackType
 
 from harness.errors import InfraError, UserError
 
-__all__ = ["git", "BisectWorktree", "layout_of", "resolve_commit"]
+__all__ = ["BisectWorktree", "git", "layout_of", "resolve_commit"]
 
 _GIT_TIMEOUT_S = 120.0
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
