@@ -53,12 +53,12 @@ done = subprocess.run([sys.executable, "-P", "-m", "harness", "run", scenario, "
 run_dir = done.stdout.strip().splitlines()[-1].split("-> ")[-1] if "-> " in done.stdout else None
 result = json.load(open(os.path.join(run_dir, "result.json"))) if run_dir else {"outcome": "infra", "signature": None}
 code = 0 if result["outcome"] == "pass" else 125
-if result["outcome"] == "crash" and (mode == "any-crash" or result["signature"] == "%s"):
+if result["outcome"] == "crash" and (mode == "any-crash" or result["signature"] == "SIGNATURE"):
     code = 1
 with open(ledger, "a") as f:
     f.write(json.dumps({"outcome": result["outcome"], "signature": result["signature"], "code": code}) + "\n")
 sys.exit(code)
-""" % SIG
+""".replace("SIGNATURE", SIG)
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -132,12 +132,11 @@ def main() -> int:
         named = make_demo_repo(work / "origin", layout)
         good, bad, culprit = named["c0"], named[f"c{layout.fix - 1}"], named["culprit"]
         row: dict[str, Any] = {"seed": seed, "culprit_index": layout.culprit, "commits_in_range": layout.fix - 1}
-        for key, search in (("harness", lambda: harness_search(work / "origin", good, bad, work)),
-                            ("naive_once", lambda: naive_search(work / "origin", good, bad, work, "signature")),
-                            ("naive_any_crash", lambda: naive_search(work / "origin", good, bad, work, "any-crash"))):
-            result = search()
-            result["correct"] = result["answer"] == culprit
-            row[key] = result
+        row["harness"] = harness_search(work / "origin", good, bad, work)
+        row["naive_once"] = naive_search(work / "origin", good, bad, work, "signature")
+        row["naive_any_crash"] = naive_search(work / "origin", good, bad, work, "any-crash")
+        for key in ("harness", "naive_once", "naive_any_crash"):
+            row[key]["correct"] = row[key]["answer"] == culprit
         rows.append(row)
         sys.stderr.write(f"seed {seed}: " + ", ".join(f"{k} {'ok' if row[k]['correct'] else 'WRONG'} "
                                                        f"({row[k]['launches']} launches)"

@@ -94,8 +94,8 @@ def make_demo_repo(root: Path, layout: Layout = Layout()) -> dict[str, str]:
     (root / "harness" / "__init__.py").write_text('"""sglang-repro (a generated history for bisection tests)."""\n')
     shutil.copytree(_SIM, root / "harness" / "sim", ignore=shutil.ignore_patterns("__pycache__"))
     sim = root / "harness" / "sim"
-    _edit(sim / "cli_args.py", 'g.add_argument("--sim-step-cost-ms", type=float, default=0.0,',
-          f'g.add_argument("--sim-step-cost-ms", type=float, default={STEP_COST_MS},')
+    _edit(sim / "cli_args.py", '"step-cost-ms": {"type": float, "default": 0.0,',
+          f'"step-cost-ms": {{"type": float, "default": {STEP_COST_MS},')
     (root / "CHANGELOG.md").write_text("# Changelog\n")
     scheduler, init, sampling = sim / "scheduler.py", sim / "__init__.py", sim / "sampling.py"
     named: dict[str, str] = {}
@@ -113,7 +113,8 @@ def make_demo_repo(root: Path, layout: Layout = Layout()) -> dict[str, str]:
             _edit(init, 'DEFAULT_REVISION = "pre-fix"', 'DEFAULT_REVISION = "post-fix"')
             subject = "sim: the draft sets out_cache_loc to None (default revision post-fix)"
         if i == layout.unrelated_add:
-            _edit(scheduler, "    def run_decode(self) -> None:\n", "    def run_decode(self) -> None:\n" + _CRASH_SNIPPET)
+            head = "    def run_decode(self) -> None:\n"
+            _edit(scheduler, head, head + _CRASH_SNIPPET)
             subject = "scheduler: overlap the decode step with the output copy"
         if i == layout.unrelated_remove:
             _edit(scheduler, _CRASH_SNIPPET, "")

@@ -155,7 +155,8 @@ def _commit_summary(c: CommitResult, *, prefix: str) -> tuple[int, str, str]:
     if c.culprit is not None:
         k = c.culprit
         text = (f"{prefix}first {new} commit {k.commit[:12]} \"{k.subject}\" ({k.author_date}); "
-                + ("confirmed by fresh trials of it and its parent" if c.confirmed else "NOT confirmed by fresh trials"))
+                + ("confirmed by fresh trials of it and its parent" if c.confirmed
+                   else "NOT confirmed by fresh trials"))
         return (0 if c.confirmed else 1), "found", text
     if c.candidates:
         return 1, "ambiguous", (f"{prefix}only skipped commits were left: the first {new} commit is one of "

@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return state.exit_code(record.verdict)
     except KeyboardInterrupt:
         return EXIT_ABORT
-    except Exception as exc:  # noqa: BLE001 - any failure of the oracle itself must stop the search, with its cause
+    except Exception as exc:  # any failure of the oracle itself must stop the search, with its cause
         sys.stderr.write(f"bisect: the oracle failed, stopping the search: {type(exc).__name__}: {exc}\n")
         return EXIT_ABORT
 
