@@ -6,7 +6,7 @@ Per seed, a generated 72-commit history of the CPU reference server (`harness.bi
 positions drawn by the seed): one commit turns the default revision to pre-fix (the stale
 out_cache_loc crash), a later one back; four commits do not install; from before the culprit to a
 few commits after it, an unrelated CUDA illegal-memory-access crash happens at random decode steps
-(about half of the runs). The search: the crash, from the first commit (good) to the commit before
+(about one run in four). The search: the crash, from the first commit (good) to the commit before
 the fix (bad), case `fixtures/bisect/stale_out_cache_loc_tiny.yaml`.
 
 Three searchers, each on its own fresh clone of the history:

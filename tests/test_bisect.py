@@ -54,10 +54,12 @@ def snapshot(repo: Path) -> str:
     return digest.hexdigest()
 
 
-def bisect(demo, *args: str, timeout: float = 600) -> tuple[subprocess.CompletedProcess[str], dict]:
+def bisect(demo, *args: str, timeout: float = 600,
+           with_repo: bool = True) -> tuple[subprocess.CompletedProcess[str], dict]:
     repo, _, out, env = demo
-    res = subprocess.run([sys.executable, "-m", "harness", "bisect", str(SCENARIO), "--repo", str(repo),
-                          "--out", str(out), *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+    res = subprocess.run([sys.executable, "-m", "harness", "bisect", str(SCENARIO),
+                          *(["--repo", str(repo)] if with_repo else []), "--out", str(out), *args],
+                         capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO, check=False)
     folder = Path(res.stdout.strip().splitlines()[-1].split("-> ")[-1]).parent if "-> " in res.stdout else None
     report = json.loads((folder / "report.json").read_text()) if folder else {}
     return res, report
@@ -171,3 +173,24 @@ def test_sigkill_of_the_harness_leaves_the_checkout_and_no_process(demo, tmp_pat
     assert snapshot(repo) == before
     state = json.loads((log.parent / "state.json").read_text())
     assert not Path(state["build_template"].split(":", 1)[1]).exists()  # the temporary worktree is gone
+
+
+def test_releases_then_the_commits_between_their_tags(demo, tmp_path):
+    origin, named, _, _ = demo
+    repo = tmp_path / "clone"  # release builds keep cached worktrees of the repository they come from
+    subprocess.run(["git", "clone", "-q", str(origin), str(repo)], check=True)
+    versions = "0.1.0,0.2.0,0.3.0,0.4.0,0.5.0"
+    res, report = bisect(demo, "--releases", "0.1.0..0.4.0", "--versions", versions, "--release-build",
+                         f"simsrc:{repo}@v{{version}}", "--trials", "1", "--confirm-trials", "1", with_repo=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "commits" not in report
+    assert report["releases"] == ["0.1.0", "0.2.0", "0.3.0", "0.4.0"]
+    assert report["release_pair"] == ["0.3.0", "0.4.0"]  # the culprit is commit 30, between tags 24 and 36
+    assert [s["kind"] for s in report["release_steps"]].count("confirm") == 2
+    # Without --repo the search stops at the releases; with it, it goes on between v0.3.0 and v0.4.0.
+    res, report = bisect(demo, "--releases", "0.1.0..0.4.0", "--versions", versions, "--release-build",
+                         f"simsrc:{repo}@v{{version}}", "--trials", "1", "--confirm-trials", "1", "--repo", str(repo))
+    assert res.returncode == 0, res.stdout + res.stderr
+    commits = report["commits"]
+    assert (commits["good"], commits["bad"]) == (named["v0.3.0"], named["v0.4.0"])
+    assert commits["culprit"]["commit"] == named["culprit"]

@@ -35,7 +35,7 @@ STEP_COST_MS = 150.0
 _SIM = Path(__file__).resolve().parent.parent / "sim"
 _IDENTITY = {"GIT_AUTHOR_NAME": "Demo Author", "GIT_AUTHOR_EMAIL": "demo@example.invalid",
              "GIT_COMMITTER_NAME": "Demo Author", "GIT_COMMITTER_EMAIL": "demo@example.invalid"}
-_CRASH_SNIPPET = """        if os.urandom(1)[0] < 21:  # a decode-step race, modelled: about 1 step in 12
+_CRASH_SNIPPET = """        if os.urandom(1)[0] < 6:  # a decode-step race, modelled: about 1 step in 40
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
 """
 

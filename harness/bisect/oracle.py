@@ -113,7 +113,7 @@ class Target:
 class Limits:
     trials: int = 3  # per endpoint
     max_trials: int = 8  # per step
-    max_inconclusive: int = 4
+    max_inconclusive: int = 5
     confirm_trials: int = 3  # extra trials for the culprit and its parent
     alpha: float = 0.01
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -142,6 +143,10 @@ def run_bisect(args: BisectArgs) -> BisectReport:
             code, status, summary = _commit_summary(commits, prefix=f"{summary}; " if summary else "")
     except EndpointError as exc:
         status, summary, code = "endpoints-disagree", str(exc), exc.exit_code
+    except UserError:
+        if not (folder / "runs").exists():  # bad input found before anything ran: leave nothing behind
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     report = BisectReport(id=bisect_id, scenario=str(args.scenario), case=case.name, find=args.find, status=status,
                           summary=summary, exit_code=code, duration_s=time.time() - started, target=target,
                           commits=commits, release_steps=release_steps, releases=tuple(versions), release_pair=pair)
