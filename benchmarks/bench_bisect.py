@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from harness.bisect.demo_repo import make_demo_repo, random_layout
+from harness.bisect.demo_repo import make_demo_repo, random_layout  # noqa: E402
 
 SCENARIO = REPO / "fixtures" / "bisect" / "stale_out_cache_loc_tiny.yaml"
 SIG = "frozen-kv-mtp-stale-out-cache-loc"
@@ -117,6 +117,12 @@ def _summary(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
             "wall_s_mean": round(sum(r["wall_s"] for r in runs) / len(runs), 1) if runs else None}
 
 
+def _summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"server": SERVER, "case": str(SCENARIO.relative_to(REPO)), "seeds": [r["seed"] for r in rows],
+            "commits": 72, **{k: _summary(rows, k) for k in ("harness", "naive_once", "naive_any_crash")},
+            "per_seed": rows}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
@@ -125,6 +131,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
+    text = ""
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         work = args.work / f"seed-{seed}-{int(time.time())}"
         work.mkdir(parents=True)
@@ -141,14 +148,11 @@ def main() -> int:
         sys.stderr.write(f"seed {seed}: " + ", ".join(f"{k} {'ok' if row[k]['correct'] else 'WRONG'} "
                                                        f"({row[k]['launches']} launches)"
                                                        for k in ("harness", "naive_once", "naive_any_crash")) + "\n")
-    summary = {"server": SERVER, "case": str(SCENARIO.relative_to(REPO)), "seeds": [r["seed"] for r in rows],
-               "commits": 72, **{k: _summary(rows, k) for k in ("harness", "naive_once", "naive_any_crash")},
-               "per_seed": rows}
-    text = json.dumps(summary, indent=2)
+        text = json.dumps(_summarise(rows), indent=2)
+        if args.out:  # after every seed: a long run that is stopped still leaves its figures
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(text + "\n")
     print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
     return 0
 
 
