@@ -116,12 +116,12 @@ def test_finds_the_commit_that_fixed_it(demo):
 def test_finds_the_twenty_percent_slowdown_under_noise(demo):
     repo, named, _, _ = demo
     before = snapshot(repo)
-    res, report = bisect(demo, "--metric", "output_throughput_tok_s", "--good", named["fix"], "--bad", "v0.7.0",
-                         "--trials", "3", "--confirm-trials", "2")
+    res, report = bisect(demo, "--metric", "e2e_ms_p50", "--good", named["fix"], "--bad", "v0.7.0",
+                         "--trials", "5", "--confirm-trials", "4")
     assert res.returncode == 0, res.stdout + res.stderr
     assert report["commits"]["culprit"]["commit"] == named["slowdown"]
     good, bad = report["target"]["good_samples"], report["target"]["bad_samples"]
-    assert sum(bad) / len(bad) < 0.93 * sum(good) / len(good)  # 20% more per step: fewer tokens per second
+    assert sum(bad) / len(bad) > 1.07 * sum(good) / len(good)  # 20% more per step: longer requests
     assert snapshot(repo) == before
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 __all__ = ["STEP_COST_MS", "Layout", "make_demo_repo", "random_layout"]
 
-STEP_COST_MS = 150.0
+STEP_COST_MS = 250.0
 _SIM = Path(__file__).resolve().parent.parent / "sim"
 _IDENTITY = {"GIT_AUTHOR_NAME": "Demo Author", "GIT_AUTHOR_EMAIL": "demo@example.invalid",
              "GIT_COMMITTER_NAME": "Demo Author", "GIT_COMMITTER_EMAIL": "demo@example.invalid"}
@@ -105,7 +105,7 @@ def make_demo_repo(root: Path, layout: Layout = Layout()) -> dict[str, str]:
         with (root / "CHANGELOG.md").open("a") as f:
             f.write(f"- entry {i}\n")
         if i == 0:
-            subject = "the reference server, post-fix, 150 ms per target step"
+            subject = "the reference server, post-fix, 250 ms per target step"
         if i == layout.culprit:
             _edit(init, 'DEFAULT_REVISION = "post-fix"', 'DEFAULT_REVISION = "pre-fix"')
             subject = "sim: the eager draft keeps the prefill's out_cache_loc (default revision pre-fix)"

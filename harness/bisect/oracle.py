@@ -61,10 +61,11 @@ class Trial:
     metrics: Mapping[str, float] | None = None
     artifacts: str = ""
     duration_s: float = 0.0
+    server: str = ""  # the run tag of the server it ran on (trials of one revision may share one); "" for none
 
     @property
     def launched(self) -> bool:
-        """Whether a server was started for it (an infra outcome is counted as never started)."""
+        """Whether it ran on a server (an infra outcome is counted as never started)."""
         return self.outcome is not Outcome.INFRA
 
     def value(self, metric: str) -> float | None:
@@ -74,13 +75,13 @@ class Trial:
     def to_dict(self) -> dict[str, Any]:
         return {"outcome": self.outcome.value, "signature": self.signature, "reason": self.reason,
                 "phase": self.phase, "metrics": dict(self.metrics or {}), "artifacts": self.artifacts,
-                "duration_s": self.duration_s}
+                "duration_s": self.duration_s, "server": self.server}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Trial:
         return cls(Outcome(data["outcome"]), data.get("signature"), str(data.get("reason") or ""),
                    data.get("phase"), dict(data.get("metrics") or {}), str(data.get("artifacts") or ""),
-                   float(data.get("duration_s") or 0.0))
+                   float(data.get("duration_s") or 0.0), str(data.get("server") or ""))
 
 
 def trial_from_record(record: Any) -> Trial:
@@ -88,9 +89,10 @@ def trial_from_record(record: Any) -> Trial:
     phase = getattr(record, "phase", None)
     metrics = {str(k): float(v) for k, v in (record.metrics or {}).items()
                if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return Trial(Outcome(str(record.outcome)), record.signature, str(record.reason or ""),
-                 None if phase is None else str(phase), metrics, str(record.artifacts or ""),
-                 float(getattr(record, "duration_s", 0.0) or 0.0))
+    outcome = Outcome(str(record.outcome))
+    server = getattr(getattr(record, "server", None), "run_tag", "") if outcome is not Outcome.INFRA else ""
+    return Trial(outcome, record.signature, str(record.reason or ""), None if phase is None else str(phase), metrics,
+                 str(record.artifacts or ""), float(getattr(record, "duration_s", 0.0) or 0.0), str(server or ""))
 
 
 @dataclass(frozen=True)

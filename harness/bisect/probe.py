@@ -25,6 +25,7 @@ from harness.bisect.oracle import (
     trial_from_record,
 )
 from harness.scenario import Case, load_file, select_cases
+from harness.server_pool import ServerPool
 
 __all__ = ["Probe", "SearchState", "StepRecord", "load_case", "progress"]
 
@@ -89,8 +90,10 @@ class StepRecord:
 
     @property
     def launched(self) -> int:
-        """Servers started for this step (cached trials and never-started infra ones do not count)."""
-        return sum(1 for t in self.trials[self.cached:] if t.launched)
+        """Servers started for this step: trials of one revision share a server until one does not pass;
+        cached trials and infra ones (nothing started) do not count."""
+        new = [t for t in self.trials[self.cached:] if t.launched]
+        return len({t.server or str(i) for i, t in enumerate(new)})
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "kind": self.kind, "revision": self.revision, "label": self.label,
@@ -133,12 +136,17 @@ class Probe:
         self.case = case
         self.cache = TrialCache(Path(state.cache_path) if state.cache_path else None)
 
-    def _run_trial(self, spec: str, index: int) -> Trial:
+    def _run_trial(self, spec: str, index: int, pool: ServerPool) -> Trial:
         from harness.run import RunOptions, execute_run
 
-        record = execute_run(self.case, spec, role=None, trial=index,
+        record = execute_run(self.case, spec, role=None, trial=index, pool=pool,
                              options=RunOptions(out_root=Path(self.state.out_root), progress=False))
         return trial_from_record(record)
+
+    def _pool(self) -> ServerPool:
+        # One revision's trials share a server (the scenario's server.share_between_trials); the pool is
+        # closed before the next revision is checked out into the same worktree.
+        return ServerPool(Path(self.state.out_root))
 
     def judge(self, *, kind: str, revision: str, label: str, spec: str, target: Target | None = None,
               fresh_trials: int = 0, index: int = 0) -> StepRecord:
@@ -152,22 +160,34 @@ class Probe:
                              max_inconclusive=max(limits.max_inconclusive, fresh_trials))
         ran: list[Trial] = []
 
-        def run(i: int) -> Trial:
-            trial = self._run_trial(spec, i)
-            ran.append(trial)
-            self.cache.add(revision, self.state.experiment, [trial])
-            return trial
+        with self._pool() as pool:
+            def run(i: int) -> Trial:
+                trial = self._run_trial(spec, i, pool)
+                ran.append(trial)
+                self.cache.add(revision, self.state.experiment, [trial])
+                return trial
 
-        decision: Decision = judge(run, target, limits, known=known, min_trials=max(1, fresh_trials))
+            decision: Decision = judge(run, target, limits, known=known, min_trials=max(1, fresh_trials))
         return StepRecord(kind=kind, revision=revision, label=label, verdict=decision.verdict,
                           term=self.state.term(decision.verdict), reason=decision.reason, trials=decision.trials,
                           cached=len(known), elapsed_s=time.monotonic() - started, index=index)
 
+    def fresh_trials(self, revision: str, spec: str, n: int) -> list[Trial]:
+        """``n`` new trials on one server (added to the cache too)."""
+        ran = []
+        with self._pool() as pool:
+            for i in range(n):
+                trial = self._run_trial(spec, i, pool)
+                self.cache.add(revision, self.state.experiment, [trial])
+                ran.append(trial)
+        return ran
+
     def trials(self, revision: str, spec: str, n: int) -> list[Trial]:
         """The first ``n`` trials of a revision: cached ones, then new runs."""
         known = self.cache.get(revision, self.state.experiment)[:n]
-        for i in range(len(known), n):
-            trial = self._run_trial(spec, i)
-            self.cache.add(revision, self.state.experiment, [trial])
-            known.append(trial)
+        with self._pool() as pool:
+            for i in range(len(known), n):
+                trial = self._run_trial(spec, i, pool)
+                self.cache.add(revision, self.state.experiment, [trial])
+                known.append(trial)
         return known

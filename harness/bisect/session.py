@@ -26,6 +26,7 @@ from harness.bisect.cache import experiment_key
 from harness.bisect.endpoints import Endpoints, establish
 from harness.bisect.oracle import Limits, Target, Trial, Verdict
 from harness.bisect.probe import Probe, SearchState, StepRecord, load_case, progress
+from harness.bisect.sequential import endpoint_difference
 from harness.bisect.step import append_step, expected_steps, read_steps
 from harness.bisect.worktree import (
     PACKAGE_ROOT,
@@ -180,7 +181,7 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
         confirmed = False
         if culprit is not None:
             probe = Probe(state, case)
-            confirmed = _confirm(probe, wt, culprit, state, started)
+            confirmed = _confirm(probe, wt, culprit, state, started, request.threshold)
         steps = tuple(read_steps(report_dir))
     return CommitResult(repo=str(repo), layout=layout, good=good, bad=bad, terms=terms, target=state.target,
                         culprit=culprit, candidates=candidates, confirmed=confirmed, steps=steps,
@@ -217,22 +218,59 @@ def _bisect_run(wt: BisectWorktree, state_path: Path, tag: str) -> str:
     return log_path.read_text()
 
 
-def _confirm(probe: Probe, wt: BisectWorktree, culprit: Culprit, state: SearchState, started: float) -> bool:
+def _confirm(probe: Probe, wt: BisectWorktree, culprit: Culprit, state: SearchState, started: float,
+             threshold: float) -> bool:
+    """Fresh trials of the first new commit and of its parent. A signature: each judged on its own. A metric:
+    the two compared with each other (Welch), which the machine's drift since the endpoints cannot fake."""
     n = state.limits.confirm_trials
-    ok = True
-    for kind, commit, want in (("confirm", culprit.commit, state.term(Verdict.BAD if state.find == "regression"
-                                                                       else Verdict.GOOD)),
-                               ("confirm", culprit.parent, state.term(Verdict.GOOD if state.find == "regression"
-                                                                      else Verdict.BAD))):
-        if not commit:
-            ok = False
-            continue
+    new_verdict = Verdict.BAD if state.find == "regression" else Verdict.GOOD
+    old_verdict = Verdict.GOOD if new_verdict is Verdict.BAD else Verdict.BAD
+    if not culprit.parent:
+        return False
+    records = []
+    for commit, verdict in ((culprit.commit, new_verdict), (culprit.parent, old_verdict)):
+        want = state.term(verdict)
         wt.checkout(commit)
         progress(f"confirming {commit[:12]} is {want} with {n} fresh trials  (elapsed {time.time() - started:.0f}s)")
         label = f"{commit[:12]} {git(wt.path, 'log', '-1', '--format=%s', commit)[:72]}"
-        record = probe.judge(kind=kind, revision=commit, label=label, spec=state.build_template, fresh_trials=n)
+        if state.target.metric:
+            trials = tuple(probe.fresh_trials(commit, state.build_template, n))
+            record = StepRecord(kind="confirm", revision=commit, label=label, verdict=verdict, term=want, reason="",
+                                trials=trials, cached=0, elapsed_s=0.0)
+        else:
+            record = probe.judge(kind="confirm", revision=commit, label=label, spec=state.build_template,
+                                 fresh_trials=n)
+        records.append(record)
+    if state.target.metric:
+        records = _compare_metric(records[0], records[1], state, threshold)
+    ok = True
+    for record, verdict in zip(records, (new_verdict, old_verdict), strict=True):
+        want = state.term(verdict)
         record = replace(record, extra={"expected": want, "held": record.term == want})
         append_step(Path(state.report_dir), record)
-        progress(f"confirm {commit[:12]}: {record.term} ({record.reason})")
+        progress(f"confirm {record.revision[:12]}: {record.term} ({record.reason})")
         ok = ok and record.term == want
     return ok
+
+
+def _compare_metric(first_new: StepRecord, parent: StepRecord, state: SearchState,
+                    threshold: float) -> list[StepRecord]:
+    metric = state.target.metric
+    assert metric is not None
+    values = [tuple(v for t in r.trials if t.outcome.value == "pass" for v in [t.value(metric)] if v is not None)
+              for r in (first_new, parent)]
+    # Direction of the bad side, from the endpoints; "new" is the bad side for a regression, the good one for a fix.
+    bad_up = sum(state.target.bad_samples) / len(state.target.bad_samples) > \
+        sum(state.target.good_samples) / len(state.target.good_samples)
+    new_up = bad_up if state.find == "regression" else not bad_up
+    if min(len(v) for v in values) < 2:
+        why = f"fewer than 2 passing trials ({len(values[0])} and {len(values[1])})"
+        return [replace(r, verdict=Verdict.SKIP, term="skip", reason=why) for r in (first_new, parent)]
+    rel, p = endpoint_difference(values[1], values[0])  # from the parent to the first new commit
+    held = (rel > 0) == new_up and abs(rel) >= threshold and p < state.limits.alpha
+    shown = ["[" + ", ".join(f"{v:.4g}" for v in vs) + "]" for vs in values]
+    reason = (f"{metric} {rel:+.1%} from the parent {shown[1]} to the first new commit {shown[0]} "
+              f"(Welch p={p:.2g}; needs {'+' if new_up else '-'}{threshold:.0%} or more at p < {state.limits.alpha})")
+    if held:
+        return [replace(first_new, reason=reason), replace(parent, reason=reason)]
+    return [replace(r, verdict=Verdict.SKIP, term="skip", reason=reason) for r in (first_new, parent)]
