@@ -9,10 +9,9 @@ from pathlib import Path
 from harness.argtypes import positive_int
 from harness.errors import UserError
 
-COMMAND = "bisect"
-HELP = ("find the commit or release that introduced (or, with --find fix, fixed) a crash signature or a metric "
-        "change (exit 0 found and confirmed, 1 not found or not confirmed, 2 bad input, 3 infra)")
-ORDER = 60
+DESCRIPTION = ("The commit or release that introduced (or, with --find fix, fixed) a crash signature or a metric "
+               "change, searched with git bisect run in a temporary worktree; the checkout never moves. "
+               "Exit 0 found and confirmed, 1 not found or not confirmed, 2 bad input, 3 infra.")
 
 
 def _fraction(text: str) -> float:
