@@ -145,7 +145,8 @@ def _tagged(needle: str) -> list[int]:
     return found
 
 
-def test_sigkill_of_the_harness_leaves_the_checkout_and_no_process(demo, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["sigkill", "ctrl-c"])
+def test_killing_the_harness_leaves_the_checkout_and_no_process(demo, tmp_path, sig):
     repo, _, _, env = demo
     before = snapshot(repo)
     out = tmp_path / "killed"
@@ -164,13 +165,19 @@ def test_sigkill_of_the_harness_leaves_the_checkout_and_no_process(demo, tmp_pat
     assert log is not None, "no step started in time"
     time.sleep(2.0)  # a server of the step is starting or running now
     assert _tagged("bisect-stale-out-cache-loc-tiny"), "expected the search's processes to be running"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc.send_signal(sig)
+    code = proc.wait(timeout=60)
+    if sig == signal.SIGINT:
+        assert code == 130  # the harness itself ended the search and removed the worktree
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (_tagged("bisect-stale-out-cache-loc-tiny") or snapshot(repo) != before):
         time.sleep(0.5)
-    assert _tagged("bisect-stale-out-cache-loc-tiny") == []
-    assert snapshot(repo) == before
+    left = _tagged("bisect-stale-out-cache-loc-tiny")
+    assert left == [], [" ".join(psutil.Process(pid).cmdline()[:6]) for pid in left if psutil.pid_exists(pid)]
+    assert snapshot(repo) == before, (sorted(str(f.relative_to(repo)) for f in (repo / ".git").rglob("*")
+                                             if "objects" not in f.parts)[:80],
+                                      subprocess.run(["git", "-C", str(repo), "worktree", "list"],
+                                                     capture_output=True, text=True, check=False).stdout)
     state = json.loads((log.parent / "state.json").read_text())
     assert not Path(state["build_template"].split(":", 1)[1]).exists()  # the temporary worktree is gone
 
