@@ -49,8 +49,10 @@ def snapshot(repo: Path) -> str:
         if path.is_file():
             digest.update(str(path.relative_to(repo)).encode())
             digest.update(path.read_bytes())
+    # --no-optional-locks: the check itself must not refresh the index (git status may rewrite it)
     for args in (["status", "--porcelain"], ["worktree", "list"], ["for-each-ref"], ["symbolic-ref", "HEAD"]):
-        digest.update(subprocess.run(["git", "-C", str(repo), *args], capture_output=True).stdout)
+        digest.update(subprocess.run(["git", "--no-optional-locks", "-C", str(repo), *args], capture_output=True,
+                                     check=False).stdout)
     return digest.hexdigest()
 
 
