@@ -22,7 +22,7 @@ from harness.bisect.releases import (
     search_releases,
     tag_for,
 )
-from harness.bisect.sequential import Side, endpoint_difference, sequential_test
+from harness.bisect.sequential import Side, endpoint_difference, sequential_test, without_stalls
 from harness.build import parse_build_spec, resolve_build
 from harness.errors import InfraError, UserError
 from harness.outcome import Outcome
@@ -75,9 +75,19 @@ def test_sequential_test_decides_near_an_endpoint_and_waits_in_between():
     assert sequential_test([110.0, 118.0, 121.0], good, bad).side is Side.BAD
     # The metric decides through the oracle; failing runs give no sample.
     target = Target(metric="itl_ms_p50", good_samples=tuple(good), bad_samples=tuple(bad))
-    assert decide([t("pass", itl_ms_p50=119.0)], target, Limits()).verdict is Verdict.BAD
+    assert decide([t("pass", itl_ms_p50=119.0)], target, Limits()) is None  # one sample never decides
+    assert decide([t("pass", itl_ms_p50=119.0)] * 3, target, Limits()).verdict is Verdict.BAD
+    # A stalled trial (a gross outlier) among three does not decide the step.
+    stalled = [t("pass", itl_ms_p50=v) for v in (100.5, 99.8, 190.0)]
+    assert decide(stalled, target, Limits()).verdict is Verdict.GOOD
     assert decide([t("pass", itl_ms_p50=110.0)] * 8, target, Limits(max_trials=8)).verdict is Verdict.SKIP
     assert decide([t("crash", OTHER)], target, Limits()) is None
+
+
+def test_stalled_trials_are_set_aside():
+    assert without_stalls([1473, 1517, 1507, 1555, 2047]) == (1473, 1517, 1507, 1555)
+    assert without_stalls([100.0, 101.0, 99.0, 103.0]) == (100.0, 101.0, 99.0, 103.0)  # ordinary spread stays
+    assert without_stalls([5.0, 500.0]) == (5.0, 500.0)  # too few to judge
 
 
 def test_endpoint_difference():

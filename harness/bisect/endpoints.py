@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness.bisect.oracle import Limits, Target, Trial, Verdict, decide
-from harness.bisect.sequential import endpoint_difference
+from harness.bisect.sequential import endpoint_difference, without_stalls
 from harness.errors import HarnessError, InfraError
 from harness.outcome import Outcome
 from harness.signatures import Catalogue
@@ -92,7 +92,7 @@ def establish(trials_at: TrialsAt, *, signature: str | None, metric: str | None,
                                 f"(saw: {_seen(trials)}); need >= 2 passing trials; nothing searched")
         return values
 
-    good_s, bad_s = samples(good, "good"), samples(bad, "bad")
+    good_s, bad_s = without_stalls(samples(good, "good")), without_stalls(samples(bad, "bad"))
     rel, p = endpoint_difference(good_s, bad_s)
     if abs(rel) < threshold or p >= limits.alpha:
         raise EndpointError(f"the endpoints do not differ in {metric}: good {_fmt(good_s)}, bad {_fmt(bad_s)} "

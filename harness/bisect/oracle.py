@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from harness.bisect.sequential import Side, sequential_test
+from harness.bisect.sequential import Side, sequential_test, without_stalls
 from harness.outcome import Outcome
 
 __all__ = [
@@ -162,9 +162,11 @@ def decide(trials: Sequence[Trial], target: Target, limits: Limits, *, min_trial
             return Decision(Verdict.GOOD, f"{target.signature} absent in {clean} clean trials", done)
     else:
         assert target.metric
-        samples = [v for t in done if t.outcome in (Outcome.PASS, Outcome.FAIL)
-                   for v in [t.value(target.metric)] if v is not None]
-        if samples and len(done) >= min_trials:
+        raw = [v for t in done if t.outcome in (Outcome.PASS, Outcome.FAIL)
+               for v in [t.value(target.metric)] if v is not None]
+        samples = without_stalls(raw)
+        # At least 3 samples: one stalled trial must not decide a step (later trials share the server: cheap).
+        if len(raw) >= min(3, limits.max_trials) and len(done) >= min_trials:
             test = sequential_test(samples, target.good_samples, target.bad_samples, alpha=limits.alpha,
                                    beta=limits.alpha)
             values = ", ".join(f"{v:.4g}" for v in samples)

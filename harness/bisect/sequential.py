@@ -42,6 +42,23 @@ class SequentialResult:
     lower: float
 
 
+def without_stalls(samples: Sequence[float]) -> tuple[float, ...]:
+    """The samples less gross outliers (beyond 5 scaled MADs of the median, the scale at least 1% of it).
+
+    A trial during which the machine stalled (another job, a page-in) is not a sample of the code; one such
+    value among three to five would otherwise decide a step or hide an endpoint difference. Fewer than
+    three samples are returned as they are: there is no median to judge them by."""
+    xs = sorted(samples)
+    if len(xs) < 3:
+        return tuple(samples)
+    mid = len(xs) // 2
+    median = xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+    deviations = sorted(abs(x - median) for x in xs)
+    mad = deviations[mid] if len(xs) % 2 else (deviations[mid - 1] + deviations[mid]) / 2
+    scale = max(1.4826 * mad, 0.01 * abs(median))
+    return tuple(x for x in samples if abs(x - median) <= 5 * scale)
+
+
 def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs)
 

@@ -26,7 +26,7 @@ from harness.bisect.cache import experiment_key
 from harness.bisect.endpoints import Endpoints, establish
 from harness.bisect.oracle import Limits, Target, Trial, Verdict
 from harness.bisect.probe import Probe, SearchState, StepRecord, load_case, progress
-from harness.bisect.sequential import endpoint_difference
+from harness.bisect.sequential import endpoint_difference, without_stalls
 from harness.bisect.step import append_step, expected_steps, read_steps
 from harness.bisect.worktree import (
     PACKAGE_ROOT,
@@ -257,8 +257,8 @@ def _compare_metric(first_new: StepRecord, parent: StepRecord, state: SearchStat
                     threshold: float) -> list[StepRecord]:
     metric = state.target.metric
     assert metric is not None
-    values = [tuple(v for t in r.trials if t.outcome.value == "pass" for v in [t.value(metric)] if v is not None)
-              for r in (first_new, parent)]
+    values = [without_stalls([v for t in r.trials if t.outcome.value == "pass" for v in [t.value(metric)]
+                              if v is not None]) for r in (first_new, parent)]
     # Direction of the bad side, from the endpoints; "new" is the bad side for a regression, the good one for a fix.
     bad_up = sum(state.target.bad_samples) / len(state.target.bad_samples) > \
         sum(state.target.good_samples) / len(state.target.good_samples)
