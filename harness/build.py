@@ -12,6 +12,13 @@ Spec syntax (one string, ``KIND:VALUE[,key=value...]``):
   them), CPU ``torch==V`` (default 2.13.0) and the import-only stubs of ``triton`` and
   ``torchvision`` from ``fixtures/stubs`` copied into the venv's site-packages: enough to parse
   flags and print ``--help`` on a machine without a GPU, never enough to serve.
+- ``simsrc:CHECKOUT[@REV][,knob=value...]``: the reference server of a checkout of sglang-repro
+  itself (its own ``harness/sim/``, at that checkout's default revision and knobs; each ``k=v``
+  becomes ``--sim-k v``). ``@REV`` works as for ``src:``. The checkout goes first on
+  ``PYTHONPATH`` and ``PYTHONSAFEPATH`` keeps the current directory's ``harness`` from shadowing
+  it. It does not install (InfraError) when a module of its ``harness/`` does not compile or its
+  flag parser does not import.
+  Bisecting this project's own history runs each step with it.
 - ``src:CHECKOUT[@REV][,base=PATH]``: an sglang git checkout. With ``@REV`` that commit is
   checked out in a git worktree under ``<cache>/worktrees/``; without, the checkout's files are
   used as they are. Its ``python/`` goes first on ``PYTHONPATH`` of the base interpreter
@@ -82,7 +89,8 @@ _GIT_TIMEOUT_S = 120.0
 
 _VALID = (
     "valid build specs: sim:pre-fix|post-fix[,knob=value...], python:PATH, "
-    "pip:sglang==X[,deps=full|none][,python=PATH][,torch=V], src:CHECKOUT[@REV][,base=PATH]"
+    "pip:sglang==X[,deps=full|none][,python=PATH][,torch=V], src:CHECKOUT[@REV][,base=PATH], "
+    "simsrc:CHECKOUT[@REV][,knob=value...]"
 )
 _PIP_KEYS = ("deps", "python", "torch")
 _SRC_KEYS = ("base",)
@@ -185,6 +193,16 @@ def parse_build_spec(spec: str) -> BuildSpec:
         if rev:
             values["rev"] = rev
         return BuildSpec("src", spec, values)
+    if kind == "simsrc":
+        # The checkout's own parser is the authority on its knobs: any k=v is passed on.
+        location, knobs = _split_options(spec, rest, None)
+        checkout, at, rev = location.partition("@")
+        if not checkout or (at and not rev):
+            raise _bad(spec, "expected simsrc:CHECKOUT[@REV]")
+        values = {"checkout": checkout, **{f"knob.{k}": v for k, v in knobs.items()}}
+        if rev:
+            values["rev"] = rev
+        return BuildSpec("simsrc", spec, values)
     raise _bad(spec, f"unknown kind {kind!r}")
 
 
@@ -448,6 +466,8 @@ def resolve_build(spec: str | BuildSpec, *, cache_dir: Path | None = None) -> Bu
             if knob != "revision":
                 launcher += [f"--sim-{knob}", value]
         return Build("sim", parsed.spec, sys.executable, tuple(launcher), {}, _sim_version(revision), None, True)
+    if parsed.kind == "simsrc":
+        return _resolve_simsrc(parsed, cache)
     env: dict[str, str] = {}
     commit = None
     if parsed.kind == "python":
@@ -472,6 +492,36 @@ def resolve_build(spec: str | BuildSpec, *, cache_dir: Path | None = None) -> Bu
     launcher = (python, "-m", "sglang.launch_server")
     return Build(parsed.kind, parsed.spec, python, launcher, env, facts["sglang"], commit, False,
                  facts["sglang_location"])
+
+
+# Runs in the checkout's environment: "installs" means every module of its harness/ compiles (as an
+# install byte-compiles it) and its flag parser imports, without paying torch's import; then its default revision.
+_SIM_PROBE = r"""
+import json, pathlib, sys
+root = pathlib.Path(sys.argv[1]) / "harness"
+for path in sorted(root.rglob("*.py")):
+    compile(path.read_bytes(), str(path), "exec")
+import harness.sim.cli_args
+from harness.sim import DEFAULT_REVISION
+print(json.dumps({"revision": DEFAULT_REVISION}))
+"""
+
+
+def _resolve_simsrc(parsed: BuildSpec, cache: Path) -> Build:
+    tree, commit = _src_tree(parsed, cache)
+    if not (tree / "harness" / "sim").is_dir():
+        raise _bad(parsed.spec, f"{tree} has no harness/sim (not a checkout of sglang-repro)")
+    env = {"PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"}
+    done = run_bounded([sys.executable, "-c", _SIM_PROBE, str(tree)], timeout=_PROBE_TIMEOUT_S, env=env)
+    if done.returncode != 0:
+        raise InfraError(f"build {parsed.spec} does not install at {commit[:12]}: {last_line(done.stderr)}")
+    revision = str(json.loads(done.stdout.strip().splitlines()[-1])["revision"])
+    launcher = [sys.executable, "-m", "harness.sim.server"]
+    for key, value in parsed.fields.items():
+        if key.startswith("knob."):
+            launcher += [f"--sim-{key[len('knob.'):]}", value]
+    return Build("simsrc", parsed.spec, sys.executable, tuple(launcher), env,
+                 f"{_sim_version(revision)} at {commit[:12]}", commit, True)
 
 
 def _sim_version(revision: str) -> str:

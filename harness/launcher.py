@@ -132,6 +132,8 @@ class ReferenceLauncher:
         return case.for_reference()
 
     def check_flags(self, flag_sets: Sequence[Sequence[str]]) -> list[FlagCheck]:
+        if self.build.kind == "simsrc":  # another checkout's reference server: its own parser, in its environment
+            return check_flag_sets(self.build, flag_sets)
         from harness.sim.cli_args import build_parser
 
         checks = []

@@ -46,6 +46,13 @@ for argv in json.loads(sys.argv[1]):
 print("{_RESULTS}" + json.dumps(results), flush=True)
 """
 
+# A checkout of sglang-repro (a simsrc: build) is parsed by its own reference server's parser, in its environment.
+_PARSE_SIM = _PARSE.replace(
+    "from sglang.srt.server_args import ServerArgs", "from harness.sim.cli_args import build_parser"
+).replace(
+    'parser = argparse.ArgumentParser(prog="sglang.launch_server")\n    ServerArgs.add_cli_args(parser)',
+    "parser = build_parser()",
+)
 ARGPARSE_ERROR = re.compile(r"^.*?: error: (.*)$", re.M)
 
 
@@ -79,7 +86,8 @@ def check_flag_sets(build: Build, argvs: Sequence[Sequence[str]], *, timeout_s: 
 
 
 def _parse(build: Build, sets: list[list[str]], timeout_s: float) -> list[FlagCheck]:
-    done = run_bounded([build.python, "-c", _PARSE, json.dumps(sets)], timeout=timeout_s, env=build.env)
+    script = _PARSE_SIM if build.kind == "simsrc" else _PARSE
+    done = run_bounded([build.python, "-c", script, json.dumps(sets)], timeout=timeout_s, env=build.env)
     if _LOADED not in done.stdout:
         raise InfraError(
             f"cannot load sglang's flag parser with {build.python} ({build.spec}): {last_line(done.stderr)}"

@@ -145,7 +145,8 @@ def _resolve(case: Case, spec: str | Build) -> Resolved:
         launcher = launcher_for(spec)
         return Resolved(spec, launcher, launcher.case_for(case))
     parsed = parse_build_spec(spec)  # a bad spec is the user's: UserError, exit 2
-    unresolved = Build(kind=parsed.kind, spec=parsed.spec, python="", launcher=(), is_reference=parsed.kind == "sim")
+    unresolved = Build(kind=parsed.kind, spec=parsed.spec, python="", launcher=(),
+                       is_reference=parsed.kind in ("sim", "simsrc"))
     try:
         if parsed.kind == "pip" and parsed.fields.get("deps", "full") == "full":
             # Creating a full environment pulls the GPU stack (gigabytes): not on a host that cannot run it.

@@ -1,0 +1,48 @@
+"""``python -m harness.bisect.guard``: ends a bisection's processes and removes its worktree if the harness dies.
+
+It holds the read end of a pipe whose write end only the harness has. Lines: ``pgid N`` (the
+``git bisect run`` process group), ``disarm`` (the harness cleaned up itself; exit quietly). End of
+file without ``disarm`` means the harness is gone, even by SIGKILL: TERM then KILL the groups and
+every process tagged ``SGLANG_REPRO_RUN=<tag>`` (each run's own watchdog then reaps its server), then
+remove the temporary worktree so the user's repository is left as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.bisect.worktree import remove_worktree
+from harness.reaper import kill_run
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.bisect.guard", description=__doc__.splitlines()[0])
+    parser.add_argument("--tag", required=True)
+    parser.add_argument("--repo", required=True, type=Path)
+    parser.add_argument("--tree", required=True, type=Path)
+    parser.add_argument("--empty-packed-refs", type=Path, default=None,
+                        help="a packed-refs file that did not exist before: removed if it still holds no reference")
+    args = parser.parse_args(argv)
+    # Ctrl-C and hang-ups belong to the harness; this process must outlive it to do its job.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    pgids: set[int] = set()
+    for raw in sys.stdin.buffer:
+        words = raw.decode(errors="replace").split()
+        if words == ["disarm"]:
+            return 0
+        if len(words) == 2 and words[0] == "pgid" and words[1].isdigit():
+            pgids.add(int(words[1]))
+    kill_run(args.tag, pgids, grace_s=3.0, kill_wait_s=2.0)
+    remove_worktree(args.repo, args.tree, args.empty_packed_refs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""One revision under test: its build, its trials (cached or run), the oracle's decision, the step record.
+
+The search state (``SearchState``) is written once as JSON so that the step that ``git bisect run``
+calls, a separate process, judges every revision exactly as the harness judged the endpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from harness.bisect.cache import TrialCache
+from harness.bisect.oracle import (
+    Decision,
+    Limits,
+    Target,
+    Trial,
+    Verdict,
+    judge,
+    trial_from_record,
+)
+from harness.scenario import Case, load_file, select_cases
+from harness.server_pool import ServerPool
+
+__all__ = ["Probe", "SearchState", "StepRecord", "load_case", "progress"]
+
+
+@dataclass(frozen=True)
+class SearchState:
+    """Everything a step needs, as plain data (written to ``state.json`` in the report folder)."""
+
+    scenario: str
+    case: str
+    build_template: str  # "{tree}" or "{version}" is filled per revision
+    target: Target
+    limits: Limits
+    find: str  # "regression" | "fix"
+    report_dir: str
+    cache_path: str | None
+    experiment: str
+    expected_steps: int
+    started: float  # time.time() of the bisection's start
+    out_root: str
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        return json.dumps(data, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> SearchState:
+        data = json.loads(text)
+        target = data.pop("target")
+        target["good_samples"] = tuple(target["good_samples"])
+        target["bad_samples"] = tuple(target["bad_samples"])
+        return cls(target=Target(**target), limits=Limits(**data.pop("limits")), **data)
+
+    def exit_code(self, verdict: Verdict) -> int:
+        """``git bisect run``'s code: 0 old, 1 new, 125 skip. For a fix, old is the broken side."""
+        if verdict is Verdict.SKIP:
+            return 125
+        new = Verdict.BAD if self.find == "regression" else Verdict.GOOD
+        return 1 if verdict is new else 0
+
+    def term(self, verdict: Verdict) -> str:
+        if verdict is Verdict.SKIP:
+            return "skip"
+        if self.find == "regression":
+            return verdict.value
+        return "broken" if verdict is Verdict.BAD else "fixed"
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    kind: str  # endpoint | step | confirm | release
+    revision: str
+    label: str  # a short commit id and subject, or a release
+    verdict: Verdict
+    term: str
+    reason: str
+    trials: tuple[Trial, ...]
+    cached: int  # how many of the trials came from the cache
+    elapsed_s: float
+    index: int = 0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def launched(self) -> int:
+        """Servers started for this step: trials of one revision share a server until one does not pass;
+        cached trials and infra ones (nothing started) do not count."""
+        new = [t for t in self.trials[self.cached:] if t.launched]
+        return len({t.server or str(i) for i, t in enumerate(new)})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "kind": self.kind, "revision": self.revision, "label": self.label,
+                "verdict": self.verdict.value, "term": self.term, "reason": self.reason, "cached": self.cached,
+                "launched": self.launched, "elapsed_s": round(self.elapsed_s, 3),
+                "trials": [t.to_dict() for t in self.trials], **dict(self.extra)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StepRecord:
+        known = {"index", "kind", "revision", "label", "verdict", "term", "reason", "cached", "launched",
+                 "elapsed_s", "trials"}
+        return cls(kind=d["kind"], revision=d["revision"], label=d["label"], verdict=Verdict(d["verdict"]),
+                   term=d["term"], reason=d["reason"], trials=tuple(Trial.from_dict(t) for t in d["trials"]),
+                   cached=int(d["cached"]), elapsed_s=float(d["elapsed_s"]), index=int(d.get("index", 0)),
+                   extra={k: v for k, v in d.items() if k not in known})
+
+
+def load_case(scenario: Path, name: str | None) -> Case:
+    """Exactly one case of the scenario (a bisection searches one experiment)."""
+    from harness.errors import UserError
+
+    cases = select_cases(load_file(scenario), name)
+    if len(cases) != 1:
+        names = ", ".join(c.name for c in cases)
+        raise UserError(f"{scenario}: --case must pick exactly one case, it picks {len(cases)}: {names}")
+    return cases[0]
+
+
+def progress(text: str) -> None:
+    """One line on the terminal (stderr: ``git bisect run`` keeps its own stdout)."""
+    sys.stderr.write(f"bisect: {text}\n")
+    sys.stderr.flush()
+
+
+class Probe:
+    """Judges revisions of one experiment: cached trials first, then runs until the oracle decides."""
+
+    def __init__(self, state: SearchState, case: Case) -> None:
+        self.state = state
+        self.case = case
+        self.cache = TrialCache(Path(state.cache_path) if state.cache_path else None)
+
+    def _run_trial(self, spec: str, index: int, pool: ServerPool) -> Trial:
+        from harness.run import RunOptions, execute_run
+
+        record = execute_run(self.case, spec, role=None, trial=index, pool=pool,
+                             options=RunOptions(out_root=Path(self.state.out_root), progress=False))
+        return trial_from_record(record)
+
+    def _pool(self) -> ServerPool:
+        # One revision's trials share a server (the scenario's server.share_between_trials); the pool is
+        # closed before the next revision is checked out into the same worktree.
+        return ServerPool(Path(self.state.out_root))
+
+    def judge(self, *, kind: str, revision: str, label: str, spec: str, target: Target | None = None,
+              fresh_trials: int = 0, index: int = 0) -> StepRecord:
+        """Decide one revision. ``fresh_trials`` > 0 (confirmation): ignore the cache, run that many at least."""
+        started = time.monotonic()
+        target = target or self.state.target
+        limits = self.state.limits
+        known = [] if fresh_trials else self.cache.get(revision, self.state.experiment)
+        if fresh_trials:
+            limits = replace(limits, max_trials=max(limits.max_trials, fresh_trials),
+                             max_inconclusive=max(limits.max_inconclusive, fresh_trials))
+        ran: list[Trial] = []
+
+        with self._pool() as pool:
+            def run(i: int) -> Trial:
+                trial = self._run_trial(spec, i, pool)
+                ran.append(trial)
+                self.cache.add(revision, self.state.experiment, [trial])
+                return trial
+
+            decision: Decision = judge(run, target, limits, known=known, min_trials=max(1, fresh_trials))
+        return StepRecord(kind=kind, revision=revision, label=label, verdict=decision.verdict,
+                          term=self.state.term(decision.verdict), reason=decision.reason, trials=decision.trials,
+                          cached=len(known), elapsed_s=time.monotonic() - started, index=index)
+
+    def fresh_trials(self, revision: str, spec: str, n: int) -> list[Trial]:
+        """``n`` new trials on one server (added to the cache too)."""
+        ran = []
+        with self._pool() as pool:
+            for i in range(n):
+                trial = self._run_trial(spec, i, pool)
+                self.cache.add(revision, self.state.experiment, [trial])
+                ran.append(trial)
+        return ran
+
+    def trials(self, revision: str, spec: str, n: int) -> list[Trial]:
+        """The first ``n`` trials of a revision: cached ones, then new runs."""
+        known = self.cache.get(revision, self.state.experiment)[:n]
+        with self._pool() as pool:
+            for i in range(len(known), n):
+                trial = self._run_trial(spec, i, pool)
+                self.cache.add(revision, self.state.experiment, [trial])
+                known.append(trial)
+        return known

@@ -1,0 +1,169 @@
+"""``sglang-repro bisect`` without argparse: releases and/or commits, then the report."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from harness.bisect.cache import experiment_key
+from harness.bisect.endpoints import EndpointError, establish
+from harness.bisect.oracle import Limits, Target, Trial, Verdict
+from harness.bisect.probe import Probe, SearchState, StepRecord, load_case, progress
+from harness.bisect.releases import (
+    order_versions,
+    parse_range,
+    search_releases,
+    tag_for,
+    versions_from_index,
+)
+from harness.bisect.report import BisectReport, write_report
+from harness.bisect.session import CommitResult, Request, bisect_commits, new_bisect_id
+from harness.bisect.step import expected_steps
+from harness.bisect.worktree import git
+from harness.errors import UserError
+from harness.paths import reports_root
+from harness.signatures import Catalogue
+
+__all__ = ["BisectArgs", "run_bisect"]
+
+
+@dataclass(frozen=True)
+class BisectArgs:
+    scenario: Path
+    case: str | None
+    repo: Path | None = None
+    good: str | None = None
+    bad: str | None = None
+    releases: str | None = None
+    versions: tuple[str, ...] | None = None
+    release_build: str = "pip:sglang=={version}"
+    signature: str | None = None
+    metric: str | None = None
+    threshold: float = 0.05
+    find: str = "regression"
+    limits: Limits = Limits()
+    base: str | None = None
+    out_root: Path | None = None
+    cache: bool = True
+    started: float = 0.0
+
+
+def _release_phase(args: BisectArgs, request: Request) -> tuple[list[str], tuple[StepRecord, ...], Target,
+                                                                 tuple[str, str] | None, tuple[str, ...]]:
+    assert args.releases is not None
+    low, high = parse_range(args.releases)
+    if "{version}" not in args.release_build:
+        raise UserError(f"--release-build {args.release_build!r}: must contain {{version}}")
+    listed = list(args.versions) if args.versions else versions_from_index()
+    versions = order_versions(listed, low, high, where="--versions" if args.versions else "the package index")
+    case = load_case(args.scenario, args.case)
+    state = SearchState(
+        scenario=str(args.scenario.absolute()), case=case.name, build_template=args.release_build, target=Target(),
+        limits=args.limits, find=args.find, report_dir=str(request.report_dir.absolute()),
+        cache_path=str(request.cache_path) if request.cache_path else None,
+        experiment=experiment_key(args.scenario.read_text(), case.name, args.release_build),
+        expected_steps=expected_steps(len(versions) - 1), started=args.started,
+        out_root=str(request.report_dir.absolute()))
+    probe = Probe(state, case)
+    old, new = versions[0], versions[-1]
+    ends = {"good": old, "bad": new} if args.find == "regression" else {"good": new, "bad": old}
+
+    def spec(v: str) -> str:
+        return args.release_build.replace("{version}", v)
+
+    def trials_at(which: str, n: int) -> list[Trial]:
+        progress(f"endpoint {which}: release {ends[which]} ({n} trials)")
+        return probe.trials(f"release:{ends[which]}", spec(ends[which]), n)
+
+    endpoints = establish(trials_at, signature=args.signature, metric=args.metric, threshold=args.threshold,
+                          limits=args.limits, catalogue=Catalogue.load())
+    state = replace(state, target=endpoints.target)
+    probe = Probe(state, case)
+    steps = [StepRecord("endpoint", f"release:{ends[w]}", f"--{w} {ends[w]}", v, state.term(v), reason, trials, 0, 0.0)
+             for w, v, trials, reason in (("good", Verdict.GOOD, endpoints.good, endpoints.good_reason),
+                                          ("bad", Verdict.BAD, endpoints.bad, endpoints.bad_reason))]
+    new_verdict = Verdict.BAD if args.find == "regression" else Verdict.GOOD
+    found = search_releases(
+        versions, lambda v, k: probe.judge(kind="release", revision=f"release:{v}", label=v, spec=spec(v), index=k),
+        is_new=lambda r: r.verdict is new_verdict, started=args.started)
+    steps += found.steps
+    pair = (found.last_old, found.first_new) if found.last_old and found.first_new else None
+    if pair:
+        for v, want in ((pair[1], state.term(new_verdict)), (pair[0], state.term(
+                Verdict.GOOD if new_verdict is Verdict.BAD else Verdict.BAD))):
+            record = probe.judge(kind="confirm", revision=f"release:{v}", label=v, spec=spec(v),
+                                 fresh_trials=args.limits.confirm_trials)
+            steps.append(replace(record, extra={"expected": want, "held": record.term == want}))
+    return versions, tuple(steps), endpoints.target, pair, found.candidates
+
+
+def run_bisect(args: BisectArgs) -> BisectReport:
+    started = args.started or time.time()
+    args = replace(args, started=started)
+    case = load_case(args.scenario, args.case)  # bad input fails here, before anything runs
+    root = args.out_root or reports_root()
+    bisect_id = new_bisect_id(case.scenario.name)
+    folder = root / "bisect" / bisect_id
+    folder.mkdir(parents=True, exist_ok=True)
+    request = Request(scenario=args.scenario, case=args.case, signature=args.signature, metric=args.metric,
+                      threshold=args.threshold, find=args.find, limits=args.limits, report_dir=folder,
+                      cache_path=(root / "bisect" / "trials-cache.json") if args.cache else None, base=args.base)
+    progress(f"report folder {folder}")
+    versions: list[str] = []
+    release_steps: tuple[StepRecord, ...] = ()
+    pair: tuple[str, str] | None = None
+    commits: CommitResult | None = None
+    target = Target(signature=args.signature, metric=args.metric)
+    status, summary, code = "not-found", "", 1
+    try:
+        if args.releases:
+            versions, release_steps, target, pair, candidates = _release_phase(args, request)
+            if pair is None:
+                summary = f"only untestable releases were left: the change is in one of {', '.join(candidates)}"
+                status = "ambiguous"
+            else:
+                held = all(s.extra.get("held", True) for s in release_steps if s.kind == "confirm")
+                summary = (f"between releases {pair[0]} and {pair[1]}"
+                           + ("" if held else " (NOT confirmed by fresh trials)"))
+                status, code = "found", 0 if held else 1
+        if args.repo is not None and (not args.releases or pair is not None):
+            good, bad = args.good, args.bad
+            if pair is not None:
+                tags = git(args.repo, "tag", "--list").splitlines()
+                old_tag, new_tag = tag_for(pair[0], tags), tag_for(pair[1], tags)
+                if old_tag is None or new_tag is None:
+                    raise UserError(f"--repo {args.repo}: no tag for release {pair[0] if old_tag is None else pair[1]} "
+                                    "(looked for vX, X, sglang-vX)")
+                good, bad = (old_tag, new_tag) if args.find == "regression" else (new_tag, old_tag)
+            assert good is not None and bad is not None
+            commits = bisect_commits(request, args.repo, good, bad)
+            target = commits.target
+            code, status, summary = _commit_summary(commits, prefix=f"{summary}; " if summary else "")
+    except EndpointError as exc:
+        status, summary, code = "endpoints-disagree", str(exc), exc.exit_code
+    except UserError:
+        if not (folder / "runs").exists():  # bad input found before anything ran: leave nothing behind
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    report = BisectReport(id=bisect_id, scenario=str(args.scenario), case=case.name, find=args.find, status=status,
+                          summary=summary, exit_code=code, duration_s=time.time() - started, target=target,
+                          commits=commits, release_steps=release_steps, releases=tuple(versions), release_pair=pair)
+    md, _ = write_report(report, folder)
+    print(f"{status.upper()}: {summary}\n        -> {md}", flush=True)
+    return report
+
+
+def _commit_summary(c: CommitResult, *, prefix: str) -> tuple[int, str, str]:
+    new = c.terms[1]
+    if c.culprit is not None:
+        k = c.culprit
+        text = (f"{prefix}first {new} commit {k.commit[:12]} \"{k.subject}\" ({k.author_date}); "
+                + ("confirmed by fresh trials of it and its parent" if c.confirmed
+                   else "NOT confirmed by fresh trials"))
+        return (0 if c.confirmed else 1), "found", text
+    if c.candidates:
+        return 1, "ambiguous", (f"{prefix}only skipped commits were left: the first {new} commit is one of "
+                                + ", ".join(x[:12] for x in c.candidates))
+    return 1, "not-found", f"{prefix}git bisect ended without a first {new} commit (see git-bisect-run.log)"

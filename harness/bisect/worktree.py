@@ -1,0 +1,167 @@
+"""The temporary linked worktree a bisection runs in, so the user's checkout and branch never move.
+
+``git worktree add --detach`` makes a second working tree of the user's repository in a temporary
+folder; ``git bisect`` keeps its state (``refs/bisect/*``, ``BISECT_LOG``) per worktree, so the
+search moves only that folder's HEAD. Before the worktree exists a guard process
+(``python -m harness.bisect.guard``) is started holding a pipe only this process writes: if the
+harness dies, even by SIGKILL, the guard ends the search's processes and removes the worktree.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+from harness.errors import InfraError, UserError
+
+__all__ = ["BisectWorktree", "git", "layout_of", "resolve_commit"]
+
+_GIT_TIMEOUT_S = 120.0
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def git(repo: Path, *args: str, check: bool = True, timeout: float = _GIT_TIMEOUT_S) -> str:
+    """``git -C repo args`` (argv, never a shell); stdout stripped. InfraError when it fails and ``check``."""
+    try:
+        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise InfraError(f"git {' '.join(args)} in {repo} took longer than {timeout:.0f} s") from None
+    if check and done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise InfraError(f"git {' '.join(args)} in {repo} failed: {last}")
+    return done.stdout.strip()
+
+
+def resolve_commit(repo: Path, rev: str, flag: str) -> str:
+    """The full commit id of ``rev``; UserError naming the flag when it is not a commit of ``repo``."""
+    done = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                          capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise UserError(f"{flag} {rev}: not a commit of {repo}")
+    return done.stdout.strip()
+
+
+def layout_of(repo: Path, commit: str) -> str:
+    """``sglang`` (has python/sglang/) or ``sglang-repro`` (has harness/sim/) at ``commit``."""
+    for path, kind in (("python/sglang", "sglang"), ("harness/sim", "sglang-repro")):
+        if git(repo, "cat-file", "-t", f"{commit}:{path}", check=False) == "tree":
+            return kind
+    raise UserError(f"--repo {repo}: at {commit[:12]} it has neither python/sglang/ (an SGLang checkout) "
+                    "nor harness/sim/ (a checkout of sglang-repro)")
+
+
+class BisectWorktree:
+    """A guarded temporary linked worktree of ``repo``; ``close()`` (or the guard) removes it."""
+
+    def __init__(self, repo: Path, commit: str, *, tag: str) -> None:
+        self.repo = repo
+        self.tag = tag
+        self.path = Path(tempfile.mkdtemp(prefix="sglang-repro-bisect-")) / "tree"
+        common = Path(git(repo, "rev-parse", "--git-common-dir"))
+        packed = (common if common.is_absolute() else repo / common) / "packed-refs"
+        # ``git bisect start`` creates an empty packed-refs file in the shared .git (git 2.39): one we
+        # remove again at the end, so the user's repository is left byte for byte as it was.
+        self._new_packed_refs = None if packed.exists() else packed
+        env = {k: v for k, v in os.environ.items() if k != "SGLANG_REPRO_RUN"}  # never reap itself
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
+        env["PYTHONSAFEPATH"] = "1"
+        self._guard: subprocess.Popen[bytes] | None = subprocess.Popen(
+            [sys.executable, "-m", "harness.bisect.guard", "--tag", tag, "--repo", str(repo), "--tree", str(self.path),
+             *(["--empty-packed-refs", str(self._new_packed_refs)] if self._new_packed_refs else [])],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+            start_new_session=True,  # Ctrl-C in the terminal must not kill the guard
+        )
+        try:
+            git(repo, "worktree", "add", "--detach", str(self.path), commit)
+        except BaseException:
+            self.close()
+            raise
+
+    def tell_guard(self, line: str) -> None:
+        guard = self._guard
+        if guard is None or guard.stdin is None:
+            return
+        try:
+            guard.stdin.write(line.encode() + b"\n")
+            guard.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+
+    def checkout(self, commit: str) -> None:
+        git(self.path, "checkout", "--quiet", "--detach", "--force", commit)
+        git(self.path, "clean", "-fdxq")
+
+    def head(self) -> str:
+        return git(self.path, "rev-parse", "HEAD")
+
+    def close(self) -> None:
+        """Remove the worktree and its registration; then stop the guard quietly."""
+        remove_worktree(self.repo, self.path, self._new_packed_refs)
+        guard = self._guard
+        if guard is not None:
+            self.tell_guard("disarm")
+            self._guard = None
+            if guard.stdin is not None:
+                try:
+                    guard.stdin.close()
+                except BrokenPipeError:
+                    pass
+            try:
+                guard.wait(10)
+            except subprocess.TimeoutExpired:
+                guard.kill()
+                guard.wait(5)
+
+    def __enter__(self) -> BisectWorktree:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
+def remove_worktree(repo: Path, path: Path, new_packed_refs: Path | None = None) -> None:
+    """Best effort, every step: the worktree folder, git's registration of it, the temporary parent, and
+    ``new_packed_refs`` when git left it holding no reference (only its header line)."""
+    git(repo, "worktree", "remove", "--force", "--force", str(path), check=False)
+    shutil.rmtree(path, ignore_errors=True)
+    git(repo, "worktree", "prune", check=False)
+    if path.parent.name.startswith("sglang-repro-bisect-"):
+        shutil.rmtree(path.parent, ignore_errors=True)
+    if new_packed_refs is not None and new_packed_refs.name == "packed-refs":
+        try:
+            lines = new_packed_refs.read_text().splitlines()
+        except OSError:
+            return
+        if all(line.startswith("#") for line in lines):
+            new_packed_refs.unlink(missing_ok=True)
+
+
+def kill_group(pgid: int, *, grace_s: float = 5.0) -> None:
+    """TERM, then KILL, a process group (the ``git bisect run`` and its step)."""
+    import time
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+            time.sleep(0.05)
+
+
+def argv_of_step(state: Path) -> Sequence[str]:
+    """The script ``git bisect run`` calls: this harness's step, never the checkout's own ``harness``."""
+    return [sys.executable, "-P", "-m", "harness.bisect.step", str(state)]

@@ -1,0 +1,205 @@
+"""`sglang-repro bisect` end to end on a generated 72-commit history of the reference server.
+
+The history (harness.bisect.demo_repo) has one commit that turns the default revision to pre-fix
+(the stale out_cache_loc crash), a later one back to post-fix, four that do not install, a range
+where an unrelated CUDA illegal-memory-access crash happens at random decode steps, and one that
+makes each step 20% slower. Each search must name the exact commit, never blame the unrelated
+crash, and leave the user's checkout byte-identical; a SIGKILL of the harness mid-search must leave
+the checkout as it was and no process behind. Trials are cached per (commit, case) across the
+searches of this module, as the harness does across bisections.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.bisect.demo_repo import Layout, make_demo_repo
+from harness.reaper import TAG_VAR
+
+REPO = Path(__file__).resolve().parent.parent
+SCENARIO = REPO / "fixtures" / "bisect" / "stale_out_cache_loc_tiny.yaml"
+SIG = "frozen-kv-mtp-stale-out-cache-loc"
+LAYOUT = Layout()
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bisect")
+    named = make_demo_repo(root / "demo", LAYOUT)
+    env = {**os.environ, "SGLANG_REPRO_CACHE": str(root / "cache"), "PYTHONPATH": str(REPO)}
+    return root / "demo", named, root / "reports", env
+
+
+def snapshot(repo: Path) -> str:
+    """A digest of every byte of the checkout, .git included, plus what git says of it."""
+    digest = hashlib.sha256()
+    for path in sorted(repo.rglob("*")):
+        if path.is_file():
+            digest.update(str(path.relative_to(repo)).encode())
+            digest.update(path.read_bytes())
+    # --no-optional-locks: the check itself must not refresh the index (git status may rewrite it)
+    for args in (["status", "--porcelain"], ["worktree", "list"], ["for-each-ref"], ["symbolic-ref", "HEAD"]):
+        digest.update(subprocess.run(["git", "--no-optional-locks", "-C", str(repo), *args], capture_output=True,
+                                     check=False).stdout)
+    return digest.hexdigest()
+
+
+def bisect(demo, *args: str, timeout: float = 600,
+           with_repo: bool = True) -> tuple[subprocess.CompletedProcess[str], dict]:
+    repo, _, out, env = demo
+    res = subprocess.run([sys.executable, "-m", "harness", "bisect", str(SCENARIO),
+                          *(["--repo", str(repo)] if with_repo else []), "--out", str(out), *args],
+                         capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO, check=False)
+    folder = Path(res.stdout.strip().splitlines()[-1].split("-> ")[-1]).parent if "-> " in res.stdout else None
+    report = json.loads((folder / "report.json").read_text()) if folder else {}
+    return res, report
+
+
+def index_of(named: dict[str, str], commit: str) -> int:
+    return next(int(k[1:]) for k, v in named.items() if v == commit and k.startswith("c") and k[1:].isdigit())
+
+
+def check_steps(report: dict, named: dict[str, str]) -> None:
+    """No step blames the unrelated crash; skips are the commits that do not install or the unrelated crash."""
+    for step in report["commits"]["steps"]:
+        sigs = {t["signature"] for t in step["trials"]}
+        if step["verdict"] == "bad":
+            assert SIG in sigs, step
+        if step["verdict"] == "skip":
+            i = index_of(named, step["revision"])
+            broken = i in LAYOUT.broken
+            unrelated = LAYOUT.unrelated_add <= i < LAYOUT.unrelated_remove
+            assert broken or unrelated, step
+            if broken:
+                assert "does not install" in step["reason"] and step["launched"] == 0, step
+
+
+def test_finds_the_commit_that_introduced_the_crash(demo):
+    repo, named, _, _ = demo
+    before = snapshot(repo)
+    res, report = bisect(demo, "--good", "v0.1.0", "--bad", "v0.4.0", "--trials", "1", "--confirm-trials", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    commits = report["commits"]
+    assert commits["culprit"]["commit"] == named["culprit"]
+    assert commits["culprit"]["files"] == ["CHANGELOG.md", "harness/sim/__init__.py"]
+    assert commits["confirmed"] and report["target"]["signature"] == SIG
+    assert f"# first bad commit: [{named['culprit']}]" in commits["bisect_log"]
+    check_steps(report, named)
+    assert "step 1 of ~6" in res.stderr  # progress on the terminal
+    assert snapshot(repo) == before
+
+
+def test_finds_the_commit_that_fixed_it(demo):
+    repo, named, _, _ = demo
+    before = snapshot(repo)
+    res, report = bisect(demo, "--find", "fix", "--bad", "v0.4.0", "--good", "v0.7.0", "--trials", "1",
+                         "--confirm-trials", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    commits = report["commits"]
+    assert commits["terms"] == ["broken", "fixed"]
+    assert commits["culprit"]["commit"] == named["fix"]
+    assert f"# first fixed commit: [{named['fix']}]" in commits["bisect_log"]
+    check_steps(report, named)
+    assert snapshot(repo) == before
+
+
+def test_finds_the_twenty_percent_slowdown_under_noise(demo):
+    repo, named, _, _ = demo
+    before = snapshot(repo)
+    res, report = bisect(demo, "--metric", "e2e_ms_p50", "--good", named["fix"], "--bad", "v0.7.0",
+                         "--trials", "5", "--confirm-trials", "4")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert report["commits"]["culprit"]["commit"] == named["slowdown"]
+    good, bad = report["target"]["good_samples"], report["target"]["bad_samples"]
+    assert sum(bad) / len(bad) > 1.07 * sum(good) / len(good)  # 20% more per step: longer requests
+    assert snapshot(repo) == before
+
+
+def test_endpoints_that_do_not_differ_search_nothing(demo):
+    repo, named, _, _ = demo
+    res, report = bisect(demo, "--good", "v0.1.0", "--bad", "v0.2.0", "--trials", "1")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert report["status"] == "endpoints-disagree" and "nothing searched" in report["summary"]
+    res, _ = bisect(demo, "--good", "v0.4.0", "--bad", "v0.1.0")
+    assert res.returncode == 2 and "--find fix" in res.stderr
+
+
+def _tagged(needle: str) -> list[int]:
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if needle in proc.environ().get(TAG_VAR, ""):
+                found.append(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["sigkill", "ctrl-c"])
+def test_killing_the_harness_leaves_the_checkout_and_no_process(demo, tmp_path, sig):
+    repo, _, _, env = demo
+    before = snapshot(repo)
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "bisect", str(SCENARIO), "--repo", str(repo), "--good",
+                             "v0.1.0", "--bad", "v0.4.0", "--trials", "1", "--no-cache", "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+    deadline = time.monotonic() + 240
+    log = None
+    while time.monotonic() < deadline:
+        logs = list(out.glob("bisect/*/git-bisect-run.log"))
+        if logs and "step 1 of" in logs[0].read_text():
+            log = logs[0]
+            break
+        assert proc.poll() is None, "the bisection ended before it could be killed"
+        time.sleep(0.2)
+    assert log is not None, "no step started in time"
+    time.sleep(2.0)  # a server of the step is starting or running now
+    assert _tagged("bisect-stale-out-cache-loc-tiny"), "expected the search's processes to be running"
+    proc.send_signal(sig)
+    code = proc.wait(timeout=60)
+    if sig == signal.SIGINT:
+        assert code == 130  # the harness itself ended the search and removed the worktree
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (_tagged("bisect-stale-out-cache-loc-tiny") or snapshot(repo) != before):
+        time.sleep(0.5)
+    left = _tagged("bisect-stale-out-cache-loc-tiny")
+    assert left == [], [" ".join(psutil.Process(pid).cmdline()[:6]) for pid in left if psutil.pid_exists(pid)]
+    assert snapshot(repo) == before, (sorted(str(f.relative_to(repo)) for f in (repo / ".git").rglob("*")
+                                             if "objects" not in f.parts)[:80],
+                                      subprocess.run(["git", "-C", str(repo), "worktree", "list"],
+                                                     capture_output=True, text=True, check=False).stdout)
+    state = json.loads((log.parent / "state.json").read_text())
+    assert not Path(state["build_template"].split(":", 1)[1]).exists()  # the temporary worktree is gone
+
+
+def test_releases_then_the_commits_between_their_tags(demo, tmp_path):
+    origin, named, _, _ = demo
+    repo = tmp_path / "clone"  # release builds keep cached worktrees of the repository they come from
+    subprocess.run(["git", "clone", "-q", str(origin), str(repo)], check=True)
+    versions = "0.1.0,0.2.0,0.3.0,0.4.0,0.5.0"
+    res, report = bisect(demo, "--releases", "0.1.0..0.4.0", "--versions", versions, "--release-build",
+                         f"simsrc:{repo}@v{{version}}", "--trials", "1", "--confirm-trials", "1", with_repo=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "commits" not in report
+    assert report["releases"] == ["0.1.0", "0.2.0", "0.3.0", "0.4.0"]
+    assert report["release_pair"] == ["0.3.0", "0.4.0"]  # the culprit is commit 30, between tags 24 and 36
+    assert [s["kind"] for s in report["release_steps"]].count("confirm") == 2
+    # Without --repo the search stops at the releases; with it, it goes on between v0.3.0 and v0.4.0.
+    res, report = bisect(demo, "--releases", "0.1.0..0.4.0", "--versions", versions, "--release-build",
+                         f"simsrc:{repo}@v{{version}}", "--trials", "1", "--confirm-trials", "1", "--repo", str(repo))
+    assert res.returncode == 0, res.stdout + res.stderr
+    commits = report["commits"]
+    assert (commits["good"], commits["bad"]) == (named["v0.3.0"], named["v0.4.0"])
+    assert commits["culprit"]["commit"] == named["culprit"]
