@@ -461,11 +461,11 @@ def resolve_build(spec: str | BuildSpec, *, cache_dir: Path | None = None) -> Bu
     f = parsed.fields
     if parsed.kind == "sim":
         revision = f["revision"]
-        launcher = [sys.executable, "-m", "harness.sim.server", "--sim-revision", revision]
+        sim_launcher = [sys.executable, "-m", "harness.sim.server", "--sim-revision", revision]
         for knob, value in f.items():
             if knob != "revision":
-                launcher += [f"--sim-{knob}", value]
-        return Build("sim", parsed.spec, sys.executable, tuple(launcher), {}, _sim_version(revision), None, True)
+                sim_launcher += [f"--sim-{knob}", value]
+        return Build("sim", parsed.spec, sys.executable, tuple(sim_launcher), {}, _sim_version(revision), None, True)
     if parsed.kind == "simsrc":
         return _resolve_simsrc(parsed, cache)
     env: dict[str, str] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,8 +47,8 @@ class ScenarioFile(pytest.File):
 
 
 class CaseNode(pytest.Collector):
-    def __init__(self, *, case: Case, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, *, case: Case, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.case = case
 
     def collect(self) -> Iterator[ScenarioItem]:

@@ -12,19 +12,19 @@ from harness.scenario.model import Hardware
 __all__ = ["hardware_gap", "matching"]
 
 
-def _requirement(hw: Hardware) -> dict[str, object]:
-    return {"name_pattern": hw.gpu_name, "min_memory_gib": hw.min_memory_gib,
-            "min_compute_capability": hw.min_compute_capability}
+def _gap(hw: Hardware, gpus: Sequence[Gpu], count: int) -> str | None:
+    return hardware.requirement_gap(gpus, count=count, name_pattern=hw.gpu_name, min_memory_gib=hw.min_memory_gib,
+                                    min_compute_capability=hw.min_compute_capability)
 
 
 def hardware_gap(hw: Hardware, gpus: Sequence[Gpu]) -> str | None:
     """What is missing for ``hw`` on ``gpus`` (one line), or None."""
     if hw.gpus == 0:
         return None
-    return hardware.requirement_gap(gpus, count=hw.gpus, **_requirement(hw))  # type: ignore[arg-type]
+    return _gap(hw, gpus, hw.gpus)
 
 
 def matching(hw: Hardware, gpus: Sequence[Gpu]) -> list[int]:
     """Indices of the GPUs that meet ``hw`` one by one: the pool an item may lease from."""
     return [g.index for g in gpus
-            if hardware.requirement_gap([g], count=1, **_requirement(hw)) is None]  # type: ignore[arg-type]
+            if _gap(hw, [g], 1) is None]

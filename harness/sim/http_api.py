@@ -215,9 +215,12 @@ async def model_info(request: web.Request) -> web.Response:
 
 async def _stats(state: ApiState) -> dict:
     try:
-        return await state.client.call("stats")  # type: ignore[return-value]
+        stats = await state.client.call("stats")
     except SchedulerGone as exc:
         raise web.HTTPServiceUnavailable(text=str(exc)) from None
+    if not isinstance(stats, dict):
+        raise web.HTTPInternalServerError(text=f"the scheduler answered stats with {type(stats).__name__}")
+    return stats
 
 
 async def server_info(request: web.Request) -> web.Response:
