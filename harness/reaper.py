@@ -22,8 +22,9 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["TAG_VAR", "KillResult", "run_pids", "kill_run", "Watchdog", "main"]
+__all__ = ["TAG_VAR", "KillResult", "run_pids", "kill_run", "read_watch_pipe", "Watchdog", "main"]
 
 TAG_VAR = "SGLANG_REPRO_RUN"
 
@@ -179,14 +180,23 @@ class Watchdog:
             self._proc.wait(timeout_s)
 
 
-def _watch(tag: str, grace_s: float) -> int:
+def read_watch_pipe(stream: BinaryIO) -> set[int] | None:
+    """Read a watcher's pipe until it closes: the process groups it was told about (``pgid N`` lines), or
+    None when it was told ``disarm`` (the harness ended its run itself)."""
     pgids: set[int] = set()
-    for raw in sys.stdin.buffer:
+    for raw in stream:
         words = raw.decode(errors="replace").split()
         if words == ["disarm"]:
-            return 0
+            return None
         if len(words) == 2 and words[0] == "pgid" and words[1].isdigit():
             pgids.add(int(words[1]))
+    return pgids
+
+
+def _watch(tag: str, grace_s: float) -> int:
+    pgids = read_watch_pipe(sys.stdin.buffer)
+    if pgids is None:
+        return 0
     result = kill_run(tag, pgids, grace_s=grace_s, kill_wait_s=1.0)
     log.warning("harness gone; reaped run %s: %s", tag, result)
     return 0 if not result.leftover else 1

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.bisect.worktree import remove_worktree
-from harness.reaper import kill_run
+from harness.reaper import kill_run, read_watch_pipe
 
 __all__ = ["main"]
 
@@ -32,13 +32,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Ctrl-C and hang-ups belong to the harness; this process must outlive it to do its job.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    pgids: set[int] = set()
-    for raw in sys.stdin.buffer:
-        words = raw.decode(errors="replace").split()
-        if words == ["disarm"]:
-            return 0
-        if len(words) == 2 and words[0] == "pgid" and words[1].isdigit():
-            pgids.add(int(words[1]))
+    pgids = read_watch_pipe(sys.stdin.buffer)
+    if pgids is None:
+        return 0
     kill_run(args.tag, pgids, grace_s=3.0, kill_wait_s=2.0)
     remove_worktree(args.repo, args.tree, args.empty_packed_refs)
     return 0
