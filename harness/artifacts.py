@@ -22,7 +22,7 @@ from harness.paths import reports_root
 from harness.record import RunRecord, record_to_dict
 from harness.redact import redact_argv, redact_env, redact_log, redact_text
 
-__all__ = ["new_run_dir", "redact_file", "write_env", "write_json", "write_record", "write_repro"]
+__all__ = ["new_run_dir", "write_env", "write_json", "write_record", "write_repro"]
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -54,15 +54,6 @@ def write_record(run_dir: Path, record: RunRecord) -> Path:
 
 def write_env(run_dir: Path, env_info: Mapping[str, Any]) -> Path:
     return write_json(run_dir / "env.json", env_info)
-
-
-def redact_file(path: Path) -> None:
-    """Redact a text artifact in place (the server log is written by the server, unredacted)."""
-    if path.is_file():
-        text = path.read_text(errors="replace")
-        cleaned = redact_log(text)
-        if cleaned != text:
-            path.write_text(cleaned)
 
 
 def write_repro(

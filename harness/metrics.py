@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness import http
+from harness import contract, http
 from harness.derive import (
     derive_metrics,
     percentile,
@@ -62,7 +62,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SERVER_READ_TIMEOUT_S = 1.0
-_SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
+_SERVER_INFO_PATHS = contract.SERVER_INFO_PATHS
 AGGREGATE_KEYS = tuple(derive_metrics(()))
 
 

@@ -2,9 +2,9 @@
 
 One owner: nothing else in the harness defines an outcome, a phase or an order over outcomes.
 
-Three orderings, each for one question (they differ on purpose):
+Orderings, each for one question (they differ on purpose):
 
-- ``DECISION_ORDER``: what one run *is* when several things happened, first that applies: infra
+- deciding one run (``harness.run``, phase by phase), first that applies: infra
   (could not even try) > crash (the server died, or logged a known signature) > timeout (a bound was
   reached) > fail (a check did not hold) > pass. ``interrupted`` (the harness was stopped by a signal)
   comes before all of them except infra: what did not finish was not judged.
@@ -20,7 +20,6 @@ from collections.abc import Iterable
 from enum import Enum
 
 __all__ = [
-    "DECISION_ORDER",
     "EXIT_CODE",
     "EXIT_ORDER",
     "Outcome",
@@ -63,8 +62,6 @@ class Phase(str, Enum):
         return self.value
 
 
-DECISION_ORDER: tuple[Outcome, ...] = (
-    Outcome.INFRA, Outcome.INTERRUPTED, Outcome.CRASH, Outcome.TIMEOUT, Outcome.FAIL, Outcome.PASS)
 EXIT_ORDER: tuple[Outcome, ...] = (
     Outcome.INTERRUPTED, Outcome.INFRA, Outcome.TIMEOUT, Outcome.CRASH, Outcome.FAIL, Outcome.PASS)
 TELLING_ORDER: tuple[Outcome, ...] = (

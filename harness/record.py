@@ -31,6 +31,7 @@ __all__ = [
     "ServerInfo",
     "TeardownInfo",
     "experiment_digest",
+    "host_from_dict",
     "read_record",
     "record_from_dict",
     "record_to_dict",
@@ -236,7 +237,8 @@ def _teardown(data: Any) -> TeardownInfo | None:
     )
 
 
-def _host(data: Any) -> HostInfo:
+def host_from_dict(data: Any) -> HostInfo:
+    """The host part of a record from ``hardware.host_info()`` or any ``result.json`` version."""
     if not isinstance(data, Mapping):
         return HostInfo()
     details = data.get("gpu_details")
@@ -287,7 +289,7 @@ def record_from_dict(data: Mapping[str, Any], *, source: str = "result.json") ->
             server=ServerInfo(argv=tuple(server.get("argv") or ()), env=dict(server.get("env") or {}),
                               log=str(server.get("log") or ""), exit_code=server.get("exit_code"),
                               run_tag=str(server.get("run_tag") or ""), teardown=_teardown(server.get("teardown"))),
-            host=_host(data.get("host")),
+            host=host_from_dict(data.get("host")),
             started_at=str(data.get("started_at") or ""),
             duration_s=float(data.get("duration_s") or 0.0),
             harness_version=str(data.get("harness_version") or ""),

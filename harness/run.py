@@ -33,7 +33,7 @@ from types import FrameType
 from typing import Any
 
 from harness import __version__, contract, hardware
-from harness.artifacts import new_run_dir, redact_file, write_env, write_record, write_repro
+from harness.artifacts import new_run_dir, write_env, write_record, write_repro
 from harness.auth import admin_headers, request_headers
 from harness.build import Build, describe_environment, parse_build_spec, resolve_build
 from harness.errors import HarnessError, InfraError, UserError
@@ -53,13 +53,13 @@ from harness.record import (
     ServerInfo,
     TeardownInfo,
     experiment_digest,
-    record_from_dict,
+    host_from_dict,
 )
 from harness.redact import redact_argv, redact_env, redact_log
 from harness.scenario import Case, server_flags
 from harness.scenario.model import Bound, Checks
 from harness.server import ServerDied, ServerProcess, StartupTimeout
-from harness.server_pool import LiveServer, ServerPool, pool_key
+from harness.server_pool import LiveServer, ServerPool, pool_key, teardown_info
 from harness.signatures import Catalogue, Match, last_traceback
 
 __all__ = ["RunInterrupted", "RunOptions", "evaluate_checks", "execute_run"]
@@ -363,10 +363,7 @@ def _drive(server: ServerProcess, resolved: Resolved, attempt: Attempt, paths: R
 
 
 def _teardown(server: ServerProcess) -> TeardownInfo:
-    report = server.stop()
-    return TeardownInfo(exit_code=report.exit_code, killed=tuple(report.killed), escaped=tuple(report.escaped),
-                        leftover=tuple(report.leftover), port_freed=report.port_freed,
-                        gpu_released=report.gpu_released, duration_s=round(report.duration_s, 3))
+    return teardown_info(server.stop())
 
 
 # --------------------------------------------------------------------------- 4. judge
@@ -408,10 +405,6 @@ def _judge(verdict: RunVerdict, checks: Checks, metrics: Mapping[str, float | No
 # --------------------------------------------------------------------------- 5. record
 
 
-def _host_record(info: Mapping[str, Any]) -> Any:
-    return record_from_dict({"outcome": "pass", "host": info}).host
-
-
 def _record(resolved: Resolved, attempt: Attempt, verdict: RunVerdict, checks: tuple[CheckResult, ...],
             paths: RunPaths, *, role: str | None, trial: int, started: float, started_at: str) -> RunRecord:
     record_started = time.monotonic()
@@ -419,7 +412,6 @@ def _record(resolved: Resolved, attempt: Attempt, verdict: RunVerdict, checks: t
     sc = case.scenario
     if attempt.live is not None:
         _copy_log_slice(attempt.live.server.log_path, attempt.log_offset, paths.log)
-    redact_file(paths.log)
     env_info: dict[str, Any]
     try:
         env_info = describe_environment(build) if build.python else {"build": build.spec, "error": "not resolved"}
@@ -453,7 +445,7 @@ def _record(resolved: Resolved, attempt: Attempt, verdict: RunVerdict, checks: t
                           log=str(paths.log), exit_code=server.exit_code if server else None,
                           run_tag=server.run_tag if server else paths.tag,
                           teardown=attempt.teardown),
-        host=_host_record(env_info["host"]),
+        host=host_from_dict(env_info["host"]),
         started_at=started_at,
         duration_s=round(time.monotonic() - started, 3),
         harness_version=__version__,
@@ -472,13 +464,13 @@ def _record(resolved: Resolved, attempt: Attempt, verdict: RunVerdict, checks: t
 
 
 def _copy_log_slice(source: Path, offset: int, target: Path) -> None:
-    """This trial's part of a shared server's log (its start-up too, for the trial that started it)."""
+    """This trial's part of a shared server's log (its start-up too, for the trial that started it); the server
+    log is redacted as it is written (``harness.server``), so the slice is too."""
     if not source.exists():
         return
     with open(source, "rb") as f:
         f.seek(offset)
-        data = f.read()
-    target.write_text(redact_log(data.decode("utf-8", errors="replace")))
+        target.write_bytes(f.read())
 
 
 def _request_body(prompt: Prompt, case: Case) -> dict[str, Any]:

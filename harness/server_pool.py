@@ -18,13 +18,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from harness.artifacts import redact_file
 from harness.record import TeardownInfo
-from harness.server import ServerProcess
+from harness.server import ServerProcess, TeardownReport
 
-__all__ = ["LiveServer", "ServerPool", "pool_key"]
+__all__ = ["LiveServer", "ServerPool", "pool_key", "teardown_info"]
 
 log = logging.getLogger(__name__)
+
+
+def teardown_info(report: TeardownReport) -> TeardownInfo:
+    """What a run record keeps of a server's teardown."""
+    return TeardownInfo(exit_code=report.exit_code, killed=tuple(report.killed), escaped=tuple(report.escaped),
+                        leftover=tuple(report.leftover), port_freed=report.port_freed,
+                        gpu_released=report.gpu_released, duration_s=round(report.duration_s, 3))
 
 
 def pool_key(build_spec: str, flags_without_port: list[str], env: dict[str, str]) -> str:
@@ -55,14 +61,9 @@ class LiveServer:
     def close(self) -> TeardownInfo:
         if self.teardown is None:
             try:
-                report = self.server.stop()
-                self.teardown = TeardownInfo(
-                    exit_code=report.exit_code, killed=tuple(report.killed), escaped=tuple(report.escaped),
-                    leftover=tuple(report.leftover), port_freed=report.port_freed,
-                    gpu_released=report.gpu_released, duration_s=round(report.duration_s, 3))
+                self.teardown = teardown_info(self.server.stop())
             finally:
                 self.leases.close()
-                redact_file(self.server.log_path)
         return self.teardown
 
 

@@ -7,7 +7,6 @@ from typing import get_args
 import pytest
 
 from harness.outcome import (
-    DECISION_ORDER,
     EXIT_ORDER,
     TELLING_ORDER,
     Outcome,
@@ -20,7 +19,7 @@ from harness.scenario.model import ExpectedOutcome, ExpectedPhase
 
 
 def test_every_ordering_covers_every_outcome_once() -> None:
-    for order in (DECISION_ORDER, EXIT_ORDER, TELLING_ORDER):
+    for order in (EXIT_ORDER, TELLING_ORDER):
         assert sorted(order) == sorted(Outcome) and len(set(order)) == len(order)
 
 
