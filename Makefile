@@ -33,8 +33,15 @@ lint: $(STAMP)
 	$(PY) -m ruff check harness tests benchmarks conftest.py
 	$(PY) -m mypy
 
-test: $(STAMP) sglang-envs
-	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+# The two sglang environments are prepared beside the first tests, not before them: a test that needs one
+# waits on that environment's lock (harness.build.ensure_pip_env) while the others run. The preparation's
+# output goes to $(VENV)/sglang-envs.log; a failed preparation fails the target even if pytest passed.
+test: $(STAMP)
+	@$(MAKE) --no-print-directory sglang-envs > $(VENV)/sglang-envs.log 2>&1 & envs=$$!; \
+	$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS); rc=$$?; \
+	wait $$envs || { echo "preparing the sglang environments failed; see $(VENV)/sglang-envs.log" >&2; \
+	  tail -n 20 $(VENV)/sglang-envs.log >&2; [ $$rc -ne 0 ] || rc=1; }; \
+	exit $$rc
 
 clean:
 	rm -rf $(VENV) reports/runs reports/compare

@@ -31,7 +31,9 @@ SCENARIO = REPO / "fixtures" / "bisect" / "stale_out_cache_loc_tiny.yaml"
 SIG = "frozen-kv-mtp-stale-out-cache-loc"
 LAYOUT = Layout()
 
-pytestmark = pytest.mark.slow
+# One worker runs the whole module (make test: --dist loadgroup), so its searches share the demo history
+# and the trials already run on it, as the harness shares them across bisections.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bisect-demo")]
 
 
 @pytest.fixture(scope="module")
