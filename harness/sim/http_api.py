@@ -115,10 +115,18 @@ async def run_internal_request(state: ApiState, input_ids: list[int], timeout: f
     rid = f"internal-{uuid.uuid4().hex}"
     pending = state.client.submit(rid, {"input_ids": input_ids, "count_in_stats": False, "sampling_params": {
         "max_new_tokens": max_new_tokens, "temperature": 0.0, "ignore_eos": True}})
+
+    async def finished() -> dict:
+        while (finish := (await pending.queue.get())[1]) is None:
+            pass
+        return finish
+
     try:
-        async with asyncio.timeout(timeout):
-            while (finish := (await pending.queue.get())[1]) is None:
-                pass
+        # wait_for, not asyncio.timeout: the harness supports Python 3.10, where asyncio.TimeoutError is
+        # not yet the built-in TimeoutError that callers catch.
+        finish = await asyncio.wait_for(finished(), timeout)
+    except asyncio.TimeoutError:
+        raise TimeoutError(f"internal request {rid} did not finish in {timeout:g} s") from None
     finally:
         state.client.release(rid)
     if finish.get("type") == "abort":
