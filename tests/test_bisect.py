@@ -1,6 +1,7 @@
 """`sglang-repro bisect` end to end on a generated 72-commit history of the reference server.
 
-The history (harness.bisect.demo_repo) has one commit that turns the default revision to pre-fix
+The histories (harness.bisect.demo_repo; cheap steps for the crash searches, the base cost where time
+matters) have one commit that turns the default revision to pre-fix
 (the stale out_cache_loc crash), a later one back to post-fix, four that do not install, a range
 where an unrelated CUDA illegal-memory-access crash happens at random decode steps, and one that
 makes each step 20% slower. Each search must name the exact commit, never blame the unrelated
@@ -23,7 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.bisect.demo_repo import Layout, make_demo_repo
+from harness.bisect.demo_repo import STEP_COST_MS, Layout, make_demo_repo
 from harness.reaper import TAG_VAR
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,12 +37,26 @@ LAYOUT = Layout()
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bisect-demo")]
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    root = tmp_path_factory.mktemp("bisect")
-    named = make_demo_repo(root / "demo", LAYOUT)
+# A search for a crash does not depend on how long a step takes, so those searches run on a history whose
+# steps cost little; the 20% slowdown and the kill tests (which need a step that lasts) keep the base cost.
+FAST_STEP_COST_MS = 20.0
+
+
+def _demo(tmp_path_factory, name: str, step_cost_ms: float):
+    root = tmp_path_factory.mktemp(name)
+    named = make_demo_repo(root / "demo", LAYOUT, step_cost_ms=step_cost_ms)
     env = {**os.environ, "SGLANG_REPRO_CACHE": str(root / "cache"), "PYTHONPATH": str(REPO)}
     return root / "demo", named, root / "reports", env
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    return _demo(tmp_path_factory, "bisect", FAST_STEP_COST_MS)
+
+
+@pytest.fixture(scope="module")
+def timed_demo(tmp_path_factory):
+    return _demo(tmp_path_factory, "bisect-timed", STEP_COST_MS)
 
 
 def snapshot(repo: Path) -> str:
@@ -117,10 +132,10 @@ def test_finds_the_commit_that_fixed_it(demo):
     assert snapshot(repo) == before
 
 
-def test_finds_the_twenty_percent_slowdown_under_noise(demo):
-    repo, named, _, _ = demo
+def test_finds_the_twenty_percent_slowdown_under_noise(timed_demo):
+    repo, named, _, _ = timed_demo
     before = snapshot(repo)
-    res, report = bisect(demo, "--metric", "e2e_ms_p50", "--good", named["fix"], "--bad", "v0.7.0",
+    res, report = bisect(timed_demo, "--metric", "e2e_ms_p50", "--good", named["fix"], "--bad", "v0.7.0",
                          "--trials", "5", "--confirm-trials", "4")
     assert res.returncode == 0, res.stdout + res.stderr
     assert report["commits"]["culprit"]["commit"] == named["slowdown"]
@@ -167,8 +182,8 @@ def _describe(pids: list[int]) -> list[str]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["sigkill", "ctrl-c"])
-def test_killing_the_harness_leaves_the_checkout_and_no_process(demo, tmp_path, sig):
-    repo, _, _, env = demo
+def test_killing_the_harness_leaves_the_checkout_and_no_process(timed_demo, tmp_path, sig):
+    repo, _, _, env = timed_demo
     before = snapshot(repo)
     out = tmp_path / "killed"
     # Other bisect tests of this module may run beside this one (xdist) with servers of the same scenario:

@@ -85,8 +85,11 @@ def _edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
-def make_demo_repo(root: Path, layout: Layout = Layout()) -> dict[str, str]:
-    """Create the repository at ``root``; return the commit id of each named change (and each tag)."""
+def make_demo_repo(root: Path, layout: Layout = Layout(), *, step_cost_ms: float = STEP_COST_MS) -> dict[str, str]:
+    """Create the repository at ``root``; return the commit id of each named change (and each tag).
+
+    ``step_cost_ms`` is the base cost of a target step: a search for the 20% slowdown needs it large enough
+    to rise above the server's timing noise; a search for a crash does not depend on it."""
     root.mkdir(parents=True, exist_ok=True)
     _git(root, "init", "-q", "-b", "main")
     _git(root, "config", "commit.gpgsign", "false")
@@ -95,7 +98,7 @@ def make_demo_repo(root: Path, layout: Layout = Layout()) -> dict[str, str]:
     shutil.copytree(_SIM, root / "harness" / "sim", ignore=shutil.ignore_patterns("__pycache__"))
     sim = root / "harness" / "sim"
     _edit(sim / "cli_args.py", '"step-cost-ms": {"type": float, "default": 0.0,',
-          f'"step-cost-ms": {{"type": float, "default": {STEP_COST_MS},')
+          f'"step-cost-ms": {{"type": float, "default": {step_cost_ms},')
     (root / "CHANGELOG.md").write_text("# Changelog\n")
     scheduler, init, sampling = sim / "scheduler.py", sim / "__init__.py", sim / "sampling.py"
     named: dict[str, str] = {}
@@ -105,7 +108,7 @@ def make_demo_repo(root: Path, layout: Layout = Layout()) -> dict[str, str]:
         with (root / "CHANGELOG.md").open("a") as f:
             f.write(f"- entry {i}\n")
         if i == 0:
-            subject = "the reference server, post-fix, 250 ms per target step"
+            subject = f"the reference server, post-fix, {step_cost_ms:g} ms per target step"
         if i == layout.culprit:
             _edit(init, 'DEFAULT_REVISION = "post-fix"', 'DEFAULT_REVISION = "pre-fix"')
             subject = "sim: the eager draft keeps the prefill's out_cache_loc (default revision pre-fix)"
