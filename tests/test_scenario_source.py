@@ -1,0 +1,55 @@
+"""The scenario reader's two YAML paths agree: libyaml for small files, PyYAML's bounded loader otherwise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.scenario import source
+
+REPO = Path(__file__).resolve().parent.parent
+SEEDS = sorted((REPO / "scenarios").rglob("*.yaml")) + sorted((REPO / "fixtures").rglob("*.yaml"))
+
+pytestmark = pytest.mark.skipif(not source._LIBYAML, reason="PyYAML was built without libyaml 0.2.5+")
+
+
+@pytest.mark.parametrize("path", SEEDS, ids=lambda p: str(p.relative_to(REPO)))
+def test_both_paths_give_the_same_data_and_positions(path: Path) -> None:
+    text = path.read_text()
+    try:
+        fast = source._parse_with(source._CLoader, path, text)
+    except source.SourceError as exc:
+        with pytest.raises(source.SourceError):
+            source._parse_with(source._BoundedLoader, path, text)
+        assert exc.line >= 1
+        return
+    slow = source._parse_with(source._BoundedLoader, path, text)
+    assert (fast.data, fast.positions) == (slow.data, slow.positions)
+
+
+def test_positions_count_characters_not_bytes_on_both_paths() -> None:
+    text = 'name: x\nd: {é€😀: "ü", b: [1, {c: 2}]}\nz: "😀😀"  # c\ny: 3\nm: &a {k: 1}\nn: {<<: *a, j: 2}\n'
+    fast = source._parse_with(source._CLoader, Path("x.yaml"), text)
+    slow = source._parse_with(source._BoundedLoader, Path("x.yaml"), text)
+    assert fast.positions == slow.positions
+    assert fast.positions[("d", "b")] == (2, 15)  # characters: a byte count would say 20
+    assert fast.data == slow.data and fast.data["n"] == {"k": 1, "j": 2}
+
+
+def test_an_error_reads_as_pyyaml_words_it(tmp_path: Path) -> None:
+    # libyaml words this "did not find expected ',' or ']'"; the reader answers with PyYAML's own message.
+    path = tmp_path / "s.yaml"
+    path.write_text("name: x\nb: [1\n")
+    with pytest.raises(source.SourceError) as caught:
+        source.read_source(path)
+    assert "expected ',' or ']', but got '<stream end>'" in caught.value.message
+
+
+def test_a_file_past_the_libyaml_size_is_read_by_the_bounded_loader(tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"
+    filler = "".join(f"  k{i}: {'v' * 60}\n" for i in range(source._LIBYAML_MAX_CHARS // 60 + 10))
+    path.write_text("name: x\nextra:\n" + filler)
+    assert len(path.read_text()) > source._LIBYAML_MAX_CHARS
+    read = source.read_source(path)
+    assert read.positions[("extra", "k0")] == (3, 3) and len(read.data["extra"]) > 1000
