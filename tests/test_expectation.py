@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from run_records import make_record
 
 from harness.expectation import judge_role, run_holds
 from harness.outcome import Outcome, Phase
 from harness.scenario.model import Expectation
+from tests.run_records import make_record
 
 SIG = "frozen-kv-mtp-stale-out-cache-loc"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import multiprocessing as mp
+import multiprocessing.synchronize
 import os
 import socket
 import time
@@ -105,7 +106,8 @@ def test_gpu_lease_env() -> None:
         assert lease.env == {"CUDA_VISIBLE_DEVICES": "5,6", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
-def _port_worker(out: mp.Queue, start: int | None, n: int, ready: mp.Event, release: mp.Event) -> None:
+def _port_worker(out: mp.Queue, start: int | None, n: int, ready: multiprocessing.synchronize.Event,
+                 release: multiprocessing.synchronize.Event) -> None:
     leases = [lease_port(start=start) for _ in range(n)]
     out.put([lease.port for lease in leases])
     ready.wait(30)

@@ -11,12 +11,12 @@ import json
 from pathlib import Path
 
 import pytest
-from sim.sim_helpers import SPEC_31B, start_server, stop_server
 
 from harness.derive import derive_metrics
 from harness.prompts import random_id_prompts
 from harness.request_log import ErrorKind, read_requests_jsonl
 from harness.workload import run_workload_sync
+from tests.sim.sim_helpers import SPEC_31B, start_server, stop_server
 
 pytestmark = pytest.mark.slow
 

@@ -8,11 +8,11 @@ import time
 
 import psutil
 import pytest
-from sim_helpers import EAGER_28264, GRAPH_28264
 
 from harness.contract import READY_LINE, UVICORN_RUNNING
 from harness.sim.model_config import resolve_model
 from harness.sim.warmup import warmup_request
+from tests.sim.sim_helpers import EAGER_28264, GRAPH_28264
 
 pytestmark = pytest.mark.slow
 
