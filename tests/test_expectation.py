@@ -55,5 +55,5 @@ def test_the_phase_shows_in_what_was_expected_and_got() -> None:
 
 
 def test_expectation_lists_cannot_be_empty() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="an empty list accepts nothing"):
         Expectation(outcome="crash", phase=[])

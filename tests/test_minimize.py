@@ -59,7 +59,7 @@ def test_ddmin_asks_again_for_candidates_it_already_had():
 
 
 @pytest.mark.parametrize("gallop", [True, False])
-@pytest.mark.parametrize("threshold,high", [(1, 1), (1, 276), (2, 276), (271, 276), (276, 276), (33, 64), (7, 9)])
+@pytest.mark.parametrize(("threshold", "high"), [(1, 1), (1, 276), (2, 276), (271, 276), (276, 276), (33, 64), (7, 9)])
 def test_smallest_failing_finds_the_threshold_asking_each_value_once(threshold, high, gallop):
     asked: list[int] = []
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import math
 import os
@@ -289,10 +290,8 @@ async def _inspect_in_chromium(page_url: str, user_dir: Path, log_path: Path, ti
             async with http.ws_connect(ws_url, max_msg_size=0) as ws:
                 return await _drive(ws, page_url, deadline)
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         proc.wait(timeout=10)
 
 

@@ -41,10 +41,13 @@ def _check(text: str) -> None:
         try:
             load_file(p)
         except ScenarioError as exc:
-            assert exc.lines
-            for line in exc.lines:
-                assert LINE.match(line), line
-                assert "\n" not in line
+            lines = exc.lines
+        else:
+            return  # a valid file: nothing to check
+    assert lines
+    for line in lines:
+        assert LINE.match(line), line
+        assert "\n" not in line
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

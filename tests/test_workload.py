@@ -236,7 +236,7 @@ def test_no_progress_bar_when_stderr_is_not_a_terminal(capsys: pytest.CaptureFix
 
 
 @pytest.mark.parametrize(
-    "overrides, match",
+    ("overrides", "match"),
     [
         ({"concurrency": 0}, "concurrency"),
         ({"request_rate": 0.0}, "request_rate"),

@@ -66,7 +66,7 @@ def test_pre_fix_eager_prompt_as_long_as_the_batch_does_not_crash():
     assert st["completion_tokens"] == 8 and st["draft_kv_writes"] == 0
 
 
-@pytest.mark.parametrize("argv,revision", [(EAGER_28264, "post-fix"), (GRAPH_28264, "pre-fix"), (GRAPH_28264, "post-fix")])
+@pytest.mark.parametrize(("argv", "revision"), [(EAGER_28264, "post-fix"), (GRAPH_28264, "pre-fix"), (GRAPH_28264, "post-fix")])
 def test_no_crash_and_draft_never_writes_kv(argv, revision):
     s = _scheduler([*argv, "--sim-revision", revision])
     free = s.allocator.available_size()
