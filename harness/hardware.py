@@ -17,7 +17,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,10 +70,8 @@ def _nvml() -> Iterator[Any | None]:
     try:
         yield pynvml
     finally:
-        try:
+        with suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass
 
 
 def _text(value: str | bytes) -> str:
@@ -245,10 +243,8 @@ def host_info() -> dict[str, Any]:
     driver = None
     with _nvml() as nvml:
         if nvml is not None:
-            try:
+            with suppress(nvml.NVMLError):
                 driver = _text(nvml.nvmlSystemGetDriverVersion())
-            except nvml.NVMLError:
-                pass
     gpus = inventory()
     return {
         "gpus": [g.name for g in gpus],

@@ -13,6 +13,7 @@ watchdog TERMs, then KILLs, the run's processes and exits.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -87,15 +88,11 @@ def _signal_all(pids: Collection[int], pgids: Collection[int], sig: int) -> None
     own_group = os.getpgrp()
     for pgid in pgids:
         if pgid > 1 and pgid != own_group:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _wait_gone(tag: str, pgids: Collection[int], timeout_s: float) -> dict[int, bool]:
@@ -169,10 +166,8 @@ class Watchdog:
         if self._proc.poll() is None:
             self._send("disarm")
         if self._proc.stdin is not None:
-            try:
+            with contextlib.suppress(BrokenPipeError):
                 self._proc.stdin.close()
-            except BrokenPipeError:
-                pass
         try:
             self._proc.wait(timeout_s)
         except subprocess.TimeoutExpired:

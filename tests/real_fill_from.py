@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from real_sglang import RealSGLang
+from tests.real_sglang import RealSGLang
 
 __all__ = ["SCRIPT", "real_fill_from_traceback"]
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.bisect.oracle import (
+    Decision,
     Limits,
     Target,
     Trial,
@@ -35,22 +36,29 @@ def t(outcome: str, signature: str | None = None, **metrics: float) -> Trial:
     return Trial(Outcome(outcome), signature, f"{outcome} {signature or ''}".strip(), None, metrics)
 
 
+def decided(trials: list[Trial], target: Target, limits: Limits) -> Decision:
+    """The oracle's decision, asserting it made one (decide returns None for one more trial)."""
+    d = decide(trials, target, limits)
+    assert d is not None
+    return d
+
+
 def test_the_searched_signature_is_bad_and_another_one_is_never_bad():
     target, limits = Target(signature=SIG), Limits(max_inconclusive=3)
-    assert decide([t("crash", SIG)], target, limits).verdict is Verdict.BAD
+    assert decided([t("crash", SIG)], target, limits).verdict is Verdict.BAD
     # Another catalogued signature, or an unknown crash: one more trial, never bad.
     assert decide([t("crash", OTHER)], target, limits) is None
     assert decide([t("crash", OTHER), t("crash", "unknown")], target, limits) is None
-    d = decide([t("crash", OTHER)] * 3, target, limits)
+    d = decided([t("crash", OTHER)] * 3, target, limits)
     assert d.verdict is Verdict.SKIP and OTHER in d.reason
     # ... and the clean run that follows decides good.
-    assert decide([t("crash", OTHER), t("pass")], target, limits).verdict is Verdict.GOOD
+    assert decided([t("crash", OTHER), t("pass")], target, limits).verdict is Verdict.GOOD
     # The searched signature after an unrelated crash still decides bad.
-    assert decide([t("crash", OTHER), t("crash", SIG)], target, limits).verdict is Verdict.BAD
+    assert decided([t("crash", OTHER), t("crash", SIG)], target, limits).verdict is Verdict.BAD
 
 
 def test_infra_is_a_skip_at_once_with_its_reason():
-    d = decide([t("infra")], Target(signature=SIG), Limits())
+    d = decided([t("infra")], Target(signature=SIG), Limits())
     assert d.verdict is Verdict.SKIP and d.reason.startswith("infra:")
     assert decide([t("timeout")], Target(signature=SIG), Limits()) is None  # a timeout: one more trial
 
@@ -61,8 +69,8 @@ def test_a_flaky_crash_needs_enough_clean_trials():
     assert clean_trials_needed(0.1, 0.01) == 44
     limits = Limits(max_trials=50)
     assert decide([t("pass")] * 10, target, limits) is None
-    assert decide([t("pass")] * 44, target, limits).verdict is Verdict.GOOD
-    assert decide([t("pass")] * 8, target, Limits(max_trials=8)).verdict is Verdict.SKIP
+    assert decided([t("pass")] * 44, target, limits).verdict is Verdict.GOOD
+    assert decided([t("pass")] * 8, target, Limits(max_trials=8)).verdict is Verdict.SKIP
     assert clean_trials_needed(1.0, 0.01) == 1
     assert clean_trials_needed(0.5, 0.01) == 7
 
@@ -76,11 +84,11 @@ def test_sequential_test_decides_near_an_endpoint_and_waits_in_between():
     # The metric decides through the oracle; failing runs give no sample.
     target = Target(metric="itl_ms_p50", good_samples=tuple(good), bad_samples=tuple(bad))
     assert decide([t("pass", itl_ms_p50=119.0)], target, Limits()) is None  # one sample never decides
-    assert decide([t("pass", itl_ms_p50=119.0)] * 3, target, Limits()).verdict is Verdict.BAD
+    assert decided([t("pass", itl_ms_p50=119.0)] * 3, target, Limits()).verdict is Verdict.BAD
     # A stalled trial (a gross outlier) among three does not decide the step.
     stalled = [t("pass", itl_ms_p50=v) for v in (100.5, 99.8, 190.0)]
-    assert decide(stalled, target, Limits()).verdict is Verdict.GOOD
-    assert decide([t("pass", itl_ms_p50=110.0)] * 8, target, Limits(max_trials=8)).verdict is Verdict.SKIP
+    assert decided(stalled, target, Limits()).verdict is Verdict.GOOD
+    assert decided([t("pass", itl_ms_p50=110.0)] * 8, target, Limits(max_trials=8)).verdict is Verdict.SKIP
     assert decide([t("crash", OTHER)], target, Limits()) is None
 
 
@@ -157,7 +165,7 @@ def test_simsrc_build_runs_the_checkouts_own_reference_server(tmp_path):
     spec = parse_build_spec(f"simsrc:{repo},step-cost-ms=3")
     assert spec.kind == "simsrc" and spec.fields["knob.step-cost-ms"] == "3"
     build = resolve_build(spec, cache_dir=tmp_path / "cache")
-    assert build.is_reference and build.version.startswith("pre-fix") and build.commit
+    assert build.is_reference and build.version is not None and build.version.startswith("pre-fix") and build.commit
     assert build.env["PYTHONPATH"] == str(repo) and "--sim-revision" not in build.launcher
     assert build.launcher[-2:] == ("--sim-step-cost-ms", "3")
     # The launcher really imports the checkout's harness.sim, not the harness on the caller's path.

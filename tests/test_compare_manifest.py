@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from run_records import make_record
-
 from harness.compare_runner import manifest_problem
 from harness.manifest import build_manifest
+from tests.run_records import make_record
 
 
 def _manifest(**change: object) -> dict:

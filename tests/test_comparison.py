@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+from typing import cast
 
 import numpy as np
 import pytest
-from run_records import judged
 
 from harness.comparison import (
     SCHEMA_VERSION,
@@ -19,6 +19,8 @@ from harness.comparison import (
     compare_case,
     compare_metric,
 )
+from harness.outcome import Outcome, parse_outcome
+from tests.run_records import judged
 
 SIG = "frozen-kv-mtp-stale-out-cache-loc"
 
@@ -33,7 +35,7 @@ def _role(role: str, outcomes: list[str], *, signatures=None, **metrics) -> Role
         build=f"sim:{'pre' if role == 'before' else 'post'}-fix",
         build_kind="sim",
         version="sim-0.1.0",
-        outcomes=tuple(outcomes),
+        outcomes=tuple(parse_outcome(o) for o in outcomes),
         signatures=tuple(signatures or [None] * len(outcomes)),
         reasons=tuple("" if o == "pass" else f"server {o}" for o in outcomes),
         metrics={k: tuple(v) for k, v in metrics.items()},
@@ -113,15 +115,15 @@ def test_zero_baseline_is_not_enough_data():
 
 
 def test_role_result_validates_outcomes_and_alignment():
-    with pytest.raises(ValueError, match="outcome"):
-        _role("before", ["pass", "boom"])
+    with pytest.raises(ValueError, match="outcome"):  # as from untyped data (a JSON file): RoleResult parses them
+        RoleResult("before", "sim:pre-fix", "sim", "sim-0.1.0", cast("tuple[Outcome, ...]", ("pass", "boom")))
     with pytest.raises(ValueError, match="3 entries for 2 trials"):
         _role("before", ["pass", "pass"], accept_length=[1.0, 2.0, 3.0])
 
 
 def test_role_labels_the_reference_server():
     assert "reference server (CPU model, not SGLang)" in _role("before", ["pass"]).build_label
-    real = RoleResult("after", "pip:sglang==0.5.15", "pip", "0.5.15", ("pass",))
+    real = RoleResult("after", "pip:sglang==0.5.15", "pip", "0.5.15", (Outcome.PASS,))
     assert real.build_label == "pip:sglang==0.5.15" and not real.is_reference_server
 
 

@@ -19,9 +19,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from real_sglang import RealSGLang, real_sglang
 
 from harness import contract
+from tests.real_sglang import RealSGLang, real_sglang
 
 pytestmark = pytest.mark.slow
 

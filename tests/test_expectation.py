@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from run_records import make_record
 
 from harness.expectation import judge_role, run_holds
 from harness.outcome import Outcome, Phase
 from harness.scenario.model import Expectation
+from tests.run_records import make_record
 
 SIG = "frozen-kv-mtp-stale-out-cache-loc"
 
@@ -55,5 +55,5 @@ def test_the_phase_shows_in_what_was_expected_and_got() -> None:
 
 
 def test_expectation_lists_cannot_be_empty() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="an empty list accepts nothing"):
         Expectation(outcome="crash", phase=[])

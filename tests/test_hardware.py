@@ -38,7 +38,8 @@ def test_requirement_gap_names_what_is_missing() -> None:
     assert gap is not None
     assert gap.startswith("needs 4 GPUs matching L40S with >= 44 GiB, found 0")
     assert "NVIDIA L4 22 GiB" in gap
-    assert requirement_gap([], count=1).startswith("needs 1 GPU, found 0 (host has: no GPUs)")
+    gap = requirement_gap([], count=1)
+    assert gap is not None and gap.startswith("needs 1 GPU, found 0 (host has: no GPUs)")
 
 
 def test_name_pattern_is_case_insensitive_search() -> None:
@@ -49,9 +50,11 @@ def test_name_pattern_is_case_insensitive_search() -> None:
 def test_memory_and_compute_capability_bounds() -> None:
     # Compute capability compares as numbers: 10.0 is newer than 9.0, though "10.0" < "9.0" as text.
     assert requirement_gap(MIXED, count=2, min_compute_capability="9.0") is None
-    assert "found 2" in requirement_gap(MIXED, count=3, min_compute_capability="9.0")
+    gap = requirement_gap(MIXED, count=3, min_compute_capability="9.0")
+    assert gap is not None and "found 2" in gap
     assert requirement_gap(MIXED, count=2, min_memory_gib=79) is None
-    assert "found 2" in requirement_gap(MIXED, count=3, min_memory_gib=79.65)
+    gap = requirement_gap(MIXED, count=3, min_memory_gib=79.65)
+    assert gap is not None and "found 2" in gap
     gap = requirement_gap(MIXED, count=1, name_pattern="L4$", min_compute_capability="9.0")
     assert gap is not None and "compute capability >= 9.0" in gap
 

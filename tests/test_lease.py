@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import multiprocessing as mp
+import multiprocessing.synchronize
 import os
 import socket
 import time
@@ -19,7 +20,7 @@ INVENTORY = list(range(8))
 
 
 @pytest.fixture(autouse=True)
-def _lock_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def lock_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     directory = tmp_path / "locks"
     monkeypatch.setenv("SGLANG_REPRO_LOCK_DIR", str(directory))
     return directory
@@ -105,7 +106,8 @@ def test_gpu_lease_env() -> None:
         assert lease.env == {"CUDA_VISIBLE_DEVICES": "5,6", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
-def _port_worker(out: mp.Queue, start: int | None, n: int, ready: mp.Event, release: mp.Event) -> None:
+def _port_worker(out: mp.Queue, start: int | None, n: int, ready: multiprocessing.synchronize.Event,
+                 release: multiprocessing.synchronize.Event) -> None:
     leases = [lease_port(start=start) for _ in range(n)]
     out.put([lease.port for lease in leases])
     ready.wait(30)
@@ -152,11 +154,11 @@ def test_port_lease_skips_ports_in_use() -> None:
         lease_port(start=70000)
 
 
-def test_lock_dir_override(_lock_dir: Path) -> None:
-    assert lock_dir() == _lock_dir and _lock_dir.is_dir()
+def test_lock_dir_override(lock_root: Path) -> None:
+    assert lock_dir() == lock_root and lock_root.is_dir()
 
 
-def test_lock_dir_stays_bounded_over_many_leases(_lock_dir: Path) -> None:
+def test_lock_dir_stays_bounded_over_many_leases(lock_root: Path) -> None:
     from harness.lease import PORT_SLOTS
 
     held = [lease_port() for _ in range(64)]  # held at once: all distinct, as before
@@ -169,7 +171,7 @@ def test_lock_dir_stays_bounded_over_many_leases(_lock_dir: Path) -> None:
     for _ in range(3):
         with lease_gpus(2, INVENTORY, timeout_s=5):
             pass
-    files = sorted(p.name for p in _lock_dir.iterdir())
+    files = sorted(p.name for p in lock_root.iterdir())
     assert len(files) <= PORT_SLOTS + len(INVENTORY), (len(files), files[:5])
 
 

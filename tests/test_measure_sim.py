@@ -11,12 +11,12 @@ import json
 from pathlib import Path
 
 import pytest
-from sim.sim_helpers import SPEC_31B, start_server, stop_server
 
 from harness.derive import derive_metrics
 from harness.prompts import random_id_prompts
 from harness.request_log import ErrorKind, read_requests_jsonl
 from harness.workload import run_workload_sync
+from tests.sim.sim_helpers import SPEC_31B, start_server, stop_server
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ def _workload(url: str, n: int, concurrency: int, max_new_tokens: int, jsonl: Pa
         request_timeout_s=60.0, jsonl_path=jsonl, progress=False, **kw)
 
 
-@pytest.mark.parametrize("n, concurrency, max_new_tokens", [(10, 10, 32), (64, 64, 8)],
+@pytest.mark.parametrize(("n", "concurrency", "max_new_tokens"), [(10, 10, 32), (64, 64, 8)],
                          ids=["10-short-requests", "64-connections"])
 def test_throughput_window_encloses_the_servers_served_span(tmp_path: Path, n: int, concurrency: int,
                                                                    max_new_tokens: int) -> None:

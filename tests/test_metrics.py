@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-from peers.sglang_peer import PeerConfig, PeerServer
 
 from harness.metrics import (
     AGGREGATE_KEYS,
@@ -18,6 +17,7 @@ from harness.metrics import (
     server_accept_length,
 )
 from harness.request_log import ErrorKind, RequestRecord
+from tests.peers.sglang_peer import PeerConfig, PeerServer
 
 MS = 1_000_000
 

@@ -59,7 +59,7 @@ def test_ddmin_asks_again_for_candidates_it_already_had():
 
 
 @pytest.mark.parametrize("gallop", [True, False])
-@pytest.mark.parametrize("threshold,high", [(1, 1), (1, 276), (2, 276), (271, 276), (276, 276), (33, 64), (7, 9)])
+@pytest.mark.parametrize(("threshold", "high"), [(1, 1), (1, 276), (2, 276), (271, 276), (276, 276), (33, 64), (7, 9)])
 def test_smallest_failing_finds_the_threshold_asking_each_value_once(threshold, high, gallop):
     asked: list[int] = []
 
@@ -204,10 +204,12 @@ def test_defaults_come_from_the_real_builds_parser(version):
 
     ensure_pip_env(version, deps="none")
     defaults = read_defaults(resolve_build(f"pip:sglang=={version},deps=none"))
-    assert defaults.info("tp-size").default == 1
-    assert defaults.info("tensor-parallel-size").dest == defaults.info("tp-size").dest == "tp_size"
+    tp, alias, switch = defaults.info("tp-size"), defaults.info("tensor-parallel-size"), defaults.info("disable-cuda-graph")
+    assert tp is not None and alias is not None and switch is not None
+    assert tp.default == 1
+    assert alias.dest == tp.dest == "tp_size"
     assert defaults.is_default("hicache-ratio", 2) and not defaults.is_default("hicache-ratio", 3)
-    assert defaults.info("disable-cuda-graph").switch and not defaults.is_default("disable-cuda-graph", True)
+    assert switch.switch and not defaults.is_default("disable-cuda-graph", True)
     assert defaults.canonical("tensor-parallel-size", 4) == defaults.canonical("tp-size", "4") == ("tp_size", 4)
 
 
@@ -247,6 +249,7 @@ def test_values_move_toward_the_parsers_default_and_the_prompt_to_its_threshold(
     res = minimize(_with_args(_eager_case(), **{"page-size": 64}), resolve_build("sim:pre-fix"),
                    MinimizeOptions(out_root=tmp_path, runner=product))
     assert res.exit_code == 0, res.message
+    assert res.minimal is not None
     assert {a.name: a.value for a in res.minimal.atoms} == {"speculative-algorithm": "NEXTN", "page-size": 5}
     assert (res.minimal.shape.tokens, res.minimal.shape.max_new_tokens, res.minimal.shape.requests) == (3, 2, 1)
     assert any(a.step == "values" and "(default 1)" in a.change for a in res.attempts)
@@ -272,7 +275,7 @@ def test_a_flaky_failure_follows_the_stated_rule(tmp_path):
     assert res.rule.startswith("flaky (2/3")
     rejected = [a for a in res.attempts if a.verdict == Verdict.NOT_INTERESTING and a.step != "confirm"]
     assert rejected and all(a.runs in (0, 3) for a in rejected)  # k = 3 runs before "not interesting"
-    assert res.exit_code == 0 and "tp-size" not in {a.name for a in res.minimal.atoms}
+    assert res.exit_code == 0 and res.minimal is not None and "tp-size" not in {a.name for a in res.minimal.atoms}
 
 
 def test_a_failure_that_never_reproduces_3_of_3_writes_nothing(tmp_path):
@@ -303,7 +306,7 @@ def test_another_signature_or_phase_is_never_accepted(tmp_path):
         return _obs(True)
 
     res = minimize(_eager_case(), resolve_build("sim:pre-fix"), MinimizeOptions(out_root=tmp_path, runner=product))
-    assert res.exit_code == 0
+    assert res.exit_code == 0 and res.minimal is not None
     assert {"speculative-algorithm", "mem-fraction-static", "context-length"} == {a.name for a in res.minimal.atoms}
     assert any("cuda-out-of-memory" in s for s in res.slips) and any("at start-up" in s for s in res.slips)
 

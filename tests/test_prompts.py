@@ -92,7 +92,7 @@ def test_text_prompts_with_a_real_tokenizer(tmp_path: Path) -> None:
     from tokenizers.models import WordLevel
     from tokenizers.pre_tokenizers import Whitespace
 
-    words = "the quick brown fox jumps over lazy dog".split()
+    words = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog"]
     tok = tokenizers.Tokenizer(WordLevel({w: i for i, w in enumerate(words)} | {"[UNK]": 99}, unk_token="[UNK]"))
     tok.pre_tokenizer = Whitespace()
     tok.save(str(tmp_path / "tokenizer.json"))
@@ -115,7 +115,7 @@ def test_prompt_lengths_int_list_range_mapping() -> None:
 
 
 @pytest.mark.parametrize(
-    "spec, match",
+    ("spec", "match"),
     [([], "empty"), ({"min": 5, "max": 2}, "min 5 > max 2"), ({"lo": 1}, "min"), ("12", "expected"),
      (0, "length"), (range(0, 3), "length")],
 )

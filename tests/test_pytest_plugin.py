@@ -324,6 +324,7 @@ def test_failure_report_junit_and_step_summary(project: pytest.Pytester, monkeyp
     ])
     assert len(_leases(project)) == 1, "a failing trial must stop the item"
     case = ET.parse(junit).getroot().find(".//testcase")
+    assert case is not None
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert props["outcome"] == "crash" and props["metric.accept_length"] == "2.5"
     assert props["scenario"] == "crashy" and props["role"] == "after" and props["build"] == "python:/nonexistent/python"

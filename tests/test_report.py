@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import math
 import os
@@ -14,15 +15,16 @@ import subprocess
 import time
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-from run_records import judged
 
 from harness.comparison import ComparisonReport, RoleResult, build_report, compare_case
 from harness.errors import UserError
 from harness.report import load_report, render_html, render_json, render_markdown, write_reports
 from harness.report.markdown import MAX_CHARS
+from tests.run_records import judged
 
 SIG = "frozen-kv-mtp-stale-out-cache-loc"
 HOSTILE = "<script>alert(1)</script>"
@@ -288,16 +290,14 @@ async def _inspect_in_chromium(page_url: str, user_dir: Path, log_path: Path, ti
             async with http.ws_connect(ws_url, max_msg_size=0) as ws:
                 return await _drive(ws, page_url, deadline)
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         proc.wait(timeout=10)
 
 
 async def _drive(ws, page_url: str, deadline: float) -> dict:
     next_id = 0
-    found = {"errors": [], "requests": [], "dialogs": []}
+    found: dict[str, Any] = {"errors": [], "requests": [], "dialogs": []}
     loaded = asyncio.Event()
     pending: dict[int, asyncio.Future] = {}
 

@@ -72,6 +72,7 @@ def test_post_fix_passes_with_ground_truth_metrics(tmp_path):
     assert result.outcome == "pass", result.reason
     assert result.expectation == ExpectationResult(role="after", expected="pass", held=True)
     truth = result.ground_truth
+    assert truth is not None
     m = result.metrics
     # The harness measures acceptance from each response; the server counts it in verification.
     assert m["accept_length"] == pytest.approx(truth["accept_length"], rel=1e-9)
@@ -79,7 +80,8 @@ def test_post_fix_passes_with_ground_truth_metrics(tmp_path):
     assert m["completion_tokens"] == truth["completion_tokens"]
     # Client throughput over its wall time vs the server's, from first arrival to last finish.
     assert m["output_throughput_tok_s"] == pytest.approx(truth["span_throughput"], rel=0.02)
-    assert m["accept_length"] > 1.0
+    accept = m["accept_length"]
+    assert accept is not None and accept > 1.0
     assert not tagged_processes(result.server.run_tag)
 
 

@@ -136,7 +136,7 @@ def test_python_tag_is_refused_not_constructed(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "text, expected",
+    ("text", "expected"),
     [
         ("", "empty file"),
         ("# only a comment\n", "empty file"),
@@ -163,7 +163,7 @@ def test_empty_matrix_and_empty_axis(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "expect, fragment",
+    ("expect", "fragment"),
     [
         ("  after: {outcome: pass, signature: frozen-kv-mtp-stale-out-cache-loc}\n",
          "signature is only expected with outcome crash or infra"),

@@ -41,10 +41,13 @@ def _check(text: str) -> None:
         try:
             load_file(p)
         except ScenarioError as exc:
-            assert exc.lines
-            for line in exc.lines:
-                assert LINE.match(line), line
-                assert "\n" not in line
+            lines = exc.lines
+        else:
+            return  # a valid file: nothing to check
+    assert lines
+    for line in lines:
+        assert LINE.match(line), line
+        assert "\n" not in line
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -201,12 +204,13 @@ def validate_worker():
     proc = subprocess.Popen([sys.executable, str(worker), str(SEEDS[0])], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None and proc.stdin is not None
-    assert json.loads(proc.stdout.readline()) == {"ready": True}
+    stdin, stdout = proc.stdin, proc.stdout
+    assert json.loads(stdout.readline()) == {"ready": True}
 
     def ask(request: dict[str, str]) -> dict[str, object]:
-        proc.stdin.write(json.dumps(request) + "\n")
-        proc.stdin.flush()
-        answer = proc.stdout.readline()
+        stdin.write(json.dumps(request) + "\n")
+        stdin.flush()
+        answer = stdout.readline()
         assert answer, "the fuzz worker died"
         return json.loads(answer)
 

@@ -144,7 +144,9 @@ def test_crash_line_before_ready_fails_within_one_second(tag: str, port: int, tm
     with pytest.raises(ServerDied) as info:
         server.wait_ready()
     raised_at = time.time()
-    line_at = float(re.search(r"CRASH_AT (\S+)", server.log_tail(100)).group(1))
+    crash_line = re.search(r"CRASH_AT (\S+)", server.log_tail(100))
+    assert crash_line is not None
+    line_at = float(crash_line.group(1))
     assert server.died_at is not None and server.died_at - line_at < 1.0
     assert raised_at - line_at < 1.0, f"verdict {raised_at - line_at:.2f} s after the crash line"
     assert info.value.crash_match == "test-crash"
@@ -160,9 +162,12 @@ def test_crash_after_ready_is_noticed_live(tag: str, port: int, tmp_path: Path) 
         server.wait_ready()
         assert server.failure() is None
         assert server.died.wait(10)
-        line_at = float(re.search(r"CRASH_AT (\S+)", server.log_tail(100)).group(1))
-        assert server.died_at - line_at < 1.0
-        assert "crashed on purpose" in server.failure()
+        crash_line = re.search(r"CRASH_AT (\S+)", server.log_tail(100))
+        assert crash_line is not None
+        line_at = float(crash_line.group(1))
+        assert server.died_at is not None and server.died_at - line_at < 1.0
+        failure = server.failure()
+        assert failure is not None and "crashed on purpose" in failure
         assert server.exit_code is None  # still running: only the log told us
         with pytest.raises(ServerDied):
             server.wait_ready()
@@ -184,7 +189,7 @@ def test_stop_kills_setsid_grandchild_by_tag(tag: str, port: int, tmp_path: Path
     with _server("escape.py", "--pid-file", pid_file, tag=tag, port=port, tmp_path=tmp_path, health_paths=()) as s:
         s.wait_ready()
         grandchild = int(pid_file.read_text())
-        assert os.getpgid(grandchild) != s.pid  # it really left the server's group
+        assert s.pid is not None and os.getpgid(grandchild) != s.pid  # it really left the server's group
         assert run_pids(tag, {s.pid})[grandchild] is False
         report = s.stop(grace_s=0.5)
     assert grandchild in report.escaped
@@ -207,6 +212,7 @@ def test_sigkilled_harness_leaves_no_tagged_process(tag: str, port: int, tmp_pat
          "--workdir", str(tmp_path)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
     )
+    assert parent.stderr is not None
     try:
         deadline = time.monotonic() + 20
         while not (tmp_path / "pids.json").exists():

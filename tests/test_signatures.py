@@ -172,8 +172,8 @@ def test_fixture_logs(catalogue: Catalogue) -> None:
         "unrelated_broadcast.log": None,
         "clean.log": None,
     }
-    assert found["frozen_kv_mtp_271.log"].groups == ("271",)
-    assert found["sim_pre_fix_eager.log"].groups == ("276",)
+    assert (m271 := found["frozen_kv_mtp_271.log"]) is not None and m271.groups == ("271",)
+    assert (m276 := found["sim_pre_fix_eager.log"]) is not None and m276.groups == ("276",)
 
 
 def test_same_message_from_other_code_is_not_the_known_bug(catalogue: Catalogue) -> None:

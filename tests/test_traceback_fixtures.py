@@ -131,8 +131,8 @@ def test_a_positive_interleaved_with_another_ranks_lines_matches(tags: str, othe
 @pytest.mark.slow
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 def test_real_0514_fill_from_traceback_is_triaged_as_the_bug(device: str, tmp_path: Path) -> None:
-    from real_fill_from import real_fill_from_traceback
-    from real_sglang import real_sglang
+    from tests.real_fill_from import real_fill_from_traceback
+    from tests.real_sglang import real_sglang
 
     release = real_sglang("0.5.14")
     stderr = real_fill_from_traceback(release, device=device, prompt_len=276)

@@ -7,16 +7,17 @@ import json
 import random
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from peers.sglang_peer import PeerConfig, PeerServer
 
 from harness.errors import UserError
 from harness.metrics import aggregate
 from harness.prompts import Prompt, random_id_prompts
 from harness.workload import ErrorKind, ids_digest, run_workload, run_workload_sync
+from tests.peers.sglang_peer import PeerConfig, PeerServer
 
-BASE = dict(
+BASE: dict[str, Any] = dict(
     concurrency=4, request_rate=None, max_new_tokens=10, ignore_eos=True, temperature=0.0, stream=True,
     warmup=0, request_timeout_s=10.0, jsonl_path=None, progress=False,
 )
@@ -48,7 +49,8 @@ def test_streaming_records_ttft_itl_and_acceptance() -> None:
     m = aggregate(result.records, result.measured_wall_s)
     assert m["accept_length"] == pytest.approx(10 / 3)
     assert m["requests_ok"] == 5 and m["completion_tokens"] == 50
-    assert 0.5 < m["itl_ms_p50"] < 30  # about 10 ms / 3 tokens per event
+    itl = m["itl_ms_p50"]
+    assert itl is not None and 0.5 < itl < 30  # about 10 ms / 3 tokens per event
 
 
 def test_concurrency_is_bounded_and_used() -> None:
@@ -234,7 +236,7 @@ def test_no_progress_bar_when_stderr_is_not_a_terminal(capsys: pytest.CaptureFix
 
 
 @pytest.mark.parametrize(
-    "overrides, match",
+    ("overrides", "match"),
     [
         ({"concurrency": 0}, "concurrency"),
         ({"request_rate": 0.0}, "request_rate"),
@@ -334,7 +336,8 @@ def test_against_the_cpu_reference_server(tmp_path: Path) -> None:
         assert m["completion_tokens"] == truth["completion_tokens"]
         assert m["spec_verify_ct"] == truth["verify_steps"]
         assert m["accept_length"] == pytest.approx(truth["accept_length"], rel=1e-6)
-        assert 1.0 <= m["accept_length"] < 4.0  # a draft that agrees 60% of the time: some drafts rejected
+        accept = m["accept_length"]
+        assert accept is not None and 1.0 <= accept < 4.0  # a draft that agrees 60% of the time: some drafts rejected
         assert metric_value(scrape_metrics(base), "sglang:spec_accept_length") is not None
         server_side = server_accept_length(base)
         if server_side is not None:

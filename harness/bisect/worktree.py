@@ -9,6 +9,7 @@ harness dies, even by SIGKILL, the guard ends the search's processes and removes
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -110,10 +111,8 @@ class BisectWorktree:
             self.tell_guard("disarm")
             self._guard = None
             if guard.stdin is not None:
-                try:
+                with contextlib.suppress(BrokenPipeError):
                     guard.stdin.close()
-                except BrokenPipeError:
-                    pass
             try:
                 guard.wait(10)
             except subprocess.TimeoutExpired:

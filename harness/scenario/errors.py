@@ -106,10 +106,8 @@ def _data_path(loc: Iterable[Any], data: Any) -> list[Any]:
     out: list[Any] = []
     node = data
     for part in loc:
-        if isinstance(node, dict) and part in node:
-            out.append(part)
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        in_dict = isinstance(node, dict) and part in node
+        if in_dict or (isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)):
             out.append(part)
             node = node[part]
         elif isinstance(node, dict) and isinstance(part, str) and not part[:1].isupper() and "[" not in part:

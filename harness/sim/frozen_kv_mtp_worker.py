@@ -90,10 +90,7 @@ class FrozenKVMTPWorker:
         writes_before = self.pool.write_count
         for step in range(self.chain_len):
             logits = self.draft_runner.forward(forward_batch)
-            if step == 0:
-                nxt = logits.view(bs, k, -1)[:, 0].topk(k, dim=-1).indices.reshape(-1)
-            else:
-                nxt = logits.argmax(-1)
+            nxt = logits.view(bs, k, -1)[:, 0].topk(k, dim=-1).indices.reshape(-1) if step == 0 else logits.argmax(-1)
             forward_batch.draft_history = torch.cat([_draft_history(forward_batch), nxt[:, None]], dim=1)
             forward_batch.input_ids = nxt
             forward_batch.positions = forward_batch.positions + 1

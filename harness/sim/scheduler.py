@@ -8,6 +8,7 @@ exits 1; the front process sees the pipe close and takes the tree down, as SGLan
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -359,10 +360,8 @@ class Scheduler:
 
 def _die_with_parent() -> None:
     # PR_SET_PDEATHSIG (1): the kernel kills this child when the front process dies, even by SIGKILL.
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
 
 
 def run_scheduler_process(settings: SchedulerSettings, inbox: Connection, out: Connection, parent_pid: int) -> None:
@@ -377,9 +376,7 @@ def run_scheduler_process(settings: SchedulerSettings, inbox: Connection, out: C
         scheduler.event_loop(inbox, parent_pid)
     except Exception:
         logger.error("Scheduler hit an exception: %s", traceback.format_exc())
-        try:
+        with contextlib.suppress(OSError):
             out.send(("error", traceback.format_exc()))
-        except OSError:
-            pass
         logging.shutdown()
         os._exit(1)

@@ -8,6 +8,7 @@ tree down with exit code 1 (SGLang's front does the same on a child's SIGQUIT).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -86,10 +87,8 @@ class SchedulerClient:
 
     def shutdown(self, grace_s: float = 3.0) -> None:
         self.stopping = True
-        try:
+        with contextlib.suppress(OSError):
             self._send(("shutdown",))
-        except OSError:
-            pass
         self.proc.join(grace_s)
         if self.proc.is_alive():
             self.proc.kill()

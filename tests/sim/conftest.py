@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sim_helpers import GRAPH_28264, SimServer, start_server, stop_server
+
+from tests.sim.sim_helpers import GRAPH_28264, SimServer, start_server, stop_server
 
 
 @pytest.fixture

@@ -94,10 +94,8 @@ def stop_server(server: SimServer) -> None:
     pids = server.tree_pids()
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(server.proc.pid, signal.SIGTERM)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         server.proc.wait(timeout=8)
-    except subprocess.TimeoutExpired:
-        pass
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(server.proc.pid, signal.SIGKILL)
     for pid in pids:

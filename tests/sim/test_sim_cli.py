@@ -6,11 +6,11 @@ import subprocess
 import sys
 
 import pytest
-from sim_helpers import EAGER_28264, GRAPH_28264, REPO
 
 from harness.sim import DEFAULT_REVISION, REVISIONS, version_string
 from harness.sim.cli_args import build_parser
 from harness.sim.model_config import ModelNotFoundError, resolve_model
+from tests.sim.sim_helpers import EAGER_28264, GRAPH_28264, REPO
 
 GUARD = ["--model-path", "google/gemma-4-E4B-it", "--speculative-algorithm", "NEXTN", "--speculative-draft-model-path",
          "google/gemma-4-E4B-it-assistant", "--speculative-num-steps", "5", "--speculative-eagle-topk", "3",

@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_helpers import GRAPH_28264, SimServer, start_server, stop_server
 
 from harness import contract
 from harness.sim.model_config import resolve_model
 from harness.sim.server_settings import health_settings
 from harness.sim.tokenizer import BOS_ID, ByteTokenizer
 from harness.sim.warmup import warmup_request
+from tests.sim.sim_helpers import GRAPH_28264, SimServer, start_server, stop_server
 
 pytestmark = pytest.mark.slow
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import time
 
 import psutil
 import pytest
-from sim_helpers import EAGER_28264, GRAPH_28264
 
 from harness.contract import READY_LINE, UVICORN_RUNNING
 from harness.sim.model_config import resolve_model
 from harness.sim.warmup import warmup_request
+from tests.sim.sim_helpers import EAGER_28264, GRAPH_28264
 
 pytestmark = pytest.mark.slow
 
@@ -36,11 +37,9 @@ def test_pre_fix_eager_dies_on_276_token_prompt_and_leaves_no_process(sim_server
     server = sim_server([*EAGER_28264, "--sim-revision", "pre-fix", "--skip-server-warmup"])
     pids = server.tree_pids()
     assert len(pids) >= 2, "expected a front and a scheduler process"
-    try:
+    with contextlib.suppress(OSError):  # the connection dies with the server
         server.post("/generate", {"input_ids": _prompt(276), "sampling_params": {"max_new_tokens": 64, "temperature": 0}},
                     timeout=20)
-    except OSError:
-        pass  # the connection dies with the server
     rc = _wait_exit(server)
     assert rc not in (None, 0)
     log = server.log_text()
@@ -56,16 +55,14 @@ def test_pre_fix_eager_dies_on_276_token_prompt_and_leaves_no_process(sim_server
 def test_pre_fix_eager_names_the_prompt_length(sim_server):
     length = 131  # in-process tests cover more lengths
     server = sim_server([*EAGER_28264, "--sim-revision", "pre-fix", "--skip-server-warmup"])
-    try:
+    with contextlib.suppress(OSError):
         server.post("/generate", {"input_ids": _prompt(length, length), "sampling_params": {"max_new_tokens": 8}},
                     timeout=20)
-    except OSError:
-        pass
     assert _wait_exit(server) not in (None, 0)
     assert f"doesn't match the broadcast shape [{length}]" in server.log_text()
 
 
-@pytest.mark.parametrize("args,revision", [(EAGER_28264, "post-fix"), (GRAPH_28264, "pre-fix")])
+@pytest.mark.parametrize(("args", "revision"), [(EAGER_28264, "post-fix"), (GRAPH_28264, "pre-fix")])
 def test_no_crash_post_fix_or_graph_path(sim_server, args, revision):
     server = sim_server([*args, "--sim-revision", revision])
     status, body = server.post("/generate", {"input_ids": _prompt(276), "sampling_params": {

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import random
 import traceback
+from multiprocessing.connection import Connection
+from typing import cast
 
 import pytest
 import torch
-from sim_helpers import EAGER_28264, GRAPH_28264
 
 from harness.sim.cli_args import parse_server_args
 from harness.sim.cuda_graph_buffer_registry import CudaGraphBufferRegistry
 from harness.sim.forward_batch import ForwardBatch, ForwardMode
 from harness.sim.scheduler import EARLY_POOL_BINDING_MESSAGE, Scheduler
 from harness.sim.server_settings import SettingsError, resolve_settings
+from tests.sim.sim_helpers import EAGER_28264, GRAPH_28264
 
 
 class _Sink:
@@ -25,7 +27,7 @@ class _Sink:
 
 
 def _scheduler(argv: list[str]) -> Scheduler:
-    return Scheduler(resolve_settings(parse_server_args(argv)), _Sink())
+    return Scheduler(resolve_settings(parse_server_args(argv)), cast(Connection, _Sink()))  # it only calls send()
 
 
 def _run(s: Scheduler, lengths: list[int], new: int = 32, seed: int = 0) -> None:
@@ -38,6 +40,12 @@ def _run(s: Scheduler, lengths: list[int], new: int = 32, seed: int = 0) -> None
             return
         s.step()
     raise AssertionError("scheduler did not finish")
+
+
+def _accept_length(s: Scheduler) -> float:
+    value = s.snapshot()["accept_length"]
+    assert isinstance(value, float)
+    return value
 
 
 @pytest.mark.parametrize("n", [2, 57, 276])
@@ -58,13 +66,13 @@ def test_pre_fix_eager_prompt_as_long_as_the_batch_does_not_crash():
     assert st["completion_tokens"] == 8 and st["draft_kv_writes"] == 0
 
 
-@pytest.mark.parametrize("argv,revision", [(EAGER_28264, "post-fix"), (GRAPH_28264, "pre-fix"), (GRAPH_28264, "post-fix")])
+@pytest.mark.parametrize(("argv", "revision"), [(EAGER_28264, "post-fix"), (GRAPH_28264, "pre-fix"), (GRAPH_28264, "post-fix")])
 def test_no_crash_and_draft_never_writes_kv(argv, revision):
     s = _scheduler([*argv, "--sim-revision", revision])
     free = s.allocator.available_size()
     _run(s, [276, 30, 5])
     st = s.snapshot()
-    assert st["completion_tokens"] == 3 * 32 and st["accept_length"] > 1
+    assert st["completion_tokens"] == 3 * 32 and _accept_length(s) > 1
     assert st["draft_kv_writes"] == 0
     assert s.allocator.available_size() == free  # every slot came back
 
@@ -75,16 +83,15 @@ def test_topk_expansion_runs_and_accepts():
             "--speculative-eagle-topk", "3", "--speculative-num-draft-tokens", "12", "--attention-backend", "triton"]
     s = _scheduler(argv)
     _run(s, [40, 40])
-    st = s.snapshot()
-    assert 1.5 <= st["accept_length"] <= 4.0  # 3 branches of 3 draft tokens: at most 3 + the bonus
+    assert 1.5 <= _accept_length(s) <= 4.0  # 3 branches of 3 draft tokens: at most 3 + the bonus
 
 
 def test_acceptance_rises_with_draft_agreement():
-    lengths = []
+    lengths: list[float] = []
     for agreement in (0.3, 0.7, 1.0):
         s = _scheduler([*GRAPH_28264, "--sim-draft-agreement", str(agreement)])
         _run(s, [60, 60, 60], new=48)
-        lengths.append(s.snapshot()["accept_length"])
+        lengths.append(_accept_length(s))
     assert lengths[0] < lengths[1] < lengths[2]
     assert lengths[2] == pytest.approx(48 / 8)  # full agreement: every 5-token chain accepted
 
@@ -119,5 +126,5 @@ def test_fill_from_skips_none_and_copies_into_static_buffers():
     fb = ForwardBatch(ForwardMode.DRAFT_DECODE, 2, ids, ids + 1, ids + 2, ids + 3, out_cache_loc=None)
     view = reg.fill_from(fb, 2)
     assert view["out_cache_loc"] is None
-    assert view["input_ids"].data_ptr() == reg.buffers["input_ids"].data_ptr()
+    assert (input_ids := view["input_ids"]) is not None and input_ids.data_ptr() == reg.buffers["input_ids"].data_ptr()
     assert reg.buffers["seq_lens"][:2].tolist() == [5, 6]

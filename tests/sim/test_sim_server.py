@@ -55,11 +55,11 @@ def test_bad_requests_are_400(post_fix_graph_server):
 
 
 async def _stream(url: str, body: dict) -> list[str]:
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
-        async with session.post(url + "/generate", json={**body, "stream": True}) as resp:
-            assert resp.status == 200
-            assert resp.headers["Content-Type"].startswith("text/event-stream")
-            return [line.decode().strip() async for line in resp.content if line.strip()]
+    async with (aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
+                session.post(url + "/generate", json={**body, "stream": True}) as resp):
+        assert resp.status == 200
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        return [line.decode().strip() async for line in resp.content if line.strip()]
 
 
 def test_streaming_is_cumulative_sse(post_fix_graph_server):

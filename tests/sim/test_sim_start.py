@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sim_helpers import EAGER_28264, SimServer
+
+from tests.sim.sim_helpers import EAGER_28264, SimServer
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc (Linux)")
 

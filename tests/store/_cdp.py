@@ -8,6 +8,7 @@ in the browser rather than guessed from the HTML.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import select
@@ -119,10 +120,8 @@ def visit(url: str, *, evaluate: str, screenshot: Path | None = None, settle_s: 
             shot = pipe.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True},
                              session=session)
             screenshot.write_bytes(base64.b64decode(shot["data"]))
-        try:
+        with contextlib.suppress(OSError):
             pipe.send("Browser.close")
-        except OSError:
-            pass
     finally:
         try:
             proc.wait(10)

@@ -95,7 +95,7 @@ def _writer(url: str, proc: int, count: int) -> None:
             writer.record(make_record(f"p{proc}-{i}", trial=i, metrics={"accept_length": 1.0 + i}))
 
 
-@pytest.mark.parametrize("procs,count", [(4, 25)])
+@pytest.mark.parametrize(("procs", "count"), [(4, 25)])
 def test_concurrent_writers_lose_nothing(store_url: str, procs: int, count: int) -> None:
     """The issue's figure is 8 processes x 200 results (benchmarks/bench_store.py); here a smaller one."""
     ctx = multiprocessing.get_context("spawn")
