@@ -18,13 +18,12 @@ pytestmark = pytest.mark.skipif(not source._LIBYAML, reason="PyYAML was built wi
 def test_both_paths_give_the_same_data_and_positions(path: Path) -> None:
     text = path.read_text()
     try:
-        fast = source._parse_with(source._CLoader, path, text)
-    except source.SourceError as exc:
+        slow = source._parse_with(source._BoundedLoader, path, text)
+    except source.SourceError:  # a file both paths refuse (read_source then answers with PyYAML's words)
         with pytest.raises(source.SourceError):
-            source._parse_with(source._BoundedLoader, path, text)
-        assert exc.line >= 1
+            source._parse_with(source._CLoader, path, text)
         return
-    slow = source._parse_with(source._BoundedLoader, path, text)
+    fast = source._parse_with(source._CLoader, path, text)
     assert (fast.data, fast.positions) == (slow.data, slow.positions)
 
 
