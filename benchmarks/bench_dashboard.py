@@ -9,6 +9,7 @@ wall time and peak RSS are measured.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import emit  # also puts the repository root on sys.path, for harness and tests
 
 from harness.store.store import new_batch, open_store
 from tests.store.records import make_record
@@ -29,6 +31,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nights", type=int, default=365)
     ap.add_argument("--cases", type=int, default=200)
+    ap.add_argument("--work", type=Path, default=None, help="unused; accepted like the other benchmarks")
+    ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -51,9 +55,10 @@ def main() -> None:
         wall = time.perf_counter() - t
         peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         size = sum(f.stat().st_size for f in (Path(tmp) / "site").iterdir()) / 2**20
-        print(f"{points} points ({args.nights} nights x {args.cases} cases x {len(METRICS)} metrics): "
-              f"store filled in {fill:.0f} s; dashboard built in {wall:.1f} s, peak RSS {peak_mib:.0f} MiB, "
-              f"site {size:.0f} MiB")
+    emit({"question": "dashboard build time and memory for a store of nightly history",
+          "points": points, "nights": args.nights, "cases": args.cases, "metrics": len(METRICS),
+          "store_fill_s": round(fill, 1), "dashboard_s": round(wall, 2), "dashboard_peak_rss_mib": round(peak_mib),
+          "site_mib": round(size, 1), "load_1m": round(os.getloadavg()[0], 2)}, args.out)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ import secrets
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+from _common import emit  # also puts the repository root on sys.path, for harness and tests
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -43,7 +45,7 @@ def _writer(url: str, proc: int, count: int) -> None:
             w.record(make_record(f"c{proc}-{i}", trial=i, metrics=METRICS))
 
 
-def bench(url: str, label: str) -> None:
+def bench(url: str, label: str) -> dict[str, Any]:
     n = 2000
     with open_store(url) as store:
         t = time.perf_counter()
@@ -64,23 +66,27 @@ def bench(url: str, label: str) -> None:
     conc = time.perf_counter() - t
     with open_store(url) as store:
         got = store.count_runs() - n - 200
-    print(f"| {label} | {bulk:.0f} runs/s | {single:.0f} runs/s | {got} of 1600 in {conc:.1f} s |", flush=True)
+    return {"store": label, "bulk_import_runs_per_s": round(bulk), "one_run_per_transaction_runs_per_s": round(single),
+            "concurrent_8x200": {"stored": got, "of": 1600, "wall_s": round(conc, 2)}}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pg", default=os.environ.get(_postgres.PG_ENV))
+    ap.add_argument("--work", type=Path, default=None, help="unused; accepted like the other benchmarks")
+    ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    print("| store | bulk import (one transaction) | one run per transaction | 8 procs x 200 runs |")
-    print("|---|---|---|---|")
+    results = []
     with tempfile.TemporaryDirectory() as tmp:
-        bench(str(Path(tmp) / "bench.db"), "SQLite (WAL)")
+        results.append(bench(str(Path(tmp) / "bench.db"), "SQLite (WAL)"))
         server = args.pg or _postgres.start(Path(tmp) / "pg")
         try:
-            bench(_fresh_pg(server), "PostgreSQL 15")
+            results.append(bench(_fresh_pg(server), "PostgreSQL"))
         finally:
             if not args.pg:
                 _postgres.stop(Path(tmp) / "pg")
+    emit({"question": "store write rates: bulk, one run per transaction, 8 concurrent writers",
+          "load_1m": round(os.getloadavg()[0], 2), "stores": results}, args.out)
 
 
 if __name__ == "__main__":
