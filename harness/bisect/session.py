@@ -22,10 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from harness.bisect.cache import experiment_key
 from harness.bisect.endpoints import Endpoints, establish
 from harness.bisect.oracle import Limits, Target, Trial, Verdict
-from harness.bisect.probe import Probe, SearchState, StepRecord, load_case, progress
+from harness.bisect.probe import Probe, SearchState, StepRecord, experiment_key, load_case, progress
 from harness.bisect.sequential import endpoint_difference, without_stalls
 from harness.bisect.step import append_step, expected_steps, read_steps
 from harness.bisect.worktree import (
@@ -39,6 +38,8 @@ from harness.bisect.worktree import (
 )
 from harness.errors import UserError
 from harness.signatures import Catalogue
+from harness.store.store import Batch, new_batch
+from harness.store.url import STORE_ENV
 
 __all__ = ["CommitResult", "Request", "bisect_commits", "new_bisect_id"]
 
@@ -58,7 +59,8 @@ class Request:
     find: str = "regression"  # or "fix"
     limits: Limits = field(default_factory=Limits)
     report_dir: Path = Path("reports/bisect/x")
-    cache_path: Path | None = None
+    store: str | None = None  # the results store of the trials (recorded, and known ones reused); None: neither
+    batch: Batch = field(default_factory=lambda: new_batch("bisect"))
     base: str | None = None  # base interpreter for an SGLang checkout's src: builds
 
 
@@ -143,7 +145,7 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
         state = SearchState(
             scenario=str(request.scenario.absolute()), case=case.name, build_template=template, target=Target(),
             limits=request.limits, find=request.find, report_dir=str(report_dir.absolute()),
-            cache_path=str(request.cache_path) if request.cache_path else None,
+            store=request.store, batch=request.batch,
             experiment=experiment_key(request.scenario.read_text(), case.name, f"{layout}-tree"),
             expected_steps=steps_expected, started=started, out_root=str(report_dir.absolute()),
         )
@@ -172,7 +174,7 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
         progress(f"searching {count} commits ({old[:12]}..{new[:12]}) for {endpoints.target.describe()}: "
                  f"about {steps_expected} steps")
         git(wt.path, "bisect", "start", f"--term-old={terms[0]}", f"--term-new={terms[1]}", new, old)
-        output = _bisect_run(wt, state_path, tag)
+        output = _bisect_run(wt, state_path, tag, request.store)
         log_text = git(wt.path, "bisect", "log", check=False)
         found = _FOUND.search(output)
         ambiguous = _AMBIGUOUS.search(output)
@@ -189,11 +191,14 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
                         expected_steps=steps_expected)
 
 
-def _bisect_run(wt: BisectWorktree, state_path: Path, tag: str) -> str:
+def _bisect_run(wt: BisectWorktree, state_path: Path, tag: str, store: str | None) -> str:
     """``git bisect run`` in the worktree, in its own process group that the guard knows; its output.
 
-    Everything it prints goes to ``git-bisect-run.log``; the progress lines also to the terminal."""
+    Everything it prints goes to ``git-bisect-run.log``; the progress lines also to the terminal. The
+    steps record into the search's store: its URL goes in the environment (``state.json`` has no password)."""
     env = dict(os.environ)
+    if store is not None:
+        env[STORE_ENV] = store
     env["SGLANG_REPRO_RUN"] = tag  # what the guard reaps if the harness dies
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
     log_path = state_path.parent / "git-bisect-run.log"
