@@ -103,7 +103,7 @@ class StepRecord:
     term: str
     reason: str
     trials: tuple[Trial, ...]
-    cached: int  # how many of the trials came from the cache
+    cached: int  # how many of the trials were known (run records in the store)
     elapsed_s: float
     index: int = 0
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -178,7 +178,7 @@ class Probe:
 
     def judge(self, *, kind: str, revision: str, label: str, spec: str, target: Target | None = None,
               fresh_trials: int = 0, index: int = 0) -> StepRecord:
-        """Decide one revision. ``fresh_trials`` > 0 (confirmation): ignore the cache, run that many at least."""
+        """Decide one revision. ``fresh_trials`` > 0 (confirmation): ignore known trials, run that many at least."""
         started = time.monotonic()
         target = target or self.state.target
         limits = self.state.limits

@@ -124,12 +124,7 @@ def _order(repo: Path, good: str, bad: str, find: str) -> tuple[str, str]:
 def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
                    on_endpoints: Callable[[Endpoints], None] | None = None) -> CommitResult:
     repo = repo.expanduser().absolute()
-    if not repo.is_dir():
-        raise UserError(f"--repo {repo}: not a directory")
-    good = resolve_commit(repo, good_rev, "--good")
-    bad = resolve_commit(repo, bad_rev, "--bad")
-    if good == bad:
-        raise UserError(f"--good and --bad are the same commit {good[:12]}")
+    good, bad = _endpoints_of(repo, good_rev, bad_rev)
     old, new = _order(repo, good, bad, request.find)
     layout = layout_of(repo, bad)
     case = load_case(request.scenario, request.case)
@@ -162,13 +157,7 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
         if on_endpoints is not None:
             on_endpoints(endpoints)
         state = replace(state, target=endpoints.target)
-        for which, trials, reason in (("good", endpoints.good, endpoints.good_reason),
-                                      ("bad", endpoints.bad, endpoints.bad_reason)):
-            verdict = Verdict.GOOD if which == "good" else Verdict.BAD
-            append_step(report_dir, StepRecord(kind="endpoint", revision=ends[which], label=f"--{which} "
-                                               f"{ends[which][:12]}", verdict=verdict, term=state.term(verdict),
-                                               reason=reason, trials=trials, cached=0, elapsed_s=0.0,
-                                               extra={"endpoint": which}))
+        _append_endpoints(report_dir, state, ends, endpoints)
         state_path = report_dir / "state.json"
         state_path.write_text(state.to_json())
         progress(f"searching {count} commits ({old[:12]}..{new[:12]}) for {endpoints.target.describe()}: "
@@ -189,6 +178,27 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
                         culprit=culprit, candidates=candidates, confirmed=confirmed, steps=steps,
                         bisect_log=log_text, git_output=output, commits_in_range=count,
                         expected_steps=steps_expected)
+
+
+def _endpoints_of(repo: Path, good_rev: str, bad_rev: str) -> tuple[str, str]:
+    """The commits of ``--good`` and ``--bad`` in the user's repository (UserError when they are not two)."""
+    if not repo.is_dir():
+        raise UserError(f"--repo {repo}: not a directory")
+    good = resolve_commit(repo, good_rev, "--good")
+    bad = resolve_commit(repo, bad_rev, "--bad")
+    if good == bad:
+        raise UserError(f"--good and --bad are the same commit {good[:12]}")
+    return good, bad
+
+
+def _append_endpoints(report_dir: Path, state: SearchState, ends: dict[str, str], endpoints: Endpoints) -> None:
+    for which, trials, reason in (("good", endpoints.good, endpoints.good_reason),
+                                  ("bad", endpoints.bad, endpoints.bad_reason)):
+        verdict = Verdict.GOOD if which == "good" else Verdict.BAD
+        append_step(report_dir, StepRecord(kind="endpoint", revision=ends[which], label=f"--{which} "
+                                           f"{ends[which][:12]}", verdict=verdict, term=state.term(verdict),
+                                           reason=reason, trials=trials, cached=0, elapsed_s=0.0,
+                                           extra={"endpoint": which}))
 
 
 def _bisect_run(wt: BisectWorktree, state_path: Path, tag: str, store: str | None) -> str:

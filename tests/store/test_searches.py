@@ -97,3 +97,19 @@ def test_a_revision_judged_again_is_answered_from_the_store(store_url: str, tmp_
         frame = store.runs_frame()
     assert len(frame) == 2 and set(frame["batch_kind"]) == {"bisect"}
     assert sorted(frame["batch_label"]) == ["20261201T000000-bisect-test", "again"]
+
+
+def test_both_commands_take_a_store() -> None:
+    from harness.cli import make_parser
+
+    parser = make_parser()
+    args = parser.parse_args(["bisect", str(SCENARIO), "--store", "postgresql://h/db", "--repo", "."])
+    assert args.store == "postgresql://h/db" and not args.no_cache
+    args = parser.parse_args(["minimize", str(SCENARIO), "--build", "sim:pre-fix", "--store", "r.db"])
+    assert (args.store, args.no_store) == ("r.db", False)
+    assert parser.parse_args(["minimize", str(SCENARIO), "--build", "sim:pre-fix", "--no-store"]).no_store
+    for argv in (["bisect", str(SCENARIO), "--store", "r.db", "--no-cache"],  # one or the other
+                 ["minimize", str(SCENARIO), "--build", "sim:pre-fix", "--cache", "c.json"]):  # no JSON cache
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args(argv)
+        assert exc.value.code == 2
