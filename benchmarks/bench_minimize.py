@@ -1,10 +1,10 @@
-"""Oracle runs and wall time to the minimal case: `sglang-repro minimize` (cheap-first order, digest cache)
+"""Oracle runs and wall time to the minimal case: `sglang-repro minimize` (cheap-first order, known runs reused)
 beside plain textbook ddmin over the same atoms (the scenario's order, the full workload during the flag
-search, bisection for lengths, no cache), on the #28264 scenario's eager case at `sim:pre-fix`.
+search, bisection for lengths, nothing reused), on the #28264 scenario's eager case at `sim:pre-fix`.
 
 Both arms use the same oracle (same failure: outcome, signature, phase, frames), the same repetition rule,
-the same 3-of-3 confirmation, one candidate at a time (`--jobs 1`), and a fresh cache folder. The arms
-alternate when `--rounds` > 1. Server runs count every reference-server start, the baseline and the
+the same 3-of-3 confirmation, one candidate at a time (`--jobs 1`), and no results store (only a session's
+own runs are known). The arms alternate when `--rounds` > 1. Server runs count every reference-server start, the baseline and the
 confirmation included.
 """
 

@@ -30,13 +30,13 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import filelock
 
+from harness.atomic import write_atomic
 from harness.build import Build, default_cache_dir
 
 __all__ = ["cache_file", "cached_environment", "cached_flag_checks", "flag_set_key"]
@@ -123,14 +123,10 @@ def _locked(path: Path) -> Iterator[dict[str, Any] | None]:
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(data, indent=1))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(data, indent=1))
     except OSError as exc:
         log.warning("cannot write build cache %s (%s)", path, exc)
-        with contextlib.suppress(OSError):
-            tmp.unlink()
 
 
 def cached_flag_checks(

@@ -6,8 +6,9 @@ matters) have one commit that turns the default revision to pre-fix
 where an unrelated CUDA illegal-memory-access crash happens at random decode steps, and one that
 makes each step 20% slower. Each search must name the exact commit, never blame the unrelated
 crash, and leave the user's checkout byte-identical; a SIGKILL of the harness mid-search must leave
-the checkout as it was and no process behind. Trials are cached per (commit, case) across the
-searches of this module, as the harness does across bisections.
+the checkout as it was and no process behind. Every trial is a run record in the module's results
+store (OUT/results.db, the default), and the searches of this module reuse each other's trials, as
+bisections do.
 """
 
 from __future__ import annotations
@@ -116,6 +117,20 @@ def test_finds_the_commit_that_introduced_the_crash(demo):
     check_steps(report, named)
     assert "step 1 of ~6" in res.stderr  # progress on the terminal
     assert snapshot(repo) == before
+
+
+def test_the_same_search_again_is_answered_from_the_store(demo):
+    """Run again (as after an interruption), the search pays only for the confirmation, whose trials are fresh."""
+    _, named, _, _ = demo
+    res, report = bisect(demo, "--good", "v0.1.0", "--bad", "v0.4.0", "--trials", "1", "--confirm-trials", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    commits = report["commits"]
+    assert commits["culprit"]["commit"] == named["culprit"] and commits["confirmed"]
+    searched = [s for s in commits["steps"] if s["kind"] == "step"]
+    assert searched and all(s["launched"] == 0 and s["cached"] == len(s["trials"]) for s in searched), searched
+    folder = Path(res.stdout.strip().splitlines()[-1].split("-> ")[-1]).parent
+    ran = list((folder / "runs").glob("*/result.json"))
+    assert len(ran) == sum(len(s["trials"]) for s in commits["steps"] if s["kind"] == "confirm")
 
 
 def test_finds_the_commit_that_fixed_it(demo):

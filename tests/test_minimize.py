@@ -1,4 +1,4 @@
-"""The minimizer's parts without a server: ddmin, the length search, atoms, digests, the cache, the rule."""
+"""The minimizer's parts without a server: ddmin, the length search, atoms, digests, known runs, the rule."""
 
 from __future__ import annotations
 
@@ -7,14 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from harness import __version__
 from harness.build import resolve_build
 from harness.minimize.atoms import Atom, atom_class, base_mapping, initial_candidate, to_mapping
-from harness.minimize.cache import ObservationCache
 from harness.minimize.ddmin import DDState, ddmin, smallest_failing
 from harness.minimize.defaults import read_defaults
-from harness.minimize.observation import Observation, Target, frames_of
+from harness.minimize.observation import Observation, Target, frames_of, observe
 from harness.minimize.oracle import Oracle, Verdict, repetition_rule
+from harness.outcome import Outcome, Phase
+from harness.record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo
 from harness.scenario import load_file, select_cases
+from harness.store.searches import SearchRuns
+from harness.store.store import new_batch
 
 REPO = Path(__file__).resolve().parent.parent
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
@@ -121,8 +125,8 @@ def _oracle(tmp_path: Path, case) -> Oracle:
         raise AssertionError("this test starts no server")
 
     return Oracle(base=base_mapping(case.scenario, case.file), build=build, defaults=read_defaults(build),
-                  runner=no_runs, cache=ObservationCache(None), use_cache=True, jobs=1, work_dir=tmp_path,
-                  deadline=None)
+                  runner=no_runs, runs=SearchRuns(None, new_batch("minimize")), use_cache=True, jobs=1,
+                  work_dir=tmp_path, deadline=None)
 
 
 def test_digest_drops_defaults_and_merges_aliases(tmp_path):
@@ -153,12 +157,8 @@ def test_a_combination_the_parser_rejects_is_not_tried(tmp_path):
     assert oracle.fresh_runs == 0
 
 
-def test_cache_round_trip_and_target_matching(tmp_path):
+def test_target_matching():
     obs = Observation("crash", "sig", "workload", ("a.py:f", "b.py:g"), "why", 1.5, "/x", ("python", "-m"))
-    cache = ObservationCache(tmp_path / "c.json")
-    cache.add("d1", obs)
-    again = ObservationCache(tmp_path / "c.json")
-    assert again.get("d1") == [obs] and again.get("d2") == []
     target = Target.of(obs)
     assert target.matches(obs)
     for other in (obs.__class__(**{**obs.__dict__, "signature": "other"}),
@@ -218,12 +218,31 @@ def test_defaults_come_from_the_real_builds_parser(version):
 # logic runs end to end in milliseconds. The real reference server is exercised in test_minimize_sim.py.
 
 FRAMES = ("worker.py:draft_forward", "model_runner.py:forward_decode")
+TRACEBACK = ('Traceback (most recent call last):\n  File "/x/worker.py", line 7, in draft_forward\n'
+             '  File "/x/model_runner.py", line 9, in forward_decode\nRuntimeError: boom\n')
+_RUN_IDS = itertools.count()
 
 
-def _obs(crash: bool, signature: str = "frozen-kv-mtp-stale-out-cache-loc", phase: str = "workload") -> Observation:
+def _record(outcome: Outcome, *, signature: str | None = None, phase: Phase | None = None, excerpt: str = "",
+            reason: str = "") -> RunRecord:
+    """A run record as execute_run returns one (what a product gives the minimizer)."""
+    return RunRecord(
+        run_id=f"product-{next(_RUN_IDS)}", scenario=ScenarioRef("product", "product.yaml"), case=CaseRef("c"),
+        build=BuildRef(kind="sim", spec="sim:pre-fix"), trial=0, outcome=outcome, signature=signature,
+        reason=reason or outcome.value, metrics={}, server=ServerInfo(argv=("python", "-m", "server")),
+        host=HostInfo(), started_at="2026-12-01T00:00:00+00:00", duration_s=0.01, harness_version=__version__,
+        artifacts="", phase=phase, excerpt=excerpt)
+
+
+def _obs(crash: bool, signature: str = "frozen-kv-mtp-stale-out-cache-loc", phase: str = "workload") -> RunRecord:
     if not crash:
-        return Observation("pass", None, None, (), "all checks held", 0.01, "", ("python", "-m", "server"))
-    return Observation("crash", signature, phase, FRAMES, "boom", 0.01, "", ("python", "-m", "server"))
+        return _record(Outcome.PASS, reason="all checks held")
+    return _record(Outcome.CRASH, signature=signature, phase=Phase(phase), excerpt=TRACEBACK, reason="boom")
+
+
+def test_a_product_record_is_observed_as_the_failure():
+    assert observe(_obs(True)) == Observation("crash", "frozen-kv-mtp-stale-out-cache-loc", "workload", FRAMES,
+                                              "boom", 0.01, "", ("python", "-m", "server"))
 
 
 def _eager_case():
@@ -318,7 +337,7 @@ def test_a_run_that_could_not_tell_is_retried_once(tmp_path):
 
     def product(case, trial):
         if next(calls) == 0:  # e.g. another program took the leased port
-            return Observation("infra", "address-in-use", "start-up", (), "port taken", 0.01, "", ())
+            return _record(Outcome.INFRA, signature="address-in-use", phase=Phase.STARTUP, reason="port taken")
         return _obs("speculative-algorithm" in case.scenario.server.args)
 
     res = minimize(_eager_case(), resolve_build("sim:pre-fix"), MinimizeOptions(out_root=tmp_path, runner=product))
@@ -352,3 +371,86 @@ def test_flag_checks_on_many_threads_leave_the_process_streams_alone():
         t.join()
     assert (sys.stdout, sys.stderr) == before
     assert len(answers) == 120 and all("unrecognized arguments: --no-such-flag-" in a for a in answers)
+
+
+# --------------------------------------------------------------------------- the store is the memory
+
+
+def _counting(product):
+    calls = itertools.count()
+
+    def runner(case, trial):
+        next(calls)
+        return product(case, trial)
+
+    return runner, calls
+
+
+def _needs_nextn_and_two_tokens(case, trial):
+    return _obs("speculative-algorithm" in case.scenario.server.args and case.scenario.workload.max_new_tokens >= 2)
+
+
+def _candidate_runs(res) -> int:
+    return sum(a.runs for a in res.attempts if a.step not in ("baseline", "confirm"))
+
+
+def test_a_repeated_minimization_answers_every_candidate_from_the_store(tmp_path):
+    from harness.minimize import MinimizeOptions, minimize
+    from harness.store.store import open_store
+
+    store = str(tmp_path / "results.db")
+    runner, calls = _counting(_needs_nextn_and_two_tokens)
+    first = minimize(_eager_case(), resolve_build("sim:pre-fix"),
+                     MinimizeOptions(out_root=tmp_path / "1", runner=runner, store=store))
+    assert first.exit_code == 0, first.message
+    first_calls = next(calls)
+    assert _candidate_runs(first) > 0
+    with open_store(store) as opened:
+        frame = opened.runs_frame()
+    assert len(frame) == first_calls  # every run is a run record in the store
+    assert set(frame["batch_kind"]) == {"minimize"} and set(frame["batch_label"]) == {first.session_dir.name}
+
+    runner, calls = _counting(_needs_nextn_and_two_tokens)
+    again = minimize(_eager_case(), resolve_build("sim:pre-fix"),
+                     MinimizeOptions(out_root=tmp_path / "2", runner=runner, store=store))
+    assert again.exit_code == 0 and again.minimal == first.minimal
+    assert _candidate_runs(again) == 0  # only the baseline and the confirmation run again, as the rule asks
+    assert next(calls) == 3 + 3
+
+
+def test_an_interrupted_minimization_run_again_pays_only_for_what_is_new(tmp_path):
+    from harness.minimize import MinimizeOptions, minimize
+
+    build = resolve_build("sim:pre-fix")
+    runner, _ = _counting(_needs_nextn_and_two_tokens)
+    whole = minimize(_eager_case(), build, MinimizeOptions(out_root=tmp_path / "whole", runner=runner,
+                                                          store=str(tmp_path / "whole.db")))
+    assert whole.exit_code == 0, whole.message
+
+    store = str(tmp_path / "results.db")
+    calls = itertools.count()
+
+    def interrupted(case, trial):
+        if next(calls) == 12:  # Ctrl-C in the 13th run: 12 runs (3 of them the baseline) are recorded
+            raise KeyboardInterrupt
+        return _needs_nextn_and_two_tokens(case, trial)
+
+    with pytest.raises(KeyboardInterrupt):
+        minimize(_eager_case(), build, MinimizeOptions(out_root=tmp_path / "1", runner=interrupted, store=store))
+    again = minimize(_eager_case(), build, MinimizeOptions(out_root=tmp_path / "2", runner=runner, store=store))
+    assert again.exit_code == 0 and again.minimal == whole.minimal
+    assert _candidate_runs(again) == _candidate_runs(whole) - (12 - 3)
+
+
+def test_plain_ddmin_records_its_runs_but_never_reuses_them(tmp_path):
+    from harness.minimize import MinimizeOptions, minimize
+
+    store = str(tmp_path / "results.db")
+    build = resolve_build("sim:pre-fix")
+    runner, _ = _counting(_needs_nextn_and_two_tokens)
+    first = minimize(_eager_case(), build, MinimizeOptions(out_root=tmp_path / "1", runner=runner, store=store,
+                                                          plain=True))
+    again = minimize(_eager_case(), build, MinimizeOptions(out_root=tmp_path / "2", runner=runner, store=store,
+                                                          plain=True))
+    assert first.exit_code == again.exit_code == 0
+    assert again.fresh_runs == first.fresh_runs and all(a.reused_from is None for a in again.attempts)

@@ -10,12 +10,13 @@ import pytest
 from harness.build import resolve_build
 from harness.minimize import MinimizeOptions, minimize
 from harness.minimize.atoms import Atom, base_mapping, initial_candidate
-from harness.minimize.cache import ObservationCache
 from harness.minimize.defaults import read_defaults
 from harness.minimize.observation import Target, observe
 from harness.minimize.oracle import Oracle, Verdict
 from harness.run import RunOptions, execute_run
 from harness.scenario import load_file, select_cases
+from harness.store.searches import SearchRuns
+from harness.store.store import new_batch
 
 REPO = Path(__file__).resolve().parent.parent
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
@@ -90,12 +91,13 @@ def test_another_crash_is_not_interesting(tmp_path):
     case = eager_case()
     build = resolve_build("sim:pre-fix")
     oracle = Oracle(base=base_mapping(case.scenario, case.file), build=build, defaults=read_defaults(build),
-                    runner=lambda c, t: observe(execute_run(c, build, trial=t, options=RunOptions(out_root=tmp_path))),
-                    cache=ObservationCache(None), use_cache=True, jobs=1, work_dir=tmp_path, deadline=None)
+                    runner=lambda c, t: execute_run(c, build, trial=t, options=RunOptions(out_root=tmp_path)),
+                    runs=SearchRuns(None, new_batch("minimize")), use_cache=True, jobs=1, work_dir=tmp_path,
+                    deadline=None)
     small = initial_candidate(case.scenario).with_shape(requests=1, max_new_tokens=2, tokens=4)
     baseline = oracle.materialize(small)
     assert not isinstance(baseline, str)
-    oracle.target = Target.of(oracle.run_once(baseline))
+    oracle.target = Target.of(oracle.run_once(baseline, oracle.digest(small)))
     assert oracle.target.signature == SIGNATURE
     slip = replace(small, atoms=(*small.atoms, Atom("flag", "attention-backend", "trtllm_mha")))
     fixed = replace(slip, atoms=(*slip.atoms, Atom("flag", "disable-hybrid-swa-memory", True)))

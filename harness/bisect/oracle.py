@@ -14,7 +14,7 @@ search's terms; this module decides which *endpoint* a revision behaves like:
   samples of both endpoints (``harness.bisect.sequential``); undecided after ``max_trials``: skip.
 
 ``decide`` is pure (trials in, a decision or "one more trial" out); ``judge`` runs trials until
-``decide`` answers, starting from trials already known (the verdict cache).
+``decide`` answers, starting from trials already known (run records in the store).
 """
 
 from __future__ import annotations

@@ -1,11 +1,19 @@
-"""One revision under test: its build, its trials (cached or run), the oracle's decision, the step record.
+"""One revision under test: its build, its trials (known or run), the oracle's decision, the step record.
 
 The search state (``SearchState``) is written once as JSON so that the step that ``git bisect run``
-calls, a separate process, judges every revision exactly as the harness judged the endpoints.
+calls, a separate process, judges every revision exactly as the harness judged the endpoints, and
+records its runs in the same store.
+
+Known trials: the unit kept is the trial, not the verdict: a later search for another signature, the
+other direction (``--find fix``) or a metric against other endpoint samples re-decides from the same
+trials and adds only what it still needs. Each trial is a run record in the results store
+(``harness.store.searches``), found again by the revision (commit id or release), a digest of the
+experiment (scenario file text, case name, build template) and the harness version.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -14,7 +22,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.bisect.cache import TrialCache
 from harness.bisect.oracle import (
     Decision,
     Limits,
@@ -24,10 +31,19 @@ from harness.bisect.oracle import (
     judge,
     trial_from_record,
 )
+from harness.record import RunRecord
 from harness.scenario import Case, load_file, select_cases
 from harness.server_pool import ServerPool
+from harness.store.searches import SearchRuns, search_key
+from harness.store.store import Batch
+from harness.store.url import redact_url
 
-__all__ = ["Probe", "SearchState", "StepRecord", "load_case", "progress"]
+__all__ = ["Probe", "SearchState", "StepRecord", "experiment_key", "load_case", "progress"]
+
+
+def experiment_key(scenario_text: str, case_name: str, build_template: str) -> str:
+    text = json.dumps([scenario_text, case_name, build_template])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -41,14 +57,17 @@ class SearchState:
     limits: Limits
     find: str  # "regression" | "fix"
     report_dir: str
-    cache_path: str | None
+    store: str | None  # where the trials are recorded and known trials found; None: neither (--no-cache)
+    batch: Batch  # the search's batch in the store
     experiment: str
     expected_steps: int
     started: float  # time.time() of the bisection's start
     out_root: str
 
     def to_json(self) -> str:
+        """The state as JSON; the store's password is left out (the step reads the URL from $SGLANG_REPRO_STORE)."""
         data = asdict(self)
+        data["store"] = None if self.store is None else redact_url(self.store)
         return json.dumps(data, indent=2)
 
     @classmethod
@@ -57,7 +76,8 @@ class SearchState:
         target = data.pop("target")
         target["good_samples"] = tuple(target["good_samples"])
         target["bad_samples"] = tuple(target["bad_samples"])
-        return cls(target=Target(**target), limits=Limits(**data.pop("limits")), **data)
+        return cls(target=Target(**target), limits=Limits(**data.pop("limits")), batch=Batch(**data.pop("batch")),
+                   **data)
 
     def exit_code(self, verdict: Verdict) -> int:
         """``git bisect run``'s code: 0 old, 1 new, 125 skip. For a fix, old is the broken side."""
@@ -83,7 +103,7 @@ class StepRecord:
     term: str
     reason: str
     trials: tuple[Trial, ...]
-    cached: int  # how many of the trials came from the cache
+    cached: int  # how many of the trials were known (run records in the store)
     elapsed_s: float
     index: int = 0
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -129,18 +149,26 @@ def progress(text: str) -> None:
 
 
 class Probe:
-    """Judges revisions of one experiment: cached trials first, then runs until the oracle decides."""
+    """Judges revisions of one experiment: known trials first, then runs until the oracle decides."""
 
     def __init__(self, state: SearchState, case: Case) -> None:
         self.state = state
         self.case = case
-        self.cache = TrialCache(Path(state.cache_path) if state.cache_path else None)
+        self.runs = SearchRuns(state.store, state.batch)
 
-    def _run_trial(self, spec: str, index: int, pool: ServerPool) -> Trial:
+    def _known(self, revision: str) -> list[Trial]:
+        return [trial_from_record(r) for r in self.runs.known(search_key(revision, self.state.experiment))]
+
+    def _execute(self, spec: str, index: int, pool: ServerPool) -> RunRecord:
         from harness.run import RunOptions, execute_run
 
-        record = execute_run(self.case, spec, role=None, trial=index, pool=pool,
-                             options=RunOptions(out_root=Path(self.state.out_root), progress=False))
+        return execute_run(self.case, spec, role=None, trial=index, pool=pool,
+                           options=RunOptions(out_root=Path(self.state.out_root), progress=False))
+
+    def _run_trial(self, revision: str, spec: str, index: int, pool: ServerPool) -> Trial:
+        """One new trial, recorded in the store under the revision and the experiment."""
+        record = self._execute(spec, index, pool)
+        self.runs.record(search_key(revision, self.state.experiment), record)
         return trial_from_record(record)
 
     def _pool(self) -> ServerPool:
@@ -150,22 +178,17 @@ class Probe:
 
     def judge(self, *, kind: str, revision: str, label: str, spec: str, target: Target | None = None,
               fresh_trials: int = 0, index: int = 0) -> StepRecord:
-        """Decide one revision. ``fresh_trials`` > 0 (confirmation): ignore the cache, run that many at least."""
+        """Decide one revision. ``fresh_trials`` > 0 (confirmation): ignore known trials, run that many at least."""
         started = time.monotonic()
         target = target or self.state.target
         limits = self.state.limits
-        known = [] if fresh_trials else self.cache.get(revision, self.state.experiment)
+        known = [] if fresh_trials else self._known(revision)
         if fresh_trials:
             limits = replace(limits, max_trials=max(limits.max_trials, fresh_trials),
                              max_inconclusive=max(limits.max_inconclusive, fresh_trials))
-        ran: list[Trial] = []
-
         with self._pool() as pool:
             def run(i: int) -> Trial:
-                trial = self._run_trial(spec, i, pool)
-                ran.append(trial)
-                self.cache.add(revision, self.state.experiment, [trial])
-                return trial
+                return self._run_trial(revision, spec, i, pool)
 
             decision: Decision = judge(run, target, limits, known=known, min_trials=max(1, fresh_trials))
         return StepRecord(kind=kind, revision=revision, label=label, verdict=decision.verdict,
@@ -173,21 +196,13 @@ class Probe:
                           cached=len(known), elapsed_s=time.monotonic() - started, index=index)
 
     def fresh_trials(self, revision: str, spec: str, n: int) -> list[Trial]:
-        """``n`` new trials on one server (added to the cache too)."""
-        ran = []
+        """``n`` new trials on one server (recorded in the store too)."""
         with self._pool() as pool:
-            for i in range(n):
-                trial = self._run_trial(spec, i, pool)
-                self.cache.add(revision, self.state.experiment, [trial])
-                ran.append(trial)
-        return ran
+            return [self._run_trial(revision, spec, i, pool) for i in range(n)]
 
     def trials(self, revision: str, spec: str, n: int) -> list[Trial]:
-        """The first ``n`` trials of a revision: cached ones, then new runs."""
-        known = self.cache.get(revision, self.state.experiment)[:n]
+        """The first ``n`` trials of a revision: known ones, then new runs."""
+        known = self._known(revision)[:n]
         with self._pool() as pool:
-            for i in range(len(known), n):
-                trial = self._run_trial(spec, i, pool)
-                self.cache.add(revision, self.state.experiment, [trial])
-                known.append(trial)
+            known += [self._run_trial(revision, spec, i, pool) for i in range(len(known), n)]
         return known

@@ -7,10 +7,9 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.bisect.cache import experiment_key
 from harness.bisect.endpoints import EndpointError, establish
 from harness.bisect.oracle import Limits, Target, Trial, Verdict
-from harness.bisect.probe import Probe, SearchState, StepRecord, load_case, progress
+from harness.bisect.probe import Probe, SearchState, StepRecord, experiment_key, load_case, progress
 from harness.bisect.releases import (
     order_versions,
     parse_range,
@@ -25,6 +24,7 @@ from harness.bisect.worktree import git
 from harness.errors import UserError
 from harness.paths import reports_root
 from harness.signatures import Catalogue
+from harness.store.store import new_batch
 
 __all__ = ["BisectArgs", "run_bisect"]
 
@@ -46,7 +46,7 @@ class BisectArgs:
     limits: Limits = Limits()
     base: str | None = None
     out_root: Path | None = None
-    cache: bool = True
+    store: str | None = None  # the results store: trials are recorded there and known ones reused; None: neither
     started: float = 0.0
 
 
@@ -62,7 +62,7 @@ def _release_phase(args: BisectArgs, request: Request) -> tuple[list[str], tuple
     state = SearchState(
         scenario=str(args.scenario.absolute()), case=case.name, build_template=args.release_build, target=Target(),
         limits=args.limits, find=args.find, report_dir=str(request.report_dir.absolute()),
-        cache_path=str(request.cache_path) if request.cache_path else None,
+        store=request.store, batch=request.batch,
         experiment=experiment_key(args.scenario.read_text(), case.name, args.release_build),
         expected_steps=expected_steps(len(versions) - 1), started=args.started,
         out_root=str(request.report_dir.absolute()))
@@ -109,7 +109,7 @@ def run_bisect(args: BisectArgs) -> BisectReport:
     folder.mkdir(parents=True, exist_ok=True)
     request = Request(scenario=args.scenario, case=args.case, signature=args.signature, metric=args.metric,
                       threshold=args.threshold, find=args.find, limits=args.limits, report_dir=folder,
-                      cache_path=(root / "bisect" / "trials-cache.json") if args.cache else None, base=args.base)
+                      store=args.store, batch=new_batch("bisect", bisect_id), base=args.base)
     progress(f"report folder {folder}")
     versions: list[str] = []
     release_steps: tuple[StepRecord, ...] = ()

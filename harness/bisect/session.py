@@ -22,10 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from harness.bisect.cache import experiment_key
 from harness.bisect.endpoints import Endpoints, establish
 from harness.bisect.oracle import Limits, Target, Trial, Verdict
-from harness.bisect.probe import Probe, SearchState, StepRecord, load_case, progress
+from harness.bisect.probe import Probe, SearchState, StepRecord, experiment_key, load_case, progress
 from harness.bisect.sequential import endpoint_difference, without_stalls
 from harness.bisect.step import append_step, expected_steps, read_steps
 from harness.bisect.worktree import (
@@ -39,6 +38,8 @@ from harness.bisect.worktree import (
 )
 from harness.errors import UserError
 from harness.signatures import Catalogue
+from harness.store.store import Batch, new_batch
+from harness.store.url import STORE_ENV
 
 __all__ = ["CommitResult", "Request", "bisect_commits", "new_bisect_id"]
 
@@ -58,7 +59,8 @@ class Request:
     find: str = "regression"  # or "fix"
     limits: Limits = field(default_factory=Limits)
     report_dir: Path = Path("reports/bisect/x")
-    cache_path: Path | None = None
+    store: str | None = None  # the results store of the trials (recorded, and known ones reused); None: neither
+    batch: Batch = field(default_factory=lambda: new_batch("bisect"))
     base: str | None = None  # base interpreter for an SGLang checkout's src: builds
 
 
@@ -122,12 +124,7 @@ def _order(repo: Path, good: str, bad: str, find: str) -> tuple[str, str]:
 def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
                    on_endpoints: Callable[[Endpoints], None] | None = None) -> CommitResult:
     repo = repo.expanduser().absolute()
-    if not repo.is_dir():
-        raise UserError(f"--repo {repo}: not a directory")
-    good = resolve_commit(repo, good_rev, "--good")
-    bad = resolve_commit(repo, bad_rev, "--bad")
-    if good == bad:
-        raise UserError(f"--good and --bad are the same commit {good[:12]}")
+    good, bad = _endpoints_of(repo, good_rev, bad_rev)
     old, new = _order(repo, good, bad, request.find)
     layout = layout_of(repo, bad)
     case = load_case(request.scenario, request.case)
@@ -143,7 +140,7 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
         state = SearchState(
             scenario=str(request.scenario.absolute()), case=case.name, build_template=template, target=Target(),
             limits=request.limits, find=request.find, report_dir=str(report_dir.absolute()),
-            cache_path=str(request.cache_path) if request.cache_path else None,
+            store=request.store, batch=request.batch,
             experiment=experiment_key(request.scenario.read_text(), case.name, f"{layout}-tree"),
             expected_steps=steps_expected, started=started, out_root=str(report_dir.absolute()),
         )
@@ -160,19 +157,13 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
         if on_endpoints is not None:
             on_endpoints(endpoints)
         state = replace(state, target=endpoints.target)
-        for which, trials, reason in (("good", endpoints.good, endpoints.good_reason),
-                                      ("bad", endpoints.bad, endpoints.bad_reason)):
-            verdict = Verdict.GOOD if which == "good" else Verdict.BAD
-            append_step(report_dir, StepRecord(kind="endpoint", revision=ends[which], label=f"--{which} "
-                                               f"{ends[which][:12]}", verdict=verdict, term=state.term(verdict),
-                                               reason=reason, trials=trials, cached=0, elapsed_s=0.0,
-                                               extra={"endpoint": which}))
+        _append_endpoints(report_dir, state, ends, endpoints)
         state_path = report_dir / "state.json"
         state_path.write_text(state.to_json())
         progress(f"searching {count} commits ({old[:12]}..{new[:12]}) for {endpoints.target.describe()}: "
                  f"about {steps_expected} steps")
         git(wt.path, "bisect", "start", f"--term-old={terms[0]}", f"--term-new={terms[1]}", new, old)
-        output = _bisect_run(wt, state_path, tag)
+        output = _bisect_run(wt, state_path, tag, request.store)
         log_text = git(wt.path, "bisect", "log", check=False)
         found = _FOUND.search(output)
         ambiguous = _AMBIGUOUS.search(output)
@@ -189,11 +180,35 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
                         expected_steps=steps_expected)
 
 
-def _bisect_run(wt: BisectWorktree, state_path: Path, tag: str) -> str:
+def _endpoints_of(repo: Path, good_rev: str, bad_rev: str) -> tuple[str, str]:
+    """The commits of ``--good`` and ``--bad`` in the user's repository (UserError when they are not two)."""
+    if not repo.is_dir():
+        raise UserError(f"--repo {repo}: not a directory")
+    good = resolve_commit(repo, good_rev, "--good")
+    bad = resolve_commit(repo, bad_rev, "--bad")
+    if good == bad:
+        raise UserError(f"--good and --bad are the same commit {good[:12]}")
+    return good, bad
+
+
+def _append_endpoints(report_dir: Path, state: SearchState, ends: dict[str, str], endpoints: Endpoints) -> None:
+    for which, trials, reason in (("good", endpoints.good, endpoints.good_reason),
+                                  ("bad", endpoints.bad, endpoints.bad_reason)):
+        verdict = Verdict.GOOD if which == "good" else Verdict.BAD
+        append_step(report_dir, StepRecord(kind="endpoint", revision=ends[which], label=f"--{which} "
+                                           f"{ends[which][:12]}", verdict=verdict, term=state.term(verdict),
+                                           reason=reason, trials=trials, cached=0, elapsed_s=0.0,
+                                           extra={"endpoint": which}))
+
+
+def _bisect_run(wt: BisectWorktree, state_path: Path, tag: str, store: str | None) -> str:
     """``git bisect run`` in the worktree, in its own process group that the guard knows; its output.
 
-    Everything it prints goes to ``git-bisect-run.log``; the progress lines also to the terminal."""
+    Everything it prints goes to ``git-bisect-run.log``; the progress lines also to the terminal. The
+    steps record into the search's store: its URL goes in the environment (``state.json`` has no password)."""
     env = dict(os.environ)
+    if store is not None:
+        env[STORE_ENV] = store
     env["SGLANG_REPRO_RUN"] = tag  # what the guard reaps if the harness dies
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
     log_path = state_path.parent / "git-bisect-run.log"

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from harness.bisect.probe import Probe, SearchState, StepRecord, load_case, progress
 from harness.bisect.worktree import git
+from harness.store.url import STORE_ENV
 
 __all__ = ["EXIT_ABORT", "STEPS_FILE", "main", "read_steps"]
 
@@ -44,13 +47,22 @@ def elapsed(state: SearchState) -> str:
     return f"{time.time() - state.started:.0f}s"
 
 
+def read_state(path: Path) -> SearchState:
+    """The search state; its store is the one the search named (``$SGLANG_REPRO_STORE``, which the search
+    sets for ``git bisect run``: ``state.json`` never holds a password)."""
+    state = SearchState.from_json(path.read_text())
+    if state.store is not None:
+        state = replace(state, store=os.environ.get(STORE_ENV) or state.store)
+    return state
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
         sys.stderr.write("usage: python -P -m harness.bisect.step STATE.json\n")
         return EXIT_ABORT
     try:
-        state = SearchState.from_json(Path(args[0]).read_text())
+        state = read_state(Path(args[0]))
         report_dir = Path(state.report_dir)
         tree = Path.cwd()
         commit = git(tree, "rev-parse", "HEAD")

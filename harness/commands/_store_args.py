@@ -1,4 +1,4 @@
-"""``--store URL`` / ``--no-store``, shared by the commands that record runs (run, compare)."""
+"""``--store URL`` / ``--no-store``, shared by the commands that record runs (run, compare, minimize)."""
 
 from __future__ import annotations
 

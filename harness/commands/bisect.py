@@ -49,14 +49,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--confirm-trials", type=positive_int, default=3, metavar="N",
                         help="fresh trials for the culprit and its parent at the end (default 3)")
     parser.add_argument("--base", metavar="PYTHON", help="with an SGLang --repo: the base interpreter of src: builds")
-    parser.add_argument("--store", metavar="URL", help="cache trials per (revision, case) in this results store")
-    parser.add_argument("--no-cache", action="store_true", help="neither read nor write known trials")
+    memory = parser.add_mutually_exclusive_group()
+    memory.add_argument("--store", metavar="URL", help="record every trial in this results store and reuse the known "
+                                                       "ones (default: $SGLANG_REPRO_STORE, else OUT/results.db)")
+    memory.add_argument("--no-cache", action="store_true",
+                        help="neither read nor write known trials (no results store is used)")
     parser.add_argument("--out", type=Path, metavar="DIR", help="output root (default: reports/)")
 
 
 def main(args: argparse.Namespace) -> int:
     from harness.bisect.oracle import Limits
     from harness.bisect.run import BisectArgs, run_bisect
+    from harness.store.url import default_store, store_url
 
     if args.releases is None and (args.repo is None or args.good is None or args.bad is None):
         raise UserError("bisect needs --repo CHECKOUT --good REV --bad REV, or --releases A..B")
@@ -64,9 +68,9 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("--good/--bad are for commits; with --releases the range is A..B")
     if args.versions and not args.releases:
         raise UserError("--versions needs --releases A..B")
-    if args.store:
-        raise UserError("--store: no results store is available in this version; trials are cached in "
-                        "reports/bisect/trials-cache.json (use --no-cache to turn it off)")
+    store = None if args.no_cache else str(args.store or default_store(args.out))
+    if store is not None:
+        store_url(store)  # a bad URL is bad input, found before anything runs
     limits = Limits(trials=args.trials, max_trials=max(args.max_trials, args.trials),
                     confirm_trials=args.confirm_trials)
     report = run_bisect(BisectArgs(
@@ -74,5 +78,5 @@ def main(args: argparse.Namespace) -> int:
         releases=args.releases, versions=tuple(v.strip() for v in args.versions.split(",") if v.strip())
         if args.versions else None, release_build=args.release_build, signature=args.signature,
         metric=args.metric, threshold=args.threshold, find=args.find, limits=limits, base=args.base,
-        out_root=args.out, cache=not args.no_cache, started=time.time()))
+        out_root=args.out, store=store, started=time.time()))
     return report.exit_code

@@ -9,10 +9,12 @@ from pathlib import Path
 
 from harness.argtypes import positive_int
 from harness.build import resolve_build
+from harness.commands._store_args import store_choice
 from harness.commands.run import resolve_role
 from harness.errors import UserError
 from harness.run import RunInterrupted
 from harness.scenario import load_file, select_cases
+from harness.store.url import store_url
 
 DESCRIPTION = ("Shrink one failing case (server flags, environment variables, workload, prompt length) while the "
                "same failure (outcome, signature, phase, frames) reproduces; write the minimal scenario, the "
@@ -41,10 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="bound on the search; the final 3-run confirmation comes on top")
     parser.add_argument("--jobs", type=positive_int, default=1, metavar="N", help="candidates run in parallel")
     parser.add_argument("--out", type=Path, metavar="DIR", help="output root (default: reports/)")
-    parser.add_argument("--cache", type=Path, metavar="FILE",
-                        help="the digest cache (default: <out>/minimize/cache.json)")
+    parser.add_argument("--store", metavar="URL", help="record every run in this results store and answer "
+                                                       "configurations seen before from it (default: "
+                                                       "$SGLANG_REPRO_STORE, else OUT/results.db)")
+    parser.add_argument("--no-store", action="store_true",
+                        help="record nothing; only this session's runs are reused")
     parser.add_argument("--plain", action="store_true",
-                        help="textbook ddmin in the scenario's order, no cache (the benchmark's peer)")
+                        help="textbook ddmin in the scenario's order, no known run reused (the benchmark's peer)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every try")
 
 
@@ -64,9 +69,12 @@ def main(args: argparse.Namespace) -> int:
     build = resolve_build(spec)
     if args.output is not None and args.output.exists() and args.output.is_dir():
         raise UserError(f"-o {args.output}: is a folder; give a file name")
+    store = store_choice(args)
+    if store is not None:
+        store_url(store)  # a bad URL is bad input, found before anything runs
     try:
         result = minimize(case, build, MinimizeOptions(
-            budget_s=args.budget, jobs=args.jobs, plain=args.plain, cache_path=args.cache, out_root=args.out,
+            budget_s=args.budget, jobs=args.jobs, plain=args.plain, store=store, out_root=args.out,
             output=args.output))
     except RunInterrupted as exc:
         print(f"sglang-repro minimize: interrupted; nothing written (last run: {exc.record.artifacts})",

@@ -3,7 +3,8 @@
 A point is one build in one batch (a night): its trials' raw values and outcomes. Points are
 ordered by the batch's start. Only decided runs that completed their checks (pass, fail) give
 metric values: infra and timeout runs never enter a metric series, and a crash has no numbers.
-``compare`` batches stay out: they are A/B experiments, not history.
+``compare`` batches stay out: they are A/B experiments, not history; so do ``bisect`` and ``minimize``
+batches, searches that run old revisions and reduced cases after the fact.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from harness.outcome import Outcome, most_telling
 
 __all__ = ["METRIC_RULES", "SERIES_BATCH_KINDS", "CasePoints", "Point", "case_points", "rule_for"]
 
-SERIES_BATCH_KINDS = ("nightly", "import", "pytest", "run", "bisect")
+SERIES_BATCH_KINDS = ("nightly", "import", "pytest", "run")
 
 # The issue's minimum effects: 2% acceptance length, 5% throughput (and latency).
 METRIC_RULES: Mapping[str, Rule] = {

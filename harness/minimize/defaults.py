@@ -3,7 +3,7 @@
 The reference server's parser is :func:`harness.sim.cli_args.build_parser`; a real build's is
 ``ServerArgs.add_cli_args`` run in the build's own interpreter (one subprocess per session). A flag
 set to its default is the same configuration as the flag left out, so the canonical form of a
-candidate drops it: the cache then never runs the two twice.
+candidate drops it: the two then share one digest and never run twice.
 """
 
 from __future__ import annotations

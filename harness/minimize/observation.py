@@ -9,7 +9,7 @@ to another bug.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,17 +59,6 @@ class Observation:
         if self.outcome != "crash" or not self.signature or self.signature == "unknown":
             text += f" ({self.reason[:120]})"
         return text
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Observation | None:
-        names = {f.name for f in fields(cls)}
-        try:
-            values = {k: v for k, v in data.items() if k in names}
-            values["frames"] = tuple(values.get("frames") or ())
-            values["argv"] = tuple(values.get("argv") or ())
-            return cls(**values)
-        except TypeError:
-            return None
 
 
 def _phase(record: Any) -> str | None:

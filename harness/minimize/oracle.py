@@ -2,7 +2,9 @@
 
 A candidate is materialised as a scenario file and loaded by the real loader (so it is a valid
 scenario), its flags are parsed by the build's own parser (a rejected combination is "not tried",
-never "passes"), and only then run. Answers are cached by canonical digest.
+never "passes"), and only then run. Every run is a run record in the results store under the candidate's
+canonical digest (``harness.store.searches``): a configuration seen before, in this session or an
+earlier one with the same build and harness version, is answered from what it gave.
 
 Repetition rule (stated in every report): the baseline runs 3 times. If it fails the same way 3 of
 3 times the failure counts as deterministic and a candidate is judged on one run. If only ``h`` of
@@ -32,17 +34,18 @@ from harness import __version__
 from harness.build import Build
 from harness.launcher import launcher_for
 from harness.minimize.atoms import Candidate, to_mapping
-from harness.minimize.cache import ObservationCache
 from harness.minimize.defaults import ParserDefaults
-from harness.minimize.observation import Observation, Target
+from harness.minimize.observation import Observation, Target, observe
+from harness.record import RunRecord
 from harness.scenario import Case, ScenarioError, load_file, server_flags
 from harness.scenario.model import Timeouts
+from harness.store.searches import SearchRuns
 
 __all__ = ["Attempt", "BudgetSpent", "Oracle", "RepetitionRule", "Runner", "Verdict", "repetition_rule"]
 
 log = logging.getLogger(__name__)
 
-Runner = Callable[[Case, int], Observation]
+Runner = Callable[[Case, int], RunRecord]
 
 # Parts of a scenario that do not change what runs.
 _NOT_RUN = ("name", "description", "upstream", "markers", "expect", "builds", "timeouts")
@@ -86,9 +89,9 @@ class Attempt:
     change: str
     verdict: Verdict
     detail: str
-    runs: int  # fresh server runs (0: answered by the cache or not tried)
+    runs: int  # fresh server runs (0: answered from known runs or not tried)
     seconds: float
-    reused_from: int | None  # the row whose answer the cache gave
+    reused_from: int | None  # the row whose answer was reused
     digest: str
 
 
@@ -112,16 +115,19 @@ def _reference_code_digest() -> str:
 
 
 class Oracle:
-    """Runs candidates of one case against one build and judges them against ``target``."""
+    """Runs candidates of one case against one build and judges them against ``target``.
+
+    ``runs`` records every run under its digest; ``use_cache`` False (plain ddmin): known runs are never
+    reused, in this session or from the store."""
 
     def __init__(self, *, base: dict[str, Any], build: Build, defaults: ParserDefaults, runner: Runner,
-                 cache: ObservationCache, use_cache: bool, jobs: int, work_dir: Path,
+                 runs: SearchRuns, use_cache: bool, jobs: int, work_dir: Path,
                  deadline: float | None) -> None:
         self.base = base
         self.build = build
         self.defaults = defaults
         self.runner = runner
-        self.cache = cache
+        self.runs = runs
         self.use_cache = use_cache
         self.jobs = max(1, jobs)
         self.work_dir = work_dir
@@ -133,6 +139,7 @@ class Oracle:
         self.fresh_runs = 0
         self.run_seconds: list[float] = []
         self._first_row: dict[str, int] = {}
+        self._seen: dict[str, list[Observation]] = {}  # per digest: the store's runs, then this session's
         self._lock = threading.Lock()
         self._trial = 0
         self._code = _reference_code_digest() if build.is_reference else None
@@ -175,12 +182,29 @@ class Oracle:
     def _time_left(self) -> bool:
         return self.deadline is None or time.monotonic() < self.deadline
 
-    def run_once(self, case: Case) -> Observation:
+    def known(self, digest: str) -> list[Observation]:
+        """What the configuration of ``digest`` gave so far: in the store (asked once), then in this session."""
+        with self._lock:
+            seen = self._seen.get(digest)
+        if seen is None:
+            stored = [observe(r) for r in self.runs.known(digest)]
+            with self._lock:
+                seen = self._seen.setdefault(digest, stored)
+        with self._lock:
+            return list(seen)
+
+    def run_once(self, case: Case, digest: str) -> Observation:
+        """One fresh run of ``case``, recorded in the store under ``digest``."""
         with self._lock:
             trial = self._trial
             self._trial += 1
-        obs = self.runner(case, trial)
+        record = self.runner(case, trial)
+        if self.use_cache:
+            self.known(digest)  # the store's runs come first
+        self.runs.record(digest, record)
+        obs = observe(record)
         with self._lock:
+            self._seen.setdefault(digest, []).append(obs)
             self.fresh_runs += 1
             self.run_seconds.append(obs.duration_s)
         return obs
@@ -188,7 +212,7 @@ class Oracle:
     def _judge(self, cand: Candidate, digest: str, case: Case) -> _Judged:
         assert self.target is not None
         start = time.monotonic()
-        seen = self.cache.get(digest) if self.use_cache else []
+        seen = self.known(digest) if self.use_cache else []
         if any(self.target.matches(o) for o in seen):
             return _Judged(Verdict.INTERESTING, self.target.describe(), 0, 0.0, seen)
         decided = [o for o in seen if not o.undecided]
@@ -197,9 +221,8 @@ class Oracle:
         while len(decided) < self.rule.runs_to_reject:
             if not self._time_left():
                 raise BudgetSpent
-            obs = self.run_once(case)
+            obs = self.run_once(case, digest)
             runs += 1
-            self.cache.add(digest, obs)
             seen.append(obs)
             if self.target.matches(obs):
                 return _Judged(Verdict.INTERESTING, self.target.describe(), runs, time.monotonic() - start, seen)
@@ -292,17 +315,14 @@ class Oracle:
         return out
 
     def observe_many(self, case: Case, count: int, digest: str) -> list[Observation]:
-        """``count`` fresh runs of one case (``jobs`` at a time), each cached under ``digest``."""
+        """``count`` fresh runs of one case (``jobs`` at a time), each recorded under ``digest``."""
         if self.jobs == 1:
-            found = [self.run_once(case) for _ in range(count)]
+            found = [self.run_once(case, digest) for _ in range(count)]
         else:
             with ThreadPoolExecutor(max_workers=min(self.jobs, count)) as pool:
-                found = list(pool.map(lambda _: self.run_once(case), range(count)))
+                found = list(pool.map(lambda _: self.run_once(case, digest), range(count)))
         # The rule of every run: one that could not tell (a port taken by another program, a timeout) is retried once.
-        found = [self.run_once(case) if obs.undecided else obs for obs in found]
-        for obs in found:
-            self.cache.add(digest, obs)
-        return found
+        return [self.run_once(case, digest) if obs.undecided else obs for obs in found]
 
     def record_runs(self, step: str, change: str, digest: str, found: Sequence[Observation],
                     verdict: Verdict, detail: str, seconds: float, runs: int) -> Attempt:

@@ -1,11 +1,12 @@
 """One minimization: baseline, then shrink the workload, the flags, their values and the prompt while
 the same failure reproduces, then confirm the result 3 of 3 times before writing it.
 
-Two orders. The default is cheap-first with the cache: the workload shrinks first (every later run is
+Two orders. The default is cheap-first, reusing known runs: the workload shrinks first (every later run is
 then cheaper), flags go first all at once and then the likely-irrelevant ones in bulk before ddmin
 (atoms ordered likely-first), lengths are found by galloping up from 1, and no configuration runs
 twice. ``plain=True`` is the benchmark's peer: textbook ddmin over the flags in the scenario's order on
-the full workload, bisection for lengths, no cache.
+the full workload, bisection for lengths, no known run reused. Every run is recorded in the results store
+(``options.store``) in a batch of kind ``minimize`` labelled with the session.
 """
 
 from __future__ import annotations
@@ -28,10 +29,9 @@ from harness.minimize.atoms import (
     base_mapping,
     initial_candidate,
 )
-from harness.minimize.cache import ObservationCache
 from harness.minimize.ddmin import DDState, ddmin, smallest_failing
 from harness.minimize.defaults import ParserDefaults, read_defaults
-from harness.minimize.observation import Observation, Target, observe
+from harness.minimize.observation import Observation, Target
 from harness.minimize.oracle import (
     Attempt,
     BudgetSpent,
@@ -42,9 +42,12 @@ from harness.minimize.oracle import (
 )
 from harness.minimize.output import minimal_mapping, write_minimal
 from harness.paths import reports_root
+from harness.record import RunRecord
 from harness.run import RunOptions, execute_run
 from harness.scenario import Case, ScenarioError, load_file
 from harness.scenario.model import Timeouts
+from harness.store.searches import SearchRuns
+from harness.store.store import new_batch
 
 __all__ = ["MinimizeOptions", "MinimizeResult", "minimize"]
 
@@ -59,7 +62,7 @@ class MinimizeOptions:
     budget_s: float | None = None
     jobs: int = 1
     plain: bool = False
-    cache_path: Path | None = None  # default: <out>/minimize/cache.json; ignored when plain
+    store: str | None = None  # the results store: every run recorded, known ones reused; None: this session's only
     out_root: Path | None = None
     output: Path | None = None  # where the minimal YAML goes (default: in the session folder)
     runner: Runner | None = None  # how one candidate runs (default: execute_run on the build); a seam for tests
@@ -114,18 +117,16 @@ class _Search:
         self.original = initial_candidate(case.scenario)
         self.current = self.original
         self.accepted: list[Candidate] = [self.original]
-        cache_path = None if options.plain else (options.cache_path or session.parent / "cache.json")
         deadline = None if options.budget_s is None else self.started + options.budget_s
+        runs = SearchRuns(options.store, new_batch("minimize", session.name))
         self.oracle = Oracle(base=self.base, build=build, defaults=defaults, runner=options.runner or self._run,
-                             cache=ObservationCache(cache_path), use_cache=not options.plain,
+                             runs=runs, use_cache=not options.plain,
                              jobs=options.jobs, work_dir=session, deadline=deadline)
         self.untried: list[str] = []
         self.prompt_lengths = case.scenario.workload.prompt.lengths()
 
-    def _run(self, case: Case, trial: int) -> Observation:
-        record = execute_run(case, self.build, trial=trial,
-                             options=RunOptions(out_root=self.session, progress=False))
-        return observe(record)
+    def _run(self, case: Case, trial: int) -> RunRecord:
+        return execute_run(case, self.build, trial=trial, options=RunOptions(out_root=self.session, progress=False))
 
     # ------------------------------------------------------------------ helpers
 

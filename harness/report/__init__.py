@@ -6,22 +6,15 @@ is the only place that touches the disk.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from harness.atomic import write_atomic
 from harness.comparison import ComparisonReport
 from harness.report.html import render_html
 from harness.report.json import load_report, render_json
 from harness.report.markdown import render_markdown
 
 __all__ = ["write_reports", "render_markdown", "render_html", "render_json", "load_report"]
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    # A reader (a CI step, a browser) never sees a half-written report.
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def write_reports(report: ComparisonReport, out_dir: Path) -> dict[str, Path]:
@@ -36,6 +29,6 @@ def write_reports(report: ComparisonReport, out_dir: Path) -> dict[str, Path]:
     paths = {}
     for kind, (name, text) in rendered.items():
         path = out_dir / name
-        _write_atomic(path, text)
+        write_atomic(path, text)  # a reader (a CI step, a browser) never sees a half-written report
         paths[kind] = path
     return paths

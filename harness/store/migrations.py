@@ -89,9 +89,15 @@ def _v2_alerts(conn: Connection) -> None:
     md.create_all(conn)
 
 
+def _v3_search_key(conn: Connection) -> None:
+    conn.execute(text("ALTER TABLE runs ADD COLUMN search_key VARCHAR(64)"))
+    conn.execute(text("CREATE INDEX ix_runs_search ON runs (search_key)"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "builds, hosts, batches, runs, metrics (long format)", _v1_runs),
     Migration(2, "alerts with fingerprints and states", _v2_alerts),
+    Migration(3, "runs.search_key: what a bisect or minimize asked a run to answer", _v3_search_key),
 )
 
 

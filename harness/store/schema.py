@@ -4,8 +4,10 @@
 - ``hosts``: the machine (GPU name and count, driver, CUDA, compute capability, CPU), keyed by a digest;
   ``hardware_key`` is what a metric series is keyed by.
 - ``batches``: one invocation that recorded runs (a nightly, a ``run``, a ``compare``, a pytest session,
-  an import); a series orders its points by the batch's start.
-- ``runs``: one run record each, idempotent on ``run_id``; ``record`` keeps the whole ``result.json``.
+  an import, a bisect or a minimize); a series orders its points by the batch's start.
+- ``runs``: one run record each, idempotent on ``run_id``; ``record`` keeps the whole ``result.json``;
+  ``search_key`` (runs of a bisect or a minimize only) is what the search asked the run to answer, by which
+  a repeat of the search finds it again (``harness.store.searches``).
 - ``metrics``: long format, one row per (run, metric): every raw per-trial value, not only a mean.
 - ``alerts``: confirmed changes and events, keyed by a fingerprint so each fires once.
 """
@@ -82,8 +84,10 @@ runs = Table(
     Column("experiment", String(64), nullable=False),
     Column("harness_version", Text, nullable=False),
     Column("record", Text, nullable=False),
+    Column("search_key", String(64)),
     Index("ix_runs_series", "scenario", "case_name"),
     Index("ix_runs_batch", "batch_id"),
+    Index("ix_runs_search", "search_key"),
 )
 
 metrics = Table(

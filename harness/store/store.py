@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pandas is imported by the readers only: a writer (every run
 
 __all__ = ["BATCH_KINDS", "Batch", "Store", "build_key", "host_key", "new_batch", "open_store"]
 
-BATCH_KINDS = ("nightly", "run", "compare", "pytest", "import", "bisect")
+BATCH_KINDS = ("nightly", "run", "compare", "pytest", "import", "bisect", "minimize")
 _SQLITE_BUSY_MS = 60_000
 
 
@@ -83,7 +83,7 @@ def _insert_ignore(conn: Connection, table: Table, rows: Sequence[dict[str, Any]
     conn.execute(dialect.insert(table).on_conflict_do_nothing(), list(rows))
 
 
-def _rows(record: RunRecord, batch: Batch, recorded_at: str) -> tuple[dict[str, Any], ...]:
+def _rows(record: RunRecord, batch: Batch, recorded_at: str, search_key: str | None) -> tuple[dict[str, Any], ...]:
     b, h = record.build, record.host
     gpu_names = sorted({g.name for g in h.gpus})
     ccs = sorted({g.compute_capability for g in h.gpus if g.compute_capability})
@@ -105,6 +105,8 @@ def _rows(record: RunRecord, batch: Batch, recorded_at: str) -> tuple[dict[str, 
         "harness_version": record.harness_version,
         "record": json.dumps(record_to_dict(record), sort_keys=True, default=str),
     }
+    if search_key is not None:  # only a search's runs name the column (a run recorded elsewhere leaves it NULL)
+        run_row["search_key"] = search_key
     return build_row, host_row, run_row
 
 
@@ -139,19 +141,20 @@ class Store:
 
     # ------------------------------------------------------------------ writing
 
-    def record(self, record: RunRecord, batch: Batch) -> bool:
+    def record(self, record: RunRecord, batch: Batch, *, search_key: str | None = None) -> bool:
         """Record one run; False when a run with that id was already there (nothing changes)."""
-        return self.record_many([record], batch) == 1
+        return self.record_many([record], batch, search_key=search_key) == 1
 
-    def record_many(self, records: Iterable[RunRecord], batch: Batch) -> int:
-        """Record runs of one batch in one transaction; the number that were new."""
+    def record_many(self, records: Iterable[RunRecord], batch: Batch, *, search_key: str | None = None) -> int:
+        """Record runs of one batch in one transaction; the number that were new. ``search_key``: what a
+        search (bisect, minimize) asked these runs to answer (:meth:`searched` finds them by it)."""
         recorded_at = _now()
         build_rows: dict[str, dict[str, Any]] = {}
         host_rows: dict[str, dict[str, Any]] = {}
         run_rows: list[dict[str, Any]] = []
         metric_rows: list[dict[str, Any]] = []
         for record in records:
-            b, h, r = _rows(record, batch, recorded_at)
+            b, h, r = _rows(record, batch, recorded_at, search_key)
             build_rows[b["key"]] = b
             host_rows[h["key"]] = h
             run_rows.append(r)
@@ -186,6 +189,15 @@ class Store:
         """Every stored run as the typed record, in the order they started."""
         with self._begin("cannot read runs") as conn:
             texts = conn.execute(select(runs.c.record).order_by(runs.c.started_at, runs.c.run_id)).scalars().all()
+        return [record_from_dict(json.loads(t), source=f"store {self.where}") for t in texts]
+
+    def searched(self, search_key: str, harness_version: str) -> list[RunRecord]:
+        """The runs recorded under ``search_key`` by this harness version, in the order they were recorded."""
+        query = (select(runs.c.record).where(runs.c.search_key == search_key,
+                                             runs.c.harness_version == harness_version)
+                 .order_by(runs.c.recorded_at, runs.c.started_at, runs.c.run_id))
+        with self._begin("cannot read runs") as conn:
+            texts = conn.execute(query).scalars().all()
         return [record_from_dict(json.loads(t), source=f"store {self.where}") for t in texts]
 
     def runs_frame(self) -> pd.DataFrame:
