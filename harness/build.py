@@ -42,18 +42,20 @@ import subprocess
 import sys
 import time
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.errors import InfraError, UserError
 from harness.sim import REVISIONS
-from harness.text import last_line
+from harness.text import first_line, last_line
 
 __all__ = [
     "BuildSpec",
     "Build",
+    "BuildFailure",
+    "Builds",
     "parse_build_spec",
     "resolve_build",
     "describe_environment",
@@ -125,6 +127,19 @@ class Build:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env", types.MappingProxyType(dict(self.env)))
+
+
+@dataclass(frozen=True)
+class BuildFailure:
+    """A spec that parsed but could not be had (``reason``, one line): its runs record infra and start nothing."""
+
+    kind: str
+    spec: str
+    reason: str
+
+    @property
+    def is_reference(self) -> bool:
+        return self.kind in ("sim", "simsrc")
 
 
 # --------------------------------------------------------------------------- parsing
@@ -492,6 +507,39 @@ def resolve_build(spec: str | BuildSpec, *, cache_dir: Path | None = None) -> Bu
     launcher = (python, "-m", "sglang.launch_server")
     return Build(parsed.kind, parsed.spec, python, launcher, env, facts["sglang"], commit, False,
                  facts["sglang_location"])
+
+
+class Builds:
+    """The builds of one command, each resolved at most once: resolving starts an interpreter probe (and may
+    create an environment), which every trial of every case would otherwise pay again. A build that cannot
+    be had is remembered too, so each of its runs records the same verdict without trying again."""
+
+    def __init__(self, *, cache_dir: Path | None = None) -> None:
+        self._cache_dir = cache_dir
+        self._known: dict[str, Build | BuildFailure] = {}
+
+    def get(self, spec: str, *, install_gap: Callable[[], str | None] | None = None) -> Build | BuildFailure:
+        """The build of ``spec``; UserError for a bad spec. ``install_gap`` says why a full ``pip:``
+        environment must not be created here (the GPU stack on a host that cannot run it); it is asked for
+        every such request, and a refusal is not remembered: another case may need less hardware."""
+        parsed = parse_build_spec(spec)
+        if install_gap is not None and parsed.kind == "pip" and parsed.fields["deps"] == "full":
+            gap = install_gap()
+            if gap:
+                return BuildFailure(parsed.kind, parsed.spec, f"{gap}; the environment of {spec} was not created")
+        if spec not in self._known:
+            try:
+                self._known[spec] = resolve_build(parsed, cache_dir=self._cache_dir)
+            except InfraError as exc:
+                self._known[spec] = BuildFailure(parsed.kind, parsed.spec, first_line(exc))
+        return self._known[spec]
+
+    def prepared(self, spec: str) -> Build | BuildFailure | None:
+        """The build of ``spec`` when resolving it creates nothing (a ``pip:`` environment not yet made: None)."""
+        parsed = parse_build_spec(spec)
+        if spec not in self._known and parsed.kind == "pip" and not pip_env_ready(parsed, cache_dir=self._cache_dir):
+            return None
+        return self.get(spec)
 
 
 # Runs in the checkout's environment: "installs" means every module of its harness/ compiles (as an

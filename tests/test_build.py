@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.build import Build, BuildSpec, describe_environment, ensure_pip_env, parse_build_spec, resolve_build
+from harness.build import (
+    Build,
+    BuildFailure,
+    Builds,
+    BuildSpec,
+    describe_environment,
+    ensure_pip_env,
+    parse_build_spec,
+    resolve_build,
+)
 from harness.errors import InfraError, UserError
 
 RELEASES = ("0.5.14", "0.5.15")
@@ -184,3 +193,33 @@ def test_src_build_with_an_unknown_rev_is_a_user_error(fake_checkout, tmp_path: 
 def test_src_build_of_a_missing_checkout_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="is not a directory"):
         resolve_build(f"src:{tmp_path / 'absent'}", cache_dir=tmp_path / "cache")
+
+
+def test_a_build_that_cannot_be_had_is_tried_once_per_command(tmp_path: Path) -> None:
+    log = tmp_path / "starts.log"
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\necho start >> "{log}"\necho "no sglang here" >&2\nexit 1\n')
+    python.chmod(0o755)
+    builds = Builds()
+    first = builds.get(f"python:{python}")
+    assert isinstance(first, BuildFailure)
+    assert first.reason == f"interpreter {python} failed to describe itself: no sglang here"
+    assert builds.get(f"python:{python}") == first
+    assert log.read_text().splitlines() == ["start"]
+
+
+def test_a_full_environment_is_not_created_on_a_host_that_cannot_run_the_case(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def gap() -> str:
+        asked.append("gap")
+        return "hardware: needs 1 GPU, found 0"
+
+    builds = Builds(cache_dir=tmp_path / "cache")
+    refused = builds.get("pip:sglang==9.9.9", install_gap=gap)
+    assert refused == BuildFailure("pip", "pip:sglang==9.9.9", "hardware: needs 1 GPU, found 0; the environment "
+                                   "of pip:sglang==9.9.9 was not created")
+    assert builds.get("pip:sglang==9.9.9", install_gap=gap) == refused
+    assert asked == ["gap", "gap"]  # asked per case: another may need less
+    assert builds.prepared("pip:sglang==9.9.9") is None
+    assert not (tmp_path / "cache").exists()

@@ -24,6 +24,7 @@ from harness.bisect.oracle import (
     judge,
     trial_from_record,
 )
+from harness.build import Builds
 from harness.scenario import Case, load_file, select_cases
 from harness.server_pool import ServerPool
 
@@ -136,10 +137,10 @@ class Probe:
         self.case = case
         self.cache = TrialCache(Path(state.cache_path) if state.cache_path else None)
 
-    def _run_trial(self, spec: str, index: int, pool: ServerPool) -> Trial:
-        from harness.run import RunOptions, execute_run
+    def _run_trial(self, spec: str, index: int, pool: ServerPool, builds: Builds) -> Trial:
+        from harness.run import RunOptions, execute_run, resolve_for
 
-        record = execute_run(self.case, spec, role=None, trial=index, pool=pool,
+        record = execute_run(self.case, resolve_for(self.case, spec, builds), role=None, trial=index, pool=pool,
                              options=RunOptions(out_root=Path(self.state.out_root), progress=False))
         return trial_from_record(record)
 
@@ -147,6 +148,9 @@ class Probe:
         # One revision's trials share a server (the scenario's server.share_between_trials); the pool is
         # closed before the next revision is checked out into the same worktree.
         return ServerPool(Path(self.state.out_root))
+
+    # Each of the three below resolves the build once for all its trials (and not at all when the cache
+    # answers): the spec names the worktree, whose checkout moves between calls, so no resolution outlives one.
 
     def judge(self, *, kind: str, revision: str, label: str, spec: str, target: Target | None = None,
               fresh_trials: int = 0, index: int = 0) -> StepRecord:
@@ -160,9 +164,10 @@ class Probe:
                              max_inconclusive=max(limits.max_inconclusive, fresh_trials))
         ran: list[Trial] = []
 
+        builds = Builds()
         with self._pool() as pool:
             def run(i: int) -> Trial:
-                trial = self._run_trial(spec, i, pool)
+                trial = self._run_trial(spec, i, pool, builds)
                 ran.append(trial)
                 self.cache.add(revision, self.state.experiment, [trial])
                 return trial
@@ -174,20 +179,20 @@ class Probe:
 
     def fresh_trials(self, revision: str, spec: str, n: int) -> list[Trial]:
         """``n`` new trials on one server (added to the cache too)."""
-        ran = []
+        ran, builds = [], Builds()
         with self._pool() as pool:
             for i in range(n):
-                trial = self._run_trial(spec, i, pool)
+                trial = self._run_trial(spec, i, pool, builds)
                 self.cache.add(revision, self.state.experiment, [trial])
                 ran.append(trial)
         return ran
 
     def trials(self, revision: str, spec: str, n: int) -> list[Trial]:
         """The first ``n`` trials of a revision: cached ones, then new runs."""
-        known = self.cache.get(revision, self.state.experiment)[:n]
+        known, builds = self.cache.get(revision, self.state.experiment)[:n], Builds()
         with self._pool() as pool:
             for i in range(len(known), n):
-                trial = self._run_trial(spec, i, pool)
+                trial = self._run_trial(spec, i, pool, builds)
                 self.cache.add(revision, self.state.experiment, [trial])
                 known.append(trial)
         return known
