@@ -3,7 +3,7 @@
 A ``compare`` (or ``run`` over several cases) asks each build's parser about one flag set per case.
 Parsed one run at a time, a real sglang parser is loaded once per case (seconds each); parsed here,
 up front, it is loaded once per build, and each run then finds its verdict in the build cache
-(``harness.build_cache``). Nothing here decides anything: a build that cannot be had or a parser
+(``harness.build.cache``). Nothing here decides anything: a build that cannot be had or a parser
 that cannot load is left for the run itself to report, as its own pre-flight verdict.
 """
 

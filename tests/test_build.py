@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -223,3 +224,21 @@ def test_a_full_environment_is_not_created_on_a_host_that_cannot_run_the_case(tm
     assert asked == ["gap", "gap"]  # asked per case: another may need less
     assert builds.prepared("pip:sglang==9.9.9") is None
     assert not (tmp_path / "cache").exists()
+
+
+def test_prepare_is_a_command_of_the_one_cli(run_cli, tmp_path: Path) -> None:
+    res = run_cli("prepare", "sim:post-fix,seed=3", "--cache-dir", tmp_path / "cache")
+    assert res.returncode == 0, res.stderr
+    printed = json.loads(res.stdout)
+    assert printed["kind"] == "sim" and printed["spec"] == "sim:post-fix,seed=3"
+    assert printed["launcher"][1:] == ["-m", "harness.sim.server", "--sim-revision", "post-fix", "--sim-seed", "3"]
+    bad = run_cli("prepare", "pip:numpy==1.0")
+    assert bad.returncode == 2 and "is not sglang==VERSION" in bad.stderr
+
+
+def test_the_older_spelling_of_prepare_still_works(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "harness.build", "describe", "sim:pre-fix"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "SGLANG_REPRO_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    described = json.loads(done.stdout)
+    assert described["reference_model"] is True and described["build"]["spec"] == "sim:pre-fix"

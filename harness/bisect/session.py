@@ -32,12 +32,12 @@ from harness.bisect.worktree import (
     PACKAGE_ROOT,
     BisectWorktree,
     argv_of_step,
-    git,
     kill_group,
     layout_of,
     resolve_commit,
 )
 from harness.errors import UserError
+from harness.proc import git, is_ancestor
 from harness.signatures import Catalogue
 
 __all__ = ["CommitResult", "Request", "bisect_commits", "new_bisect_id"]
@@ -110,24 +110,38 @@ def _culprit(repo: Path, commit: str) -> Culprit:
 def _order(repo: Path, good: str, bad: str, find: str) -> tuple[str, str]:
     """(old, new) in git's terms: a regression goes good -> bad, a fix goes bad -> good."""
     old, new = (good, bad) if find == "regression" else (bad, good)
-    ancestry = subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", old, new],
-                              capture_output=True, stdin=subprocess.DEVNULL, timeout=120)
-    if ancestry.returncode != 0:
+    if not is_ancestor(repo, old, new):
         hint = "" if find == "fix" else " (to find the commit that fixed a bug, add --find fix)"
         raise UserError(f"--{'good' if find == 'regression' else 'bad'} {old[:12]} is not an ancestor of "
                         f"--{'bad' if find == 'regression' else 'good'} {new[:12]}{hint}")
     return old, new
 
 
-def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
-                   on_endpoints: Callable[[Endpoints], None] | None = None) -> CommitResult:
-    repo = repo.expanduser().absolute()
+def _ends(repo: Path, good_rev: str, bad_rev: str) -> tuple[str, str]:
+    """The commits of ``--good`` and ``--bad``; UserError when they are not two commits of ``repo``."""
     if not repo.is_dir():
         raise UserError(f"--repo {repo}: not a directory")
     good = resolve_commit(repo, good_rev, "--good")
     bad = resolve_commit(repo, bad_rev, "--bad")
     if good == bad:
         raise UserError(f"--good and --bad are the same commit {good[:12]}")
+    return good, bad
+
+
+def _record_endpoints(report_dir: Path, state: SearchState, ends: dict[str, str], endpoints: Endpoints) -> None:
+    for which, trials, reason in (("good", endpoints.good, endpoints.good_reason),
+                                  ("bad", endpoints.bad, endpoints.bad_reason)):
+        verdict = Verdict.GOOD if which == "good" else Verdict.BAD
+        append_step(report_dir, StepRecord(kind="endpoint", revision=ends[which], label=f"--{which} "
+                                           f"{ends[which][:12]}", verdict=verdict, term=state.term(verdict),
+                                           reason=reason, trials=trials, cached=0, elapsed_s=0.0,
+                                           extra={"endpoint": which}))
+
+
+def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
+                   on_endpoints: Callable[[Endpoints], None] | None = None) -> CommitResult:
+    repo = repo.expanduser().absolute()
+    good, bad = _ends(repo, good_rev, bad_rev)
     old, new = _order(repo, good, bad, request.find)
     layout = layout_of(repo, bad)
     case = load_case(request.scenario, request.case)
@@ -160,13 +174,7 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
         if on_endpoints is not None:
             on_endpoints(endpoints)
         state = replace(state, target=endpoints.target)
-        for which, trials, reason in (("good", endpoints.good, endpoints.good_reason),
-                                      ("bad", endpoints.bad, endpoints.bad_reason)):
-            verdict = Verdict.GOOD if which == "good" else Verdict.BAD
-            append_step(report_dir, StepRecord(kind="endpoint", revision=ends[which], label=f"--{which} "
-                                               f"{ends[which][:12]}", verdict=verdict, term=state.term(verdict),
-                                               reason=reason, trials=trials, cached=0, elapsed_s=0.0,
-                                               extra={"endpoint": which}))
+        _record_endpoints(report_dir, state, ends, endpoints)
         state_path = report_dir / "state.json"
         state_path.write_text(state.to_json())
         progress(f"searching {count} commits ({old[:12]}..{new[:12]}) for {endpoints.target.describe()}: "

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.bisect.probe import Probe, SearchState, StepRecord, load_case, progress
-from harness.bisect.worktree import git
+from harness.proc import git
 
 __all__ = ["EXIT_ABORT", "STEPS_FILE", "main", "read_steps"]
 
