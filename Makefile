@@ -22,8 +22,7 @@ $(STAMP): pyproject.toml .ci/constraints.txt
 
 # Real sglang releases installed --no-deps (flag parsing and bench_serving only: no GPU stack).
 sglang-envs: $(STAMP)
-	$(PY) -m harness.build prepare 'pip:sglang==0.5.14,deps=none'
-	$(PY) -m harness.build prepare 'pip:sglang==0.5.15,deps=none'
+	$(PY) -m harness prepare 'pip:sglang==0.5.14,deps=none' 'pip:sglang==0.5.15,deps=none'
 
 demo: $(STAMP)
 	$(PY) -m harness compare $(DEMO) --reference --trials $(DEMO_TRIALS)

@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/bench_preflight.py [--rounds 3] [--spec 'pip:sglang==0.5.15,deps=none'] [--out FILE]
 
-Each round points the build cache (`$SGLANG_REPRO_CACHE/builds`, see harness/build_cache.py) at a fresh
+Each round points the build cache (`$SGLANG_REPRO_CACHE/builds`, see harness/build/cache.py) at a fresh
 empty folder, then times, in this process:
 
 * flag check, cold: `check_flags` on the flags of the case `tokens=276,path=graph` of
@@ -12,7 +12,7 @@ empty folder, then times, in this process:
 * a batch, cold: every case's flags (`check_flags_up_front`, as `compare` calls it), in a fresh cache.
 * environment description (`describe_environment`, written to each run's env.json), cold and cached.
 
-The build must already be prepared (`python -m harness.build prepare SPEC`); the build's environment
+The build must already be prepared (`sglang-repro prepare SPEC`); the build's environment
 itself lives in the real cache and is never rebuilt here.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 from _common import emit, quiet_logging, ratio, summary
 
 from harness.build import describe_environment, parse_build_spec, pip_env_ready, resolve_build
-from harness.build_cache import cache_file
+from harness.build.cache import cache_file
 from harness.preflight import check_flags
 from harness.preflight_batch import check_flags_up_front
 from harness.scenario import load_file, select_cases, server_flags
@@ -57,7 +57,7 @@ def _builds_cache(root: Path) -> None:
 def run_benchmark(spec: str, rounds: int) -> dict[str, Any]:
     parsed = parse_build_spec(spec)
     if parsed.kind == "pip" and not pip_env_ready(parsed):
-        return {"spec": spec, "available": False, "why": f"{spec} is not prepared (python -m harness.build prepare)"}
+        return {"spec": spec, "available": False, "why": f"{spec} is not prepared (sglang-repro prepare)"}
     build = resolve_build(parsed)
     loaded = load_file(SCENARIO)
     cases = loaded.cases

@@ -20,7 +20,7 @@ Throughput is each client's own report: `output_throughput` from bench_serving's
 `output_throughput_tok_s` of `harness.metrics.aggregate` for the harness. Ratios are harness / bench_serving.
 
 `bench_serving` comes from an sglang installed without its dependencies (`pip:sglang==0.5.15,deps=none`,
-created by `python -m harness.build prepare` if missing, or `--sglang-python`), with the import stubs of
+created by `sglang-repro prepare` if missing, or `--sglang-python`), with the import stubs of
 `fixtures/bench_serving_stubs` (an import-only `datasets`) on PYTHONPATH and the reference server's tokenizer written by
 `python -m harness.sim.tokenizer`. If it cannot run, the summary says why and reports the harness side only.
 """

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.build import Builds
 from harness.comparison import (
     DEFAULT_METRICS,
     CaseComparison,
@@ -33,7 +34,7 @@ from harness.manifest import manifest_mismatch
 from harness.outcome import Outcome
 from harness.paths import reports_root
 from harness.record import RunRecord
-from harness.run import RunInterrupted, RunOptions, execute_run
+from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario import Case, LoadedScenario
 from harness.scenario.model import RelativeChecks
 from harness.server_pool import ServerPool
@@ -179,8 +180,12 @@ def compare_cases(
     trials: int | None = None,
     out_root: Path | None = None,
     progress: Callable[[RunRecord], None] | None = None,
+    builds: Builds | None = None,
 ) -> ComparisonRun:
-    """Run every case under every role (interleaved trials); the comparison of what ran."""
+    """Run every case under every role (interleaved trials); the comparison of what ran.
+
+    Each spec is resolved once, through ``builds`` (the command's, shared with its pre-flight)."""
+    builds = builds or Builds()
     report_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{loaded.scenario.name[:40]}-{secrets.token_hex(2)}"
     report_dir = (out_root or reports_root()) / "compare" / report_id
     report_dir.mkdir(parents=True)
@@ -192,12 +197,13 @@ def compare_cases(
     for case in cases:
         n = trials or case.scenario.workload.trials
         by_role: dict[str, list[RunRecord]] = {role: [] for role in specs}
+        resolved = {role: resolve_for(case, spec, builds) for role, spec in specs.items()}
         try:
             # One server per role kept across the case's trials (when the scenario shares servers).
             with ServerPool(report_dir) as pool:
                 for trial in range(n):
-                    for role, spec in specs.items():
-                        record = execute_run(case, spec, role=role, trial=trial, options=options, pool=pool)
+                    for role, build in resolved.items():
+                        record = execute_run(case, build, role=role, trial=trial, options=options, pool=pool)
                         by_role[role].append(record)
                         all_runs.append(record)
                         if progress:

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build import Build, run_bounded
-from harness.build_cache import cached_flag_checks
+from harness.build import Build
+from harness.build.cache import cached_flag_checks
 from harness.errors import InfraError
+from harness.proc import run_bounded
 from harness.text import last_line
 
 __all__ = ["ARGPARSE_ERROR", "FlagCheck", "check_flag_sets", "check_flags", "model_gap"]
@@ -81,7 +82,7 @@ def check_flags(build: Build, server_argv: Sequence[str], *, timeout_s: float = 
 def check_flag_sets(build: Build, argvs: Sequence[Sequence[str]], *, timeout_s: float = 120) -> list[FlagCheck]:
     """:func:`check_flags` for several flag lists, in one process of the build's interpreter."""
     sets = [_flags(build, argv) for argv in argvs]
-    # Each verdict is kept per build (harness.build_cache): the parser starts only for unknown sets.
+    # Each verdict is kept per build (harness.build.cache): the parser starts only for unknown sets.
     return cached_flag_checks(build, sets, lambda todo: _parse(build, todo, timeout_s), FlagCheck, method=_PARSE)
 
 

@@ -3,7 +3,7 @@
 A ``compare`` (or ``run`` over several cases) asks each build's parser about one flag set per case.
 Parsed one run at a time, a real sglang parser is loaded once per case (seconds each); parsed here,
 up front, it is loaded once per build, and each run then finds its verdict in the build cache
-(``harness.build_cache``). Nothing here decides anything: a build that cannot be had or a parser
+(``harness.build.cache``). Nothing here decides anything: a build that cannot be had or a parser
 that cannot load is left for the run itself to report, as its own pre-flight verdict.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from harness.build import Build, parse_build_spec, pip_env_ready, resolve_build
+from harness.build import Build, BuildFailure, Builds
 from harness.errors import HarnessError
 from harness.launcher import launcher_for
 from harness.scenario import Case, server_flags
@@ -22,25 +22,21 @@ __all__ = ["check_flags_up_front"]
 log = logging.getLogger(__name__)
 
 
-def _ready_build(spec: str | Build) -> Build | None:
-    # Only builds that resolve without installing anything: whether a run may create an
-    # environment (a full GPU stack) is the run's decision, made with the case's hardware.
-    if isinstance(spec, Build):
-        return spec
-    parsed = parse_build_spec(spec)
-    if parsed.kind == "sim" or (parsed.kind == "pip" and not pip_env_ready(parsed)):
-        return None
-    return resolve_build(parsed)
-
-
-def check_flags_up_front(cases: Sequence[Case], specs: Iterable[str | Build]) -> int:
+def check_flags_up_front(cases: Sequence[Case], specs: Iterable[str | Build], builds: Builds | None = None) -> int:
     """Parse every case's server flags with each build's parser (one process per build); returns how
-    many builds were checked. Failures are logged and left to the runs."""
+    many builds were checked. Failures are logged and left to the runs.
+
+    Only builds that resolve without installing anything are checked: whether a run may create an
+    environment (a full GPU stack) is the run's decision, made with the case's hardware. A spec is
+    resolved through ``builds`` (the command's, so its runs reuse the resolution)."""
+    builds = builds or Builds()
     checked = 0
     for spec in dict.fromkeys(specs):
         try:
-            build = _ready_build(spec)
-            if build is None:
+            build = builds.prepared(spec) if isinstance(spec, str) else spec
+            if isinstance(build, BuildFailure):
+                log.info("pre-flight up front skipped for %s: %s", build.spec, build.reason)
+            if not isinstance(build, Build):  # not made yet, or cannot be had: the runs will say
                 continue
             launcher = launcher_for(build)
             if launcher.is_reference:  # its parser runs in this process: nothing to save

@@ -35,8 +35,8 @@ from typing import Any
 from harness import __version__, contract, hardware
 from harness.artifacts import new_run_dir, write_env, write_record, write_repro
 from harness.auth import admin_headers, request_headers
-from harness.build import Build, describe_environment, parse_build_spec, resolve_build
-from harness.errors import HarnessError, InfraError, UserError
+from harness.build import Build, BuildFailure, Builds, describe_environment
+from harness.errors import HarnessError, UserError
 from harness.expectation import judge_run
 from harness.launcher import Launcher, hardware_gap, launcher_for
 from harness.lease import DEFAULT_GPU_LEASE_TIMEOUT_S, gpu_env, lease_gpus, lease_port
@@ -61,8 +61,9 @@ from harness.scenario.model import Bound, Checks
 from harness.server import ServerDied, ServerProcess, StartupTimeout
 from harness.server_pool import LiveServer, ServerPool, pool_key, teardown_info
 from harness.signatures import Catalogue, Match, last_traceback
+from harness.text import first_line
 
-__all__ = ["RunInterrupted", "RunOptions", "evaluate_checks", "execute_run"]
+__all__ = ["RunInterrupted", "RunOptions", "evaluate_checks", "execute_run", "resolve_for"]
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class RunInterrupted(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class Resolved:
-    build: Build
+    build: Build | BuildFailure
     launcher: Launcher | None
     case: Case
     problem: RunVerdict | None = None
@@ -140,23 +141,16 @@ class RunPaths:
 # --------------------------------------------------------------------------- 1. resolve
 
 
-def _resolve(case: Case, spec: str | Build) -> Resolved:
-    if isinstance(spec, Build):
-        launcher = launcher_for(spec)
-        return Resolved(spec, launcher, launcher.case_for(case))
-    parsed = parse_build_spec(spec)  # a bad spec is the user's: UserError, exit 2
-    unresolved = Build(kind=parsed.kind, spec=parsed.spec, python="", launcher=(),
-                       is_reference=parsed.kind in ("sim", "simsrc"))
-    try:
-        if parsed.kind == "pip" and parsed.fields.get("deps", "full") == "full":
-            # Creating a full environment pulls the GPU stack (gigabytes): not on a host that cannot run it.
-            gap = hardware_gap(case)
-            if gap:
-                raise InfraError(f"{gap}; the environment of {spec} was not created")
-        build = resolve_build(parsed)
-    except InfraError as exc:
-        return Resolved(unresolved, None, case, RunVerdict(Outcome.INFRA, f"pre-flight: {_line(exc)}",
-                                                            Phase.PREFLIGHT))
+def resolve_for(case: Case, spec: str, builds: Builds) -> Build | BuildFailure:
+    """The build of ``spec`` for runs of ``case``, resolved once per ``builds`` (one per command); UserError
+    for a bad spec. A full ``pip:`` environment is not created on a host that cannot run the case."""
+    # Creating a full environment pulls the GPU stack (gigabytes): not on a host that cannot run it.
+    return builds.get(spec, install_gap=lambda: hardware_gap(case))
+
+
+def _resolve(case: Case, build: Build | BuildFailure) -> Resolved:
+    if isinstance(build, BuildFailure):
+        return Resolved(build, None, case, RunVerdict(Outcome.INFRA, f"pre-flight: {build.reason}", Phase.PREFLIGHT))
     launcher = launcher_for(build)
     return Resolved(build, launcher, launcher.case_for(case))
 
@@ -220,9 +214,9 @@ def _serve(resolved: Resolved, paths: RunPaths, deadline: float, opts: RunOption
     Fills ``attempt`` as it goes. Without a pool the server is torn down here; with one, a ready server is
     handed to the pool (``execute_run`` evicts it when the trial does not pass).
     """
-    case, build, launcher = resolved.case, resolved.build, resolved.launcher
+    case, launcher = resolved.case, resolved.launcher
     assert launcher is not None
-    sc = case.scenario
+    build, sc = launcher.build, case.scenario
     attempt.prompts = launcher.prompts(case, trial)
     env_overlay = {**build.env, **sc.server.env}
     key = pool_key(build.spec, server_flags(sc, port=0), env_overlay)
@@ -243,15 +237,7 @@ def _serve(resolved: Resolved, paths: RunPaths, deadline: float, opts: RunOption
         needed = launcher.gpus_needed(case)
         if pool is not None:
             pool.make_room(needed)
-        gpu_indices: Sequence[int] = ()
-        if needed and opts.gpus is not None:
-            gpu_indices = tuple(opts.gpus)
-            attempt.env_overlay.update(gpu_env(gpu_indices))
-        elif needed:
-            inventory = [g.index for g in hardware.inventory()]
-            gpus = leases.enter_context(lease_gpus(needed, inventory, timeout_s=opts.gpu_lease_timeout_s))
-            gpu_indices = gpus.indices
-            attempt.env_overlay.update(gpus.env)
+        gpu_indices = _gpus(needed, opts, leases, attempt)
         matcher = catalogue.stream(_watched(case, catalogue))
         startup_s = min(sc.timeouts.startup_s, max(1.0, deadline - time.monotonic()))
         server = ServerProcess(
@@ -279,6 +265,19 @@ def _serve(resolved: Resolved, paths: RunPaths, deadline: float, opts: RunOption
             if not handed_over:
                 with attempt.timed("teardown"):
                     attempt.teardown = _teardown(server)
+
+
+def _gpus(needed: int, opts: RunOptions, leases: ExitStack, attempt: Attempt) -> Sequence[int]:
+    """The GPUs of one start: the caller's (``opts.gpus``), else leased for as long as ``leases`` lives."""
+    if not needed:
+        return ()
+    if opts.gpus is not None:
+        attempt.env_overlay.update(gpu_env(opts.gpus))
+        return tuple(opts.gpus)
+    inventory = [g.index for g in hardware.inventory()]
+    gpus = leases.enter_context(lease_gpus(needed, inventory, timeout_s=opts.gpu_lease_timeout_s))
+    attempt.env_overlay.update(gpus.env)
+    return gpus.indices
 
 
 def _reuse(live: LiveServer, resolved: Resolved, attempt: Attempt, paths: RunPaths, deadline: float,
@@ -412,12 +411,7 @@ def _record(resolved: Resolved, attempt: Attempt, verdict: RunVerdict, checks: t
     sc = case.scenario
     if attempt.live is not None:
         _copy_log_slice(attempt.live.server.log_path, attempt.log_offset, paths.log)
-    env_info: dict[str, Any]
-    try:
-        env_info = describe_environment(build) if build.python else {"build": build.spec, "error": "not resolved"}
-    except HarnessError as exc:
-        env_info = {"error": str(exc)}
-    env_info["host"] = hardware.host_info()
+    env_info = _environment(build)
     write_env(paths.run_dir, env_info)
     if attempt.argv:
         index = attempt.failing_request or 0
@@ -434,8 +428,7 @@ def _record(resolved: Resolved, attempt: Attempt, verdict: RunVerdict, checks: t
         run_id=paths.tag,
         scenario=ScenarioRef(name=sc.name, file=str(case.file)),
         case=CaseRef(name=case.name, values=dict(case.values)),
-        build=BuildRef(kind=build.kind, spec=build.spec, version=build.version, commit=build.commit, role=role,
-                       reference_server=build.is_reference),
+        build=_build_ref(build, role),
         trial=trial,
         outcome=verdict.outcome,
         signature=verdict.signature,
@@ -461,6 +454,29 @@ def _record(resolved: Resolved, attempt: Attempt, verdict: RunVerdict, checks: t
     )
     write_record(paths.run_dir, record)
     return record
+
+
+def _environment(build: Build | BuildFailure) -> dict[str, Any]:
+    """``env.json``: the build's interpreter described, and the host."""
+    env_info: dict[str, Any]
+    try:
+        env_info = (describe_environment(build) if isinstance(build, Build)
+                    else {"build": build.spec, "error": "not resolved"})
+    except HarnessError as exc:
+        env_info = {"error": str(exc)}
+    env_info["host"] = hardware.host_info()
+    return env_info
+
+
+def _build_ref(build: Build | BuildFailure, role: str | None) -> BuildRef:
+    if isinstance(build, BuildFailure):
+        return BuildRef(kind=build.kind, spec=build.spec, role=role, reference_server=build.is_reference)
+    return BuildRef(kind=build.kind, spec=build.spec, version=build.version, commit=build.commit, role=role,
+                    reference_server=build.is_reference)
+
+
+def _version_label(build: Build | BuildFailure) -> str:
+    return (build.version if isinstance(build, Build) else None) or build.kind
 
 
 def _copy_log_slice(source: Path, offset: int, target: Path) -> None:
@@ -501,14 +517,31 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _line(exc: BaseException) -> str:
-    text = str(exc)
-    return text.splitlines()[0] if text else type(exc).__name__
+def _serve_guarded(resolved: Resolved, paths: RunPaths, deadline: float, opts: RunOptions, catalogue: Catalogue,
+                   attempt: Attempt, trial: int, pool: ServerPool | None) -> bool:
+    """``_serve`` with what stops the harness itself turned into the attempt's verdict; True when interrupted."""
+    try:
+        _serve(resolved, paths, deadline, opts, catalogue, attempt, trial, pool)
+    except UserError:
+        raise
+    except HarnessError as exc:
+        # What stopped the harness itself (a lease that timed out, a tokenizer that is missing) means
+        # the product was never tried: infra, in the phase the run had reached.
+        phase = Phase.PREFLIGHT if attempt.server is None else Phase.STARTUP
+        attempt.verdict = RunVerdict(Outcome.INFRA, f"{phase.value}: {first_line(exc)}", phase)
+    except KeyboardInterrupt as exc:
+        attempt.verdict = RunVerdict(Outcome.INTERRUPTED, f"interrupted ({first_line(exc) or 'SIGINT'}); "
+                                     "the server was torn down", None)
+        return True
+    except OSError as exc:
+        # A full disk or a vanished output folder: the harness could not keep the run's artifacts.
+        attempt.verdict = RunVerdict(Outcome.INFRA, f"harness I/O error: {exc}", None)
+    return False
 
 
 def execute_run(
     case: Case,
-    build_spec: str | Build,
+    build: str | Build | BuildFailure,
     *,
     role: str | None = None,
     trial: int = 0,
@@ -517,48 +550,31 @@ def execute_run(
 ) -> RunRecord:
     """Run ``case`` on one build once and return its record (also written to ``result.json``).
 
-    With a ``pool`` (and ``server.share_between_trials`` in the scenario) the trial reuses a server an
-    earlier trial started, and leaves it there when it passes.
+    ``build`` is resolved already (:func:`resolve_for`, once per command, so a command's trials share one
+    resolution); a spec string is resolved here, for this one run. With a ``pool`` (and
+    ``server.share_between_trials`` in the scenario) the trial reuses a server an earlier trial started,
+    and leaves it there when it passes.
     Raises UserError for a bad build spec (nothing is started), and :class:`RunInterrupted` after writing
     the record of a run stopped by SIGINT or SIGTERM.
     """
     opts = options or RunOptions()
     started = time.monotonic()
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    timings: dict[str, float] = {}
-    t0 = time.monotonic()
-    resolved = _resolve(case, build_spec)
-    timings["resolve"] = round(time.monotonic() - t0, 4)
+    resolved = _resolve(case, resolve_for(case, build, Builds()) if isinstance(build, str) else build)
+    attempt = Attempt(verdict=resolved.problem, timings={"resolve": round(time.monotonic() - started, 4)})
     sc = resolved.case.scenario
     deadline = started + sc.timeouts.scenario_s
     catalogue = opts.catalogue or Catalogue.load()
     label = role or resolved.build.kind
-    run_dir = new_run_dir(sc.name, case.name, f"{label}-{resolved.build.version or resolved.build.kind}", trial,
-                          opts.out_root)
+    run_dir = new_run_dir(sc.name, case.name, f"{label}-{_version_label(resolved.build)}", trial, opts.out_root)
     paths = RunPaths(run_dir, run_dir / "server.log", run_dir / "requests.jsonl",
                      f"{run_dir.name}-{secrets.token_hex(4)}")
-    attempt = Attempt(verdict=resolved.problem, timings=timings)
     interrupted = False
     if not sc.server.share_between_trials:
         pool = None
     with _sigterm_as_interrupt():
         if attempt.verdict is None:
-            try:
-                _serve(resolved, paths, deadline, opts, catalogue, attempt, trial, pool)
-            except UserError:
-                raise
-            except HarnessError as exc:
-                # What stopped the harness itself (a lease that timed out, a tokenizer that is missing) means
-                # the product was never tried: infra, in the phase the run had reached.
-                phase = Phase.PREFLIGHT if attempt.server is None else Phase.STARTUP
-                attempt.verdict = RunVerdict(Outcome.INFRA, f"{phase.value}: {_line(exc)}", phase)
-            except KeyboardInterrupt as exc:
-                interrupted = True
-                attempt.verdict = RunVerdict(Outcome.INTERRUPTED, f"interrupted ({_line(exc) or 'SIGINT'}); "
-                                             "the server was torn down", None)
-            except OSError as exc:
-                # A full disk or a vanished output folder: the harness could not keep the run's artifacts.
-                attempt.verdict = RunVerdict(Outcome.INFRA, f"harness I/O error: {exc}", None)
+            interrupted = _serve_guarded(resolved, paths, deadline, opts, catalogue, attempt, trial, pool)
         assert attempt.verdict is not None
         verdict, checks = _judge(attempt.verdict, sc.checks, attempt.metrics)
         if attempt.live is not None and pool is not None and verdict.outcome is not Outcome.PASS:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["last_line"]
+__all__ = ["first_line", "last_line"]
 
 
 def last_line(text: str, limit: int = 300, empty: str = "(no output)") -> str:
@@ -11,3 +11,9 @@ def last_line(text: str, limit: int = 300, empty: str = "(no output)") -> str:
         if line.strip():
             return line.strip()[:limit]
     return empty
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (a run's reason is one line), or its type's name."""
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__

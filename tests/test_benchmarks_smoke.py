@@ -131,7 +131,7 @@ def test_preflight_benchmark_times_a_real_parser_cold_and_cached(tmp_path: Path)
 def test_preflight_benchmark_says_when_the_build_is_not_prepared(tmp_path: Path) -> None:
     result = _run_plain("bench_preflight.py", "--spec", "pip:sglang==0.0.1,deps=none", tmp_path=tmp_path)
     assert result == {"spec": "pip:sglang==0.0.1,deps=none", "available": False,
-                      "why": "pip:sglang==0.0.1,deps=none is not prepared (python -m harness.build prepare)"}
+                      "why": "pip:sglang==0.0.1,deps=none is not prepared (sglang-repro prepare)"}
 
 
 def _run_plain(script: str, *args: str, tmp_path: Path) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.build import Build, BuildSpec, describe_environment, ensure_pip_env, parse_build_spec, resolve_build
+from harness.build import (
+    Build,
+    BuildFailure,
+    Builds,
+    BuildSpec,
+    describe_environment,
+    ensure_pip_env,
+    parse_build_spec,
+    resolve_build,
+)
 from harness.errors import InfraError, UserError
 
 RELEASES = ("0.5.14", "0.5.15")
@@ -184,3 +194,51 @@ def test_src_build_with_an_unknown_rev_is_a_user_error(fake_checkout, tmp_path: 
 def test_src_build_of_a_missing_checkout_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="is not a directory"):
         resolve_build(f"src:{tmp_path / 'absent'}", cache_dir=tmp_path / "cache")
+
+
+def test_a_build_that_cannot_be_had_is_tried_once_per_command(tmp_path: Path) -> None:
+    log = tmp_path / "starts.log"
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\necho start >> "{log}"\necho "no sglang here" >&2\nexit 1\n')
+    python.chmod(0o755)
+    builds = Builds()
+    first = builds.get(f"python:{python}")
+    assert isinstance(first, BuildFailure)
+    assert first.reason == f"interpreter {python} failed to describe itself: no sglang here"
+    assert builds.get(f"python:{python}") == first
+    assert log.read_text().splitlines() == ["start"]
+
+
+def test_a_full_environment_is_not_created_on_a_host_that_cannot_run_the_case(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def gap() -> str:
+        asked.append("gap")
+        return "hardware: needs 1 GPU, found 0"
+
+    builds = Builds(cache_dir=tmp_path / "cache")
+    refused = builds.get("pip:sglang==9.9.9", install_gap=gap)
+    assert refused == BuildFailure("pip", "pip:sglang==9.9.9", "hardware: needs 1 GPU, found 0; the environment "
+                                   "of pip:sglang==9.9.9 was not created")
+    assert builds.get("pip:sglang==9.9.9", install_gap=gap) == refused
+    assert asked == ["gap", "gap"]  # asked per case: another may need less
+    assert builds.prepared("pip:sglang==9.9.9") is None
+    assert not (tmp_path / "cache").exists()
+
+
+def test_prepare_is_a_command_of_the_one_cli(run_cli, tmp_path: Path) -> None:
+    res = run_cli("prepare", "sim:post-fix,seed=3", "--cache-dir", tmp_path / "cache")
+    assert res.returncode == 0, res.stderr
+    printed = json.loads(res.stdout)
+    assert printed["kind"] == "sim" and printed["spec"] == "sim:post-fix,seed=3"
+    assert printed["launcher"][1:] == ["-m", "harness.sim.server", "--sim-revision", "post-fix", "--sim-seed", "3"]
+    bad = run_cli("prepare", "pip:numpy==1.0")
+    assert bad.returncode == 2 and "is not sglang==VERSION" in bad.stderr
+
+
+def test_the_older_spelling_of_prepare_still_works(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "harness.build", "describe", "sim:pre-fix"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "SGLANG_REPRO_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    described = json.loads(done.stdout)
+    assert described["reference_model"] is True and described["build"]["spec"] == "sim:pre-fix"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.build import Build, default_cache_dir, describe_environment, ensure_pip_env, resolve_build
-from harness.build_cache import cache_file, flag_set_key
+from harness.build.cache import cache_file, flag_set_key
 from harness.errors import InfraError
 from harness.preflight import check_flag_sets, check_flags
 

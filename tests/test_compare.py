@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,30 @@ def test_unknown_role_is_usage_error(run_cli, tmp_path):
     res = run_cli("compare", LONG, "--build", "later=sim:post-fix", "--out", tmp_path)
     assert res.returncode == 2
     assert "no build role 'later'" in res.stderr
+
+
+def _probe_counting_python(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """An interpreter whose environment has a (tiny) sglang, noting each time the harness probes it for sglang
+    (the probe script looks for it with find_spec; describing the packages adds --packages)."""
+    src = tmp_path / name / "src"
+    (src / "sglang").mkdir(parents=True)
+    (src / "sglang" / "__init__.py").write_text('__version__ = "0.0.1"\n')
+    log = tmp_path / name / "probes.log"
+    wrapper = tmp_path / name / "python"
+    wrapper.write_text(f'#!/bin/sh\ncase "$2" in *find_spec*) [ "$3" = --packages ] || echo probe >> "{log}";; esac\n'
+                       f'PYTHONPATH="{src}" exec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper, log
+
+
+def test_a_comparison_resolves_each_build_once(run_cli, tmp_path):
+    before, before_log = _probe_counting_python(tmp_path, "before")
+    after, after_log = _probe_counting_python(tmp_path, "after")
+    res = run_cli("compare", LONG, "--case", "tokens=276", "--trials", "5", "--before", f"python:{before}",
+                  "--after", f"python:{after}", "--out", tmp_path / "out",
+                  env={"SGLANG_REPRO_CACHE": str(tmp_path / "cache")}, timeout=300)
+    # This sglang has no flag parser: every run stops at pre-flight, after its build was resolved.
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert len(list((tmp_path / "out").rglob("result.json"))) == 2 * 2 * 5  # cases x roles x trials
+    assert before_log.read_text().splitlines() == ["probe"]
+    assert after_log.read_text().splitlines() == ["probe"]

@@ -20,14 +20,14 @@ through the reference server's noise. Every knob is a code change the server rea
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import shutil
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness.proc import git
 
 __all__ = ["STEP_COST_MS", "Layout", "make_demo_repo", "random_layout"]
 
@@ -72,12 +72,6 @@ def random_layout(seed: int, commits: int = 72) -> Layout:
     return Layout(commits, culprit, fix, unrelated_add, unrelated_remove, tuple(sorted(broken)), slowdown)
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, **_IDENTITY}
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, check=True)
-    return done.stdout.strip()
-
-
 def _edit(path: Path, old: str, new: str) -> None:
     text = path.read_text()
     if old not in text:
@@ -91,8 +85,8 @@ def make_demo_repo(root: Path, layout: Layout = Layout(), *, step_cost_ms: float
     ``step_cost_ms`` is the base cost of a target step: a search for the 20% slowdown needs it large enough
     to rise above the server's timing noise; a search for a crash does not depend on it."""
     root.mkdir(parents=True, exist_ok=True)
-    _git(root, "init", "-q", "-b", "main")
-    _git(root, "config", "commit.gpgsign", "false")
+    git(root, "init", "-q", "-b", "main", env=_IDENTITY)
+    git(root, "config", "commit.gpgsign", "false", env=_IDENTITY)
     (root / "harness").mkdir()
     (root / "harness" / "__init__.py").write_text('"""sglang-repro (a generated history for bisection tests)."""\n')
     shutil.copytree(_SIM, root / "harness" / "sim", ignore=shutil.ignore_patterns("__pycache__"))
@@ -133,13 +127,13 @@ def make_demo_repo(root: Path, layout: Layout = Layout(), *, step_cost_ms: float
             broken_text = sampling.read_text()
             sampling.write_text(broken_text + "\ndef broken(:\n")
             subject = "sampling: work in progress (does not import)"
-        _git(root, "add", "-A")
-        _git(root, "commit", "-q", "-m", subject)
-        commit = _git(root, "rev-parse", "HEAD")
+        git(root, "add", "-A", env=_IDENTITY)
+        git(root, "commit", "-q", "-m", subject, env=_IDENTITY)
+        commit = git(root, "rev-parse", "HEAD", env=_IDENTITY)
         named[f"c{i}"] = commit
         if i % layout.tag_every == 0 or i == layout.commits - 1:
             tag = f"v0.{i // layout.tag_every + 1 + (i % layout.tag_every != 0)}.0"
-            _git(root, "tag", tag)
+            git(root, "tag", tag, env=_IDENTITY)
             named[tag] = commit
     for name in ("culprit", "fix", "unrelated_add", "unrelated_remove", "slowdown"):
         named[name] = named[f"c{getattr(layout, name)}"]

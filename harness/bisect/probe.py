@@ -31,6 +31,7 @@ from harness.bisect.oracle import (
     judge,
     trial_from_record,
 )
+from harness.build import Builds
 from harness.record import RunRecord
 from harness.scenario import Case, load_file, select_cases
 from harness.server_pool import ServerPool
@@ -159,15 +160,15 @@ class Probe:
     def _known(self, revision: str) -> list[Trial]:
         return [trial_from_record(r) for r in self.runs.known(search_key(revision, self.state.experiment))]
 
-    def _execute(self, spec: str, index: int, pool: ServerPool) -> RunRecord:
-        from harness.run import RunOptions, execute_run
+    def _execute(self, spec: str, index: int, pool: ServerPool, builds: Builds) -> RunRecord:
+        from harness.run import RunOptions, execute_run, resolve_for
 
-        return execute_run(self.case, spec, role=None, trial=index, pool=pool,
+        return execute_run(self.case, resolve_for(self.case, spec, builds), role=None, trial=index, pool=pool,
                            options=RunOptions(out_root=Path(self.state.out_root), progress=False))
 
-    def _run_trial(self, revision: str, spec: str, index: int, pool: ServerPool) -> Trial:
+    def _run_trial(self, revision: str, spec: str, index: int, pool: ServerPool, builds: Builds) -> Trial:
         """One new trial, recorded in the store under the revision and the experiment."""
-        record = self._execute(spec, index, pool)
+        record = self._execute(spec, index, pool, builds)
         self.runs.record(search_key(revision, self.state.experiment), record)
         return trial_from_record(record)
 
@@ -175,6 +176,9 @@ class Probe:
         # One revision's trials share a server (the scenario's server.share_between_trials); the pool is
         # closed before the next revision is checked out into the same worktree.
         return ServerPool(Path(self.state.out_root))
+
+    # Each of the three below resolves the build once for all its trials (and not at all when the cache
+    # answers): the spec names the worktree, whose checkout moves between calls, so no resolution outlives one.
 
     def judge(self, *, kind: str, revision: str, label: str, spec: str, target: Target | None = None,
               fresh_trials: int = 0, index: int = 0) -> StepRecord:
@@ -186,9 +190,10 @@ class Probe:
         if fresh_trials:
             limits = replace(limits, max_trials=max(limits.max_trials, fresh_trials),
                              max_inconclusive=max(limits.max_inconclusive, fresh_trials))
+        builds = Builds()
         with self._pool() as pool:
             def run(i: int) -> Trial:
-                return self._run_trial(revision, spec, i, pool)
+                return self._run_trial(revision, spec, i, pool, builds)
 
             decision: Decision = judge(run, target, limits, known=known, min_trials=max(1, fresh_trials))
         return StepRecord(kind=kind, revision=revision, label=label, verdict=decision.verdict,
@@ -197,12 +202,13 @@ class Probe:
 
     def fresh_trials(self, revision: str, spec: str, n: int) -> list[Trial]:
         """``n`` new trials on one server (recorded in the store too)."""
+        builds = Builds()
         with self._pool() as pool:
-            return [self._run_trial(revision, spec, i, pool) for i in range(n)]
+            return [self._run_trial(revision, spec, i, pool, builds) for i in range(n)]
 
     def trials(self, revision: str, spec: str, n: int) -> list[Trial]:
         """The first ``n`` trials of a revision: known ones, then new runs."""
-        known = self._known(revision)[:n]
+        known, builds = self._known(revision)[:n], Builds()
         with self._pool() as pool:
-            known += [self._run_trial(revision, spec, i, pool) for i in range(len(known), n)]
+            known += [self._run_trial(revision, spec, i, pool, builds) for i in range(len(known), n)]
         return known

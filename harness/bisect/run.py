@@ -20,9 +20,9 @@ from harness.bisect.releases import (
 from harness.bisect.report import BisectReport, write_report
 from harness.bisect.session import CommitResult, Request, bisect_commits, new_bisect_id
 from harness.bisect.step import expected_steps
-from harness.bisect.worktree import git
 from harness.errors import UserError
 from harness.paths import reports_root
+from harness.proc import git
 from harness.signatures import Catalogue
 from harness.store.store import new_batch
 

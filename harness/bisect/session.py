@@ -31,12 +31,12 @@ from harness.bisect.worktree import (
     PACKAGE_ROOT,
     BisectWorktree,
     argv_of_step,
-    git,
     kill_group,
     layout_of,
     resolve_commit,
 )
 from harness.errors import UserError
+from harness.proc import git, is_ancestor
 from harness.signatures import Catalogue
 from harness.store.store import Batch, new_batch
 from harness.store.url import STORE_ENV
@@ -112,9 +112,7 @@ def _culprit(repo: Path, commit: str) -> Culprit:
 def _order(repo: Path, good: str, bad: str, find: str) -> tuple[str, str]:
     """(old, new) in git's terms: a regression goes good -> bad, a fix goes bad -> good."""
     old, new = (good, bad) if find == "regression" else (bad, good)
-    ancestry = subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", old, new],
-                              capture_output=True, stdin=subprocess.DEVNULL, timeout=120)
-    if ancestry.returncode != 0:
+    if not is_ancestor(repo, old, new):
         hint = "" if find == "fix" else " (to find the commit that fixed a bug, add --find fix)"
         raise UserError(f"--{'good' if find == 'regression' else 'bad'} {old[:12]} is not an ancestor of "
                         f"--{'bad' if find == 'regression' else 'good'} {new[:12]}{hint}")

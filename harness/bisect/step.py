@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness.bisect.probe import Probe, SearchState, StepRecord, load_case, progress
-from harness.bisect.worktree import git
+from harness.proc import git
 from harness.store.url import STORE_ENV
 
 __all__ = ["EXIT_ABORT", "STEPS_FILE", "main", "read_steps"]

@@ -20,34 +20,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from harness.errors import InfraError, UserError
+from harness.errors import UserError
+from harness.proc import commit_of, git
 
-__all__ = ["BisectWorktree", "git", "layout_of", "resolve_commit"]
+__all__ = ["BisectWorktree", "layout_of", "resolve_commit"]
 
-_GIT_TIMEOUT_S = 120.0
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-def git(repo: Path, *args: str, check: bool = True, timeout: float = _GIT_TIMEOUT_S) -> str:
-    """``git -C repo args`` (argv, never a shell); stdout stripped. InfraError when it fails and ``check``."""
-    try:
-        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise InfraError(f"git {' '.join(args)} in {repo} took longer than {timeout:.0f} s") from None
-    if check and done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise InfraError(f"git {' '.join(args)} in {repo} failed: {last}")
-    return done.stdout.strip()
 
 
 def resolve_commit(repo: Path, rev: str, flag: str) -> str:
     """The full commit id of ``rev``; UserError naming the flag when it is not a commit of ``repo``."""
-    done = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
-                          capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, stdin=subprocess.DEVNULL)
-    if done.returncode != 0 or not done.stdout.strip():
+    commit = commit_of(repo, rev)
+    if commit is None:
         raise UserError(f"{flag} {rev}: not a commit of {repo}")
-    return done.stdout.strip()
+    return commit
 
 
 def layout_of(repo: Path, commit: str) -> str:

@@ -33,6 +33,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("validate", "validate", "check scenario files (exit 0 all valid, 2 otherwise, one error per line)"),
     Command("list", "list", "list the cases of scenario files after matrix expansion"),
     Command("schema", "schema", "print the JSON Schema of the scenario format"),
+    Command("prepare", "prepare", "create builds' environments ahead of time (cached) and print each build"),
     Command("run", "run",
             "run a scenario's cases against a build (exit 0 pass, 1 fail/crash, 2 bad input, 3 infra/timeout)"),
     Command("compare", "compare",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from harness.build import Builds
 from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.commands._store_args import add_store_arguments, finish_store, store_choice
 from harness.compare_runner import compare_cases, role_specs
@@ -93,14 +94,15 @@ def main(args: argparse.Namespace) -> int:
     specs = role_specs(loaded, overrides=_overrides(args), reference=args.reference)
     print(f"comparing {loaded.scenario.name}: {len(cases)} case(s), roles "
           + ", ".join(f"{r}={s}" for r, s in specs.items()), file=sys.stderr, flush=True)
-    check_flags_up_front(cases, specs.values())  # one parser process per build, not one per run
+    builds = Builds()  # each build resolved once for the whole comparison
+    check_flags_up_front(cases, specs.values(), builds)  # one parser process per build, not one per run
     writer = DeferredWriter(store_choice(args), new_batch("compare"))
 
     def progress(record: RunRecord) -> None:
         _progress(record)
         writer.record(record)
 
-    ran = compare_cases(loaded, cases, specs, trials=args.trials, out_root=args.out, progress=progress)
+    ran = compare_cases(loaded, cases, specs, trials=args.trials, out_root=args.out, progress=progress, builds=builds)
     paths = write_reports(ran.report, ran.report_dir)
     for line in summary(ran.report):
         print(line)

@@ -8,12 +8,13 @@ import time
 from pathlib import Path
 
 from harness.argtypes import positive_int
+from harness.build import Builds
 from harness.commands.run import resolve_role
 from harness.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK, UserError
 from harness.history.review import review
 from harness.outcome import Outcome
 from harness.record import RunRecord
-from harness.run import RunInterrupted, RunOptions, execute_run
+from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario import Case, load_paths, select_cases
 from harness.store.store import new_batch
 from harness.store.url import default_store
@@ -87,12 +88,14 @@ def main(args: argparse.Namespace) -> int:
     options = RunOptions(out_root=args.out, progress=False)
     progress = _Progress(len(planned), args.no_progress)
     records: list[RunRecord] = []
+    builds = Builds()  # each build resolved once for every case and trial
     with StoreWriter(url, batch) as writer:
         for case, spec, role in planned:
             progress.show(f"{case.scenario.name} [{case.name}]")
+            build = resolve_for(case, spec, builds)
             for trial in range(args.trials or case.scenario.workload.trials):
                 try:
-                    record = execute_run(case, spec, role=role, trial=trial, options=options)
+                    record = execute_run(case, build, role=role, trial=trial, options=options)
                 except RunInterrupted as exc:  # stopped by a signal: keep what was done, decide nothing
                     writer.record(exc.record)
                     progress.finish()

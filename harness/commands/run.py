@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from harness.build import Builds
 from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.commands._store_args import add_store_arguments, finish_store, store_choice
 from harness.errors import UserError
@@ -11,7 +12,7 @@ from harness.outcome import Outcome, exit_code_for
 from harness.paths import reports_root
 from harness.preflight_batch import check_flags_up_front
 from harness.record import RunRecord
-from harness.run import RunInterrupted, RunOptions, execute_run
+from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario import Case
 from harness.server_pool import ServerPool
 from harness.store.store import new_batch
@@ -62,14 +63,17 @@ def main(args: argparse.Namespace) -> int:
     options = RunOptions(out_root=args.out, progress=False if args.no_progress else None)
     outcomes: list[Outcome] = []
     writer = DeferredWriter(store_choice(args), new_batch("run"))
+    builds = Builds()  # each build resolved once for every case and trial
     # One parser process for every case's flags, not one per run.
-    check_flags_up_front(cases, dict.fromkeys(resolve_role(case, args.build, args.reference)[0] for case in cases))
+    check_flags_up_front(cases, dict.fromkeys(resolve_role(case, args.build, args.reference)[0] for case in cases),
+                         builds)
     for case in cases:
         spec, role = resolve_role(case, args.build, args.reference)
+        build = resolve_for(case, spec, builds)
         with ServerPool(args.out or reports_root()) as pool:
             for trial in range(args.trials or case.scenario.workload.trials):
                 try:
-                    record = execute_run(case, spec, role=role, trial=trial, options=options, pool=pool)
+                    record = execute_run(case, build, role=role, trial=trial, options=options, pool=pool)
                 except RunInterrupted as exc:
                     print(summary_line(exc.record), flush=True)
                     writer.record(exc.record)

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.build import Build, run_bounded
+from harness.build import Build
 from harness.errors import InfraError
+from harness.proc import run_bounded
 from harness.text import last_line
 
 __all__ = ["FlagInfo", "ParserDefaults", "read_defaults"]

@@ -34,10 +34,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import filelock
-
 from harness.atomic import write_atomic
-from harness.build import Build, default_cache_dir
+from harness.build.environments import default_cache_dir
+from harness.build.resolve import Build
 
 __all__ = ["cache_file", "cached_environment", "cached_flag_checks", "flag_set_key"]
 
@@ -104,6 +103,8 @@ def _base_identity(build: Build) -> dict[str, Any]:
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[dict[str, Any] | None]:
     """The file's content under its lock (``{}`` when absent), or None when the cache is unusable."""
+    import filelock  # here, not at the top: the scenario format imports this package, and `validate` needs no lock
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = filelock.FileLock(str(path) + ".lock", timeout=_LOCK_TIMEOUT_S)
