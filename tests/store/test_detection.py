@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.history.alerts import case_alerts
-from harness.history.evaluation import TOLERANCE
+from harness.history.scoring import TOLERANCE
 from harness.history.series import CasePoints, Point
 from harness.history.steps import Rule, detect
 from harness.history.synthetic import KINDS, generate
