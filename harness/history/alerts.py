@@ -37,6 +37,8 @@ class Alert:
     effect: float | None
     detail: str
     bisect: str
+    scenario_file: str = ""
+    threshold: float | None = None  # a metric alert: the value between the levels before and after
 
     def row(self, batch_id: str) -> dict[str, Any]:
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -111,7 +113,7 @@ def _event_alerts(cp: CasePoints) -> list[Alert]:
             alerts.append(Alert(_fingerprint("new-signature", cp.scenario, cp.case, cp.hardware, sig),
                                 "new-signature", cp.scenario, cp.case, cp.hardware, None, sig, last_pass, p, None,
                                 f"signature {sig} never seen before on this case",
-                                bisect_command(cp, last_pass, p, signature=sig)))
+                                bisect_command(cp, last_pass, p, signature=sig), cp.scenario_file))
         elif (last_decided is not None and last_decided.outcome == Outcome.PASS
               and p.outcome in (Outcome.CRASH, Outcome.FAIL)):
             kind = "pass-to-crash" if p.outcome == Outcome.CRASH else "pass-to-fail"
@@ -120,7 +122,7 @@ def _event_alerts(cp: CasePoints) -> list[Alert]:
                                 kind, cp.scenario, cp.case, cp.hardware, None, crash_sig, last_decided, p, None,
                                 f"{last_decided.outcome.value} -> {p.outcome.value}"
                                 + (f" ({crash_sig})" if crash_sig else ""),
-                                bisect_command(cp, last_decided, p, signature=crash_sig)))
+                                bisect_command(cp, last_decided, p, signature=crash_sig), cp.scenario_file))
         seen |= set(p.signatures)
         last_decided = p
         if p.outcome == Outcome.PASS:
@@ -139,12 +141,13 @@ def case_alerts(cp: CasePoints, tolerances: Mapping[str, float] | None = None) -
             good = cp.points[sf.indices[f.index - 1]] if f.index > 0 else None
             what = "step" if f.kind == "step" else "drift"
             detail = (f"{sf.metric} {f.effect:+.1%} ({f.before:.4g} -> {f.after:.4g})"
-                      + (f", Mann-Whitney p={f.p_value:.2g}" if f.p_value is not None else "")
+                      + (f", z={f.z:+.1f}" if f.z else "")
                       + (" over the last builds" if f.kind == "drift" else ""))
             alerts.append(Alert(_fingerprint(what, cp.scenario, cp.case, cp.hardware, sf.metric, bad.batch_id,
                                              bad.build_key),
                                 what, cp.scenario, cp.case, cp.hardware, sf.metric, None, good, bad, f.effect, detail,
-                                bisect_command(cp, good, bad, metric=sf.metric, threshold=(f.before + f.after) / 2)))
+                                bisect_command(cp, good, bad, metric=sf.metric, threshold=(f.before + f.after) / 2),
+                                cp.scenario_file, (f.before + f.after) / 2))
     return alerts
 
 
