@@ -28,7 +28,7 @@ import numpy as np
 import plotly
 
 from harness.history.alerts import case_findings
-from harness.history.series import CasePoints, case_points
+from harness.history.series import CasePoints, case_points, host_changes
 from harness.store.store import Store
 
 __all__ = ["CSP", "build_site"]
@@ -103,6 +103,8 @@ def _charts(cp: CasePoints, n: int) -> list[_Chart]:
         changes = [{"x": idx[f.index], "kind": f.kind,
                     "color": "#c62828" if f.regression else "#1a7f37",
                     "text": f"{f.kind} {f.effect:+.1%}"} for f in sf.findings]
+        # A host fact that changed on a night (driver, CUDA, kernel): shown, so a step that coincides is explained.
+        changes += [{"x": i, "kind": "host", "color": "#6a1b9a", "text": text} for i, text in host_changes(cp)]
         out.append(_Chart({"id": chart_id, "metric": sf.metric, "title": f"{cp.case} · {sf.metric} · {cp.hardware}",
                            "x": idx, "y": values, "labels": [cp.points[i].build_label for i in idx],
                            "trials_x": trials_x, "trials_y": trials_y, "changes": changes},

@@ -81,3 +81,22 @@ def test_alerts_of_different_builds_or_hardware_are_different_incidents() -> Non
     a = _alert(_point("sim:a"), _point("sim:b", night=2))
     other_build = _alert(_point("sim:a"), _point("sim:c", night=2))
     assert len(group([a, other_build])) == 2
+
+
+def test_a_kernel_update_keeps_the_series_and_shows_as_a_host_fact(tmp_path) -> None:
+    from harness.history.series import case_points, host_changes, series_hardware
+
+    assert series_hardware("cpu:Linux-6.18.44-cloud-amd64-x86_64-with-glibc2.36") == "cpu:Linux-x86_64"
+    assert series_hardware("2xNVIDIA H100", "NVIDIA H100", 2) == "2xNVIDIA H100"
+    assert series_hardware("cpu:Linux-6.1-x86_64-with-glibc2.36", cpu="AMD EPYC 7763") == "cpu:AMD EPYC 7763"
+    with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
+        for night in (1, 2):
+            batch = new_batch("nightly", f"night-{night}", started_at=f"2026-11-0{night}T02:00:00+00:00")
+            record = make_record(f"n{night}", started_at=batch.started_at)
+            kernel = "6.18.44" if night == 1 else "6.18.52"
+            host = type(record.host)(hostname="ci-1", platform=f"Linux-{kernel}-x86_64-with-glibc2.36")
+            store.record_many([type(record)(**{**record.__dict__, "host": host})], batch)
+        (cp,) = case_points(store.runs_frame(), store.metrics_frame())
+    assert cp.hardware == "cpu:Linux-x86_64" and len(cp.points) == 2
+    assert host_changes(cp) == [(1, "platform cpu:Linux-6.18.44-x86_64-with-glibc2.36 -> "
+                                    "cpu:Linux-6.18.52-x86_64-with-glibc2.36")]
