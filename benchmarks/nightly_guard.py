@@ -1,4 +1,4 @@
-"""The "Done when" of issue 17: eleven nightly runs of the accept-length guard on the reference server.
+"""The nightly "Done when": eleven nightly runs of the accept-length guard on the reference server.
 
 Nights 1-6 run ``sim:post-fix``, nights 7-11 ``sim:post-fix,step-cost-ms=20`` (a real slowdown); the
 incident is due on night 10, the fourth slow night, and night 11 must not raise it again.
