@@ -127,16 +127,37 @@ def _charts(cp: CasePoints, n: int) -> list[_Chart]:
 
 
 def _alerts_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Open alerts as incidents: one row per hardware and first bad build, its cases and what moved on
+    one line each (the nightly's grouping, read back from the stored alerts)."""
     open_rows = [r for r in rows if r["state"] != "resolved"]
     if not open_rows:
         return "<p>No open alerts.</p>"
-    body = "".join(
-        f"<tr><td>{_e(r['state'])}</td><td>{_e(r['kind'])}</td><td>{_e(r['scenario'])}</td>"
-        f"<td>{_e(r['case_name'])}</td><td>{_e(r['detail'])}</td><td>{_e(r['last_good'] or '')}</td>"
-        f"<td>{_e(r['first_bad'])}</td><td><code>{_e(r['bisect'])}</code></td>"
-        f"<td><code>{_e(r['fingerprint'])}</code></td></tr>" for r in open_rows)
-    return ("<table><tr><th>state</th><th>kind</th><th>scenario</th><th>case</th><th>what</th><th>last good</th>"
-            f"<th>first bad</th><th>bisect</th><th>fingerprint</th></tr>{body}</table>")
+    incidents: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in open_rows:
+        incidents.setdefault((str(r["hardware_key"]), str(r["first_bad"])), []).append(r)
+    body = []
+    for (hardware, first_bad), members in incidents.items():
+        members.sort(key=lambda r: -abs(float(r["effect"])) if r["effect"] is not None else float("-inf"))
+        lead = members[0]
+        cases = ", ".join(sorted({f"{r['scenario']} [{r['case_name']}]" for r in members}))
+        moved = ", ".join(f"{r['metric'] or r['kind']} {float(r['effect']):+.1%}" if r["effect"] is not None
+                          else f"{r['kind']} {r['signature'] or ''}" for r in members)
+        body.append(
+            f"<tr><td>{_e(lead['state'])}</td><td>{_e(lead['kind'])} ({len(members)} alert(s))</td>"
+            f"<td>{_e(cases)}</td><td>{_e(moved)}</td><td>{_e(lead['last_good'] or '')}</td>"
+            f"<td>{_e(first_bad)} on {_e(hardware)}</td><td><code>{_e(lead['bisect'])}</code></td>"
+            f"<td><code>{_e(' '.join(str(r['fingerprint']) for r in members))}</code></td></tr>")
+    return ("<table><tr><th>state</th><th>incident</th><th>cases</th><th>moved</th><th>last good</th>"
+            f"<th>first bad</th><th>bisect</th><th>fingerprints</th></tr>{''.join(body)}</table>")
+
+
+def _resets(cp: CasePoints) -> str:
+    """When each series' baseline was reset (a confirmed step starts a new segment) and why."""
+    items = [f"{sf.metric}: from {cp.points[sf.indices[f.index]].build_label}, {f.kind} {f.effect:+.1%}"
+             for sf in case_findings(cp) for f in sf.findings if f.kind == "step"]
+    if not items:
+        return '<p class="note">Baselines: never reset (no confirmed step).</p>'
+    return '<p class="note">Baseline reset: ' + "; ".join(_e(i) for i in items) + "</p>"
 
 
 def _artifact_link(path: str, out_dir: Path, label: str) -> str:
@@ -158,6 +179,7 @@ def _scenario_page(name: str, cases: Sequence[CasePoints], alerts: Sequence[dict
         for chart in _charts(cp, start + k):
             data.append(chart.data)
             parts.append(chart.html)
+        parts.append(_resets(cp))
         last = cp.points[-8:]
         rows = "".join(
             f"<tr><td>{len(cp.points) - len(last) + j}</td><td>{_e(p.build_label)}</td>"

@@ -65,18 +65,45 @@ def _fingerprint(*parts: object) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:20]
 
 
+def _history_between(good: Point, bad: Point) -> str | None:
+    """'releases' or 'commits' when a bisect between the two builds can run, else None."""
+    if (good.build_spec.startswith("pip:") and bad.build_spec.startswith("pip:") and good.build_version
+            and bad.build_version and good.build_version != bad.build_version):
+        return "releases"
+    if good.build_commit and bad.build_commit and good.build_commit != bad.build_commit:
+        return "commits"
+    return None
+
+
+def _checkout(spec: str) -> str:
+    """The checkout a ``src:CHECKOUT[@REV][,base=PATH]`` (or ``simsrc:``) build came from; ``CHECKOUT``
+    when the spec does not say (the one placeholder left: a path on the reader's machine)."""
+    kind, _, rest = spec.partition(":")
+    if kind in ("src", "simsrc") and rest:
+        return rest.split(",")[0].split("@")[0]
+    return "CHECKOUT"
+
+
 def bisect_command(cp: CasePoints, good: Point | None, bad: Point, *, signature: str | None = None,
                    metric: str | None = None, threshold: float | None = None) -> str:
-    """The ``sglang-repro bisect`` command (issue 14's shape) that would find the culprit."""
+    """The next step, runnable as printed for what the two builds are.
+
+    ``sglang-repro bisect ... --releases A..B`` for two releases; ``--repo CHECKOUT --good C1 --bad C2``
+    when both carry commits; for builds with no history between them (two reference-server specs,
+    two ``python:`` environments) the ``sglang-repro compare`` that confirms the change; and when
+    nothing passed before, the ``sglang-repro run`` that reproduces it.
+    """
+    if good is None:
+        return shlex.join(["sglang-repro", "run", cp.scenario_file, "--case", cp.case, "--build", bad.build_spec])
+    how = _history_between(good, bad)
+    if how is None:
+        return shlex.join(["sglang-repro", "compare", cp.scenario_file, "--case", cp.case,
+                           "--before", good.build_spec, "--after", bad.build_spec])
     argv = ["sglang-repro", "bisect", cp.scenario_file, "--case", cp.case]
-    released = (good is not None and good.build_spec.startswith("pip:") and bad.build_spec.startswith("pip:")
-                and good.build_version and bad.build_version and good.build_version != bad.build_version)
-    if released and good is not None:
+    if how == "releases":
         argv += ["--releases", f"{good.build_version}..{bad.build_version}"]
-    elif good is not None and good.build_commit and bad.build_commit:
-        argv += ["--repo", "CHECKOUT", "--good", good.build_commit, "--bad", bad.build_commit]
-    else:  # builds with no commit to bisect between (the reference server, python:): name them by spec
-        argv += ["--repo", "CHECKOUT", "--good", good.build_spec if good else "REV", "--bad", bad.build_spec]
+    else:
+        argv += ["--repo", _checkout(bad.build_spec), "--good", str(good.build_commit), "--bad", str(bad.build_commit)]
     if signature:
         argv += ["--signature", signature]
     elif metric:

@@ -18,12 +18,11 @@ one next step, for its most telling alert:
 from __future__ import annotations
 
 import hashlib
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.history.alerts import Alert
-from harness.history.series import Point
+from harness.history.alerts import Alert, bisect_command
+from harness.history.series import CasePoints, Point
 
 __all__ = ["Incident", "group", "next_step"]
 
@@ -62,47 +61,11 @@ class Incident:
                 f"    next: {self.next_step}")
 
 
-def _has_history_between(good: Point, bad: Point) -> str | None:
-    """'releases' or 'commits' when a bisect between the two builds can run, else None."""
-    if (good.build_spec.startswith("pip:") and bad.build_spec.startswith("pip:") and good.build_version
-            and bad.build_version and good.build_version != bad.build_version):
-        return "releases"
-    if good.build_commit and bad.build_commit and good.build_commit != bad.build_commit:
-        return "commits"
-    return None
-
-
-def _checkout(spec: str) -> str:
-    """The checkout a ``src:CHECKOUT[@REV][,base=PATH]`` (or ``simsrc:``) build came from; ``CHECKOUT``
-    when the spec does not say (the one placeholder left: the path on the reader's machine)."""
-    kind, _, rest = spec.partition(":")
-    if kind in ("src", "simsrc") and rest:
-        return rest.split(",")[0].split("@")[0]
-    return "CHECKOUT"
-
-
 def next_step(alert: Alert) -> str:
-    """The command that runs as printed for what the two builds are (see the module's docstring)."""
-    good, bad = alert.last_good, alert.first_bad
-    scenario = alert.scenario_file or alert.scenario
-    how = _has_history_between(good, bad) if good is not None else None
-    if good is None:  # nothing earlier passed on this case: there is no range, only the run to repeat
-        return shlex.join(["sglang-repro", "run", scenario, "--case", alert.case, "--build", bad.build_spec])
-    if how is None:
-        return shlex.join(["sglang-repro", "compare", scenario, "--case", alert.case,
-                           "--before", good.build_spec, "--after", bad.build_spec])
-    argv = ["sglang-repro", "bisect", scenario, "--case", alert.case]
-    if how == "releases":
-        argv += ["--releases", f"{good.build_version}..{bad.build_version}"]
-    else:
-        argv += ["--repo", _checkout(bad.build_spec), "--good", str(good.build_commit), "--bad", str(bad.build_commit)]
-    if alert.signature:
-        argv += ["--signature", alert.signature]
-    elif alert.metric:
-        argv += ["--metric", alert.metric]
-        if alert.threshold is not None:
-            argv += ["--threshold", f"{alert.threshold:.6g}"]
-    return shlex.join(argv)
+    """The command that runs as printed for what the two builds are (``alerts.bisect_command``)."""
+    cp = CasePoints(alert.scenario, alert.scenario_file or alert.scenario, alert.case, alert.hardware, ())
+    return bisect_command(cp, alert.last_good, alert.first_bad, signature=alert.signature,
+                          metric=alert.metric, threshold=alert.threshold)
 
 
 def _rank(a: Alert) -> tuple[int, float]:

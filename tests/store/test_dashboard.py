@@ -76,7 +76,7 @@ def test_dashboard_renders_offline_with_the_step_and_nothing_unescaped(run_cli, 
     assert "step" in scenario  # the change is marked
     assert '"ticks":["sim:post-fix"' in scenario and "2026-11-01" in scenario  # build names, dates on hover
     assert ">trial 0</a>" in scenario  # run folders labelled by trial, not by a cut run id
-    assert "new-signature" in index and "sglang-repro bisect" in index  # the open alerts table
+    assert "new-signature" in index and "sglang-repro compare" in index  # the open incidents table
 
     page = (out / "scenario-store-test-scenario.html").resolve()
     shot = tmp_path / "dashboard.png"
