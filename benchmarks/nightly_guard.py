@@ -1,6 +1,7 @@
-"""The issue's "Done when": ten nightly runs of the accept-length guard on the reference server.
+"""The nightly "Done when": eleven nightly runs of the accept-length guard on the reference server.
 
-Nights 1-6 run ``sim:post-fix``, nights 7-10 ``sim:post-fix,step-cost-ms=20`` (a real slowdown).
+Nights 1-6 run ``sim:post-fix``, nights 7-11 ``sim:post-fix,step-cost-ms=20`` (a real slowdown); the
+incident is due on night 10, the fourth slow night, and night 11 must not raise it again.
 Prints each night's exit code and its alerts, then builds the dashboard from the store.
 
     .venv/bin/python benchmarks/nightly_guard.py --store /tmp/guard.db --out /tmp/guard [--trials 5] [--case ...]
@@ -24,7 +25,7 @@ def main() -> int:
     ap.add_argument("--case", default=None)
     args = ap.parse_args()
     codes = []
-    for night in range(1, 11):
+    for night in range(1, 12):
         build = "sim:post-fix" if night <= 6 else "sim:post-fix,step-cost-ms=20"
         argv = [sys.executable, "-m", "harness", "nightly", SCENARIO, "--build", build, "--store", args.store,
                 "--label", f"night-{night:02d}", "--trials", args.trials, "--out", str(args.out), "--no-progress"]

@@ -111,11 +111,11 @@ def main(args: argparse.Namespace) -> int:
     counts = {o: sum(r.outcome == o for r in records) for o in Outcome}
     print(f"nightly {batch.label}: {len(records)} runs of {len(planned)} cases on {args.build}: "
           + ", ".join(f"{n} {o.value}" for o, n in counts.items() if n) + f"; store {where}")
-    for alert in found.new:
-        print(alert.describe())
+    for incident in found.incidents:  # one per change, however many cases and metrics it moved
+        print(incident.describe())
     if found.resolved:
         print(f"resolved: {len(found.resolved)} alert(s)")
-    if found.new:
+    if found.incidents:
         return EXIT_FAIL
     if any(not r.outcome.decided for r in records):
         return EXIT_INFRA

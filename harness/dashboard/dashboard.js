@@ -5,6 +5,11 @@
   var block = document.getElementById("series-data");
   if (!block || typeof Plotly === "undefined") { return; }
   var charts = JSON.parse(block.textContent);
+  // At most about 12 build names under an axis: every k-th, the newest always among them.
+  function thin(values) {
+    var k = Math.max(1, Math.ceil(values.length / 12));
+    return values.filter(function (v, i) { return (values.length - 1 - i) % k === 0; });
+  }
   charts.forEach(function (chart) {
     var el = document.getElementById(chart.id);
     if (!el) { return; }
@@ -26,7 +31,9 @@
     });
     Plotly.newPlot(el, traces, {
       title: {text: chart.title, font: {size: 13}}, margin: {l: 50, r: 10, t: 40, b: 40}, height: 260,
-      xaxis: {title: {text: "point (build, in order)"}}, shapes: shapes, annotations: notes, showlegend: false
+      xaxis: {title: {text: "build (in order; the night's date on hover)"}, tickmode: "array",
+              tickvals: thin(chart.x), ticktext: thin(chart.ticks), tickangle: -30},
+      shapes: shapes, annotations: notes, showlegend: false
     }, {displaylogo: false, responsive: true});
   });
 })();

@@ -1,10 +1,12 @@
 """``sglang-repro dashboard``: a static site from the results store that works offline and from a CI artifact.
 
 - ``index.html``: every scenario case x hardware with its latest outcome, sparklines (inline SVG) of
-  acceptance length and output throughput, the noise of each (coefficient of variation, %), and the
+  acceptance length and output throughput, the noise of each (the robust spread of the points around
+  their level, %: a step is not noise), and the
   alerts that are not resolved.
-- ``scenario-<name>.html``: interactive time series by build (plotly), change points and alerts
-  marked, links to each point's run artifacts.
+- ``scenario-<name>.html``: interactive time series by build (plotly; the x axis names builds, the
+  night's date on hover), change points and host changes (driver, CUDA, kernel) marked, links to
+  each point's run folders labelled by trial.
 - ``plotly.min.js`` (copied once from the plotly package) and ``dashboard.js`` beside the pages.
 
 Every page carries a content security policy that allows nothing remote (scripts from the site's
@@ -28,7 +30,8 @@ import numpy as np
 import plotly
 
 from harness.history.alerts import case_findings
-from harness.history.series import CasePoints, case_points
+from harness.history.series import CasePoints, Point, case_points, host_changes
+from harness.history.steps import noise
 from harness.store.store import Store
 
 __all__ = ["CSP", "build_site"]
@@ -75,17 +78,27 @@ def _sparkline(values: Sequence[float], width: int = 120, height: int = 24) -> s
 
 
 def _noise(values: Sequence[float]) -> str:
+    """The spread around the level, robust to a step: from first differences (a step moves one of
+    them), not a CV across the step (a clean 66% step would read as 46% noise)."""
     if len(values) < 3:
         return ""
     y = np.asarray(values[-30:], dtype=float)
-    mean = float(np.mean(y))
-    return f"{100 * float(np.std(y, ddof=1)) / mean:.1f}%" if mean else ""
+    level = float(np.median(y))
+    return f"{100 * noise(y) / level:.1f}%" if level else ""
 
 
 @dataclass(frozen=True)
 class _Chart:
     data: dict[str, Any]
     html: str
+
+
+def _build_name(p: Point) -> str:
+    """What the x axis calls a point: the short commit, a release's version, else the spec (the reference
+    server's builds share one version string, and their spec is what tells them apart)."""
+    if p.build_commit:
+        return p.build_commit[:9]
+    return p.build_version if p.build_spec.startswith("pip:") and p.build_version else p.build_spec
 
 
 def _charts(cp: CasePoints, n: int) -> list[_Chart]:
@@ -103,34 +116,58 @@ def _charts(cp: CasePoints, n: int) -> list[_Chart]:
         changes = [{"x": idx[f.index], "kind": f.kind,
                     "color": "#c62828" if f.regression else "#1a7f37",
                     "text": f"{f.kind} {f.effect:+.1%}"} for f in sf.findings]
+        # A host fact that changed on a night (driver, CUDA, kernel): shown, so a step that coincides is explained.
+        changes += [{"x": i, "kind": "host", "color": "#6a1b9a", "text": text} for i, text in host_changes(cp)]
         out.append(_Chart({"id": chart_id, "metric": sf.metric, "title": f"{cp.case} · {sf.metric} · {cp.hardware}",
-                           "x": idx, "y": values, "labels": [cp.points[i].build_label for i in idx],
+                           "x": idx, "y": values, "ticks": [_build_name(cp.points[i]) for i in idx],
+                           "labels": [f"{cp.points[i].build_label}<br>{cp.points[i].started_at[:10]}" for i in idx],
                            "trials_x": trials_x, "trials_y": trials_y, "changes": changes},
                           f'<div class="chart" id="{_e(chart_id)}"></div>'))
     return out
 
 
 def _alerts_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Open alerts as incidents: one row per hardware and first bad build, its cases and what moved on
+    one line each (the nightly's grouping, read back from the stored alerts)."""
     open_rows = [r for r in rows if r["state"] != "resolved"]
     if not open_rows:
         return "<p>No open alerts.</p>"
-    body = "".join(
-        f"<tr><td>{_e(r['state'])}</td><td>{_e(r['kind'])}</td><td>{_e(r['scenario'])}</td>"
-        f"<td>{_e(r['case_name'])}</td><td>{_e(r['detail'])}</td><td>{_e(r['last_good'] or '')}</td>"
-        f"<td>{_e(r['first_bad'])}</td><td><code>{_e(r['bisect'])}</code></td>"
-        f"<td><code>{_e(r['fingerprint'])}</code></td></tr>" for r in open_rows)
-    return ("<table><tr><th>state</th><th>kind</th><th>scenario</th><th>case</th><th>what</th><th>last good</th>"
-            f"<th>first bad</th><th>bisect</th><th>fingerprint</th></tr>{body}</table>")
+    incidents: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in open_rows:
+        incidents.setdefault((str(r["hardware_key"]), str(r["first_bad"])), []).append(r)
+    body = []
+    for (hardware, first_bad), members in incidents.items():
+        members.sort(key=lambda r: -abs(float(r["effect"])) if r["effect"] is not None else float("-inf"))
+        lead = members[0]
+        cases = ", ".join(sorted({f"{r['scenario']} [{r['case_name']}]" for r in members}))
+        moved = ", ".join(f"{r['metric'] or r['kind']} {float(r['effect']):+.1%}" if r["effect"] is not None
+                          else f"{r['kind']} {r['signature'] or ''}" for r in members)
+        body.append(
+            f"<tr><td>{_e(lead['state'])}</td><td>{_e(lead['kind'])} ({len(members)} alert(s))</td>"
+            f"<td>{_e(cases)}</td><td>{_e(moved)}</td><td>{_e(lead['last_good'] or '')}</td>"
+            f"<td>{_e(first_bad)} on {_e(hardware)}</td><td><code>{_e(lead['bisect'])}</code></td>"
+            f"<td><code>{_e(' '.join(str(r['fingerprint']) for r in members))}</code></td></tr>")
+    return ("<table><tr><th>state</th><th>incident</th><th>cases</th><th>moved</th><th>last good</th>"
+            f"<th>first bad</th><th>bisect</th><th>fingerprints</th></tr>{''.join(body)}</table>")
 
 
-def _artifact_link(path: str, out_dir: Path) -> str:
+def _resets(cp: CasePoints) -> str:
+    """When each series' baseline was reset (a confirmed step starts a new segment) and why."""
+    items = [f"{sf.metric}: from {cp.points[sf.indices[f.index]].build_label}, {f.kind} {f.effect:+.1%}"
+             for sf in case_findings(cp) for f in sf.findings if f.kind == "step"]
+    if not items:
+        return '<p class="note">Baselines: never reset (no confirmed step).</p>'
+    return '<p class="note">Baseline reset: ' + "; ".join(_e(i) for i in items) + "</p>"
+
+
+def _artifact_link(path: str, out_dir: Path, label: str) -> str:
     # Relative, so the site and the run folders can move together (a CI artifact); absolute otherwise.
     target = Path(path).resolve()
     try:
         href = Path(os.path.relpath(target, out_dir.resolve())).as_posix()
     except ValueError:  # another drive
         href = target.as_uri()
-    return f'<a href="{_e(href)}/">{_e(target.name[-24:])}</a>'
+    return f'<a href="{_e(href)}/" title="{_e(target.name)}">{_e(label)}</a>'
 
 
 def _scenario_page(name: str, cases: Sequence[CasePoints], alerts: Sequence[dict[str, Any]], out_dir: Path,
@@ -142,12 +179,13 @@ def _scenario_page(name: str, cases: Sequence[CasePoints], alerts: Sequence[dict
         for chart in _charts(cp, start + k):
             data.append(chart.data)
             parts.append(chart.html)
+        parts.append(_resets(cp))
         last = cp.points[-8:]
         rows = "".join(
             f"<tr><td>{len(cp.points) - len(last) + j}</td><td>{_e(p.build_label)}</td>"
             f"<td class=\"{_e(p.outcome.value if p.outcome else 'infra')}\">"
             f"{_e(p.outcome.value if p.outcome else 'not decided')}</td><td>{_e(', '.join(p.signatures))}</td>"
-            f"<td>{' '.join(_artifact_link(a, out_dir) for a in p.artifacts[:5])}</td></tr>"
+            f"<td>{' '.join(_artifact_link(a, out_dir, f'trial {t}') for t, a in enumerate(p.artifacts[:5]))}</td></tr>"
             for j, p in enumerate(last))
         parts.append("<table><tr><th>point</th><th>build</th><th>outcome</th><th>signature</th>"
                      f"<th>artifacts</th></tr>{rows}</table>")
@@ -171,7 +209,7 @@ def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], aler
                         f"<td>{_e(cp.hardware)}</td><td class=\"{_e(outcome)}\">{_e(outcome)}</td>"
                         f"<td>{_e(last.build_label if last else '')}</td>{''.join(cells)}</tr>")
     table = ("<table><tr><th>scenario</th><th>case</th><th>hardware</th><th>latest</th><th>build</th>"
-             "<th>accept length</th><th>noise (CV)</th><th>output tok/s</th><th>noise (CV)</th></tr>"
+             "<th>accept length</th><th>noise</th><th>output tok/s</th><th>noise</th></tr>"
              + "".join(rows) + "</table>")
     body = (f"<h1>sglang-repro nightly</h1><p class=\"note\">store: {_e(where)}</p>{table}"
             f"<h2>Open alerts</h2>{_alerts_table(alerts)}")

@@ -37,6 +37,8 @@ class Alert:
     effect: float | None
     detail: str
     bisect: str
+    scenario_file: str = ""
+    threshold: float | None = None  # a metric alert: the value between the levels before and after
 
     def row(self, batch_id: str) -> dict[str, Any]:
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -63,18 +65,45 @@ def _fingerprint(*parts: object) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:20]
 
 
+def _history_between(good: Point, bad: Point) -> str | None:
+    """'releases' or 'commits' when a bisect between the two builds can run, else None."""
+    if (good.build_spec.startswith("pip:") and bad.build_spec.startswith("pip:") and good.build_version
+            and bad.build_version and good.build_version != bad.build_version):
+        return "releases"
+    if good.build_commit and bad.build_commit and good.build_commit != bad.build_commit:
+        return "commits"
+    return None
+
+
+def _checkout(spec: str) -> str:
+    """The checkout a ``src:CHECKOUT[@REV][,base=PATH]`` (or ``simsrc:``) build came from; ``CHECKOUT``
+    when the spec does not say (the one placeholder left: a path on the reader's machine)."""
+    kind, _, rest = spec.partition(":")
+    if kind in ("src", "simsrc") and rest:
+        return rest.split(",")[0].split("@")[0]
+    return "CHECKOUT"
+
+
 def bisect_command(cp: CasePoints, good: Point | None, bad: Point, *, signature: str | None = None,
                    metric: str | None = None, threshold: float | None = None) -> str:
-    """The ``sglang-repro bisect`` command (issue 14's shape) that would find the culprit."""
+    """The next step, runnable as printed for what the two builds are.
+
+    ``sglang-repro bisect ... --releases A..B`` for two releases; ``--repo CHECKOUT --good C1 --bad C2``
+    when both carry commits; for builds with no history between them (two reference-server specs,
+    two ``python:`` environments) the ``sglang-repro compare`` that confirms the change; and when
+    nothing passed before, the ``sglang-repro run`` that reproduces it.
+    """
+    if good is None:
+        return shlex.join(["sglang-repro", "run", cp.scenario_file, "--case", cp.case, "--build", bad.build_spec])
+    how = _history_between(good, bad)
+    if how is None:
+        return shlex.join(["sglang-repro", "compare", cp.scenario_file, "--case", cp.case,
+                           "--before", good.build_spec, "--after", bad.build_spec])
     argv = ["sglang-repro", "bisect", cp.scenario_file, "--case", cp.case]
-    released = (good is not None and good.build_spec.startswith("pip:") and bad.build_spec.startswith("pip:")
-                and good.build_version and bad.build_version and good.build_version != bad.build_version)
-    if released and good is not None:
+    if how == "releases":
         argv += ["--releases", f"{good.build_version}..{bad.build_version}"]
-    elif good is not None and good.build_commit and bad.build_commit:
-        argv += ["--repo", "CHECKOUT", "--good", good.build_commit, "--bad", bad.build_commit]
-    else:  # builds with no commit to bisect between (the reference server, python:): name them by spec
-        argv += ["--repo", "CHECKOUT", "--good", good.build_spec if good else "REV", "--bad", bad.build_spec]
+    else:
+        argv += ["--repo", _checkout(bad.build_spec), "--good", str(good.build_commit), "--bad", str(bad.build_commit)]
     if signature:
         argv += ["--signature", signature]
     elif metric:
@@ -111,7 +140,7 @@ def _event_alerts(cp: CasePoints) -> list[Alert]:
             alerts.append(Alert(_fingerprint("new-signature", cp.scenario, cp.case, cp.hardware, sig),
                                 "new-signature", cp.scenario, cp.case, cp.hardware, None, sig, last_pass, p, None,
                                 f"signature {sig} never seen before on this case",
-                                bisect_command(cp, last_pass, p, signature=sig)))
+                                bisect_command(cp, last_pass, p, signature=sig), cp.scenario_file))
         elif (last_decided is not None and last_decided.outcome == Outcome.PASS
               and p.outcome in (Outcome.CRASH, Outcome.FAIL)):
             kind = "pass-to-crash" if p.outcome == Outcome.CRASH else "pass-to-fail"
@@ -120,7 +149,7 @@ def _event_alerts(cp: CasePoints) -> list[Alert]:
                                 kind, cp.scenario, cp.case, cp.hardware, None, crash_sig, last_decided, p, None,
                                 f"{last_decided.outcome.value} -> {p.outcome.value}"
                                 + (f" ({crash_sig})" if crash_sig else ""),
-                                bisect_command(cp, last_decided, p, signature=crash_sig)))
+                                bisect_command(cp, last_decided, p, signature=crash_sig), cp.scenario_file))
         seen |= set(p.signatures)
         last_decided = p
         if p.outcome == Outcome.PASS:
@@ -139,12 +168,13 @@ def case_alerts(cp: CasePoints, tolerances: Mapping[str, float] | None = None) -
             good = cp.points[sf.indices[f.index - 1]] if f.index > 0 else None
             what = "step" if f.kind == "step" else "drift"
             detail = (f"{sf.metric} {f.effect:+.1%} ({f.before:.4g} -> {f.after:.4g})"
-                      + (f", Mann-Whitney p={f.p_value:.2g}" if f.p_value is not None else "")
+                      + (f", z={f.z:+.1f}" if f.z else "")
                       + (" over the last builds" if f.kind == "drift" else ""))
             alerts.append(Alert(_fingerprint(what, cp.scenario, cp.case, cp.hardware, sf.metric, bad.batch_id,
                                              bad.build_key),
                                 what, cp.scenario, cp.case, cp.hardware, sf.metric, None, good, bad, f.effect, detail,
-                                bisect_command(cp, good, bad, metric=sf.metric, threshold=(f.before + f.after) / 2)))
+                                bisect_command(cp, good, bad, metric=sf.metric, threshold=(f.before + f.after) / 2),
+                                cp.scenario_file, (f.before + f.after) / 2))
     return alerts
 
 

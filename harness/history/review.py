@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from harness.history.alerts import Alert, case_alerts, new_alerts
+from harness.history.incidents import Incident, group
 from harness.history.series import CasePoints, case_points
 from harness.outcome import Outcome
 from harness.store.store import Store
@@ -18,6 +19,7 @@ class Review:
     new: tuple[Alert, ...]
     resolved: tuple[str, ...]  # fingerprints
     cases: tuple[CasePoints, ...]
+    incidents: tuple[Incident, ...] = ()  # the new alerts as incidents, less those joining a known one
 
 
 def _recovered(row: Mapping[str, object], cp: CasePoints, current: set[str]) -> bool:
@@ -52,4 +54,10 @@ def review(store: Store, batch_id: str, *, tolerances: Mapping[str, Mapping[str,
     added = set(store.add_alerts([a.row(batch_id) for a in fresh]))
     if resolved:
         store.set_alert_state(resolved, "resolved")
-    return Review(new=tuple(a for a in fresh if a.fingerprint in added), resolved=tuple(resolved), cases=cases)
+    new = tuple(a for a in fresh if a.fingerprint in added)
+    # A metric confirmed a night after the others, from the same first bad build, joins the incident
+    # a person already has: recorded, not raised again.
+    raised = {(str(r["hardware_key"]), str(r["first_bad"])) for r in known if r["state"] != "resolved"}
+    incidents = tuple(i for i in group(new, points_of.values())
+                      if not any((a.hardware, a.first_bad.build_label) in raised for a in i.alerts))
+    return Review(new=new, resolved=tuple(resolved), cases=cases, incidents=incidents)

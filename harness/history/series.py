@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,8 @@ import pandas as pd
 from harness.history.steps import Rule
 from harness.outcome import Outcome, most_telling
 
-__all__ = ["METRIC_RULES", "SERIES_BATCH_KINDS", "CasePoints", "Point", "case_points", "rule_for"]
+__all__ = ["METRIC_RULES", "SERIES_BATCH_KINDS", "CasePoints", "Point", "case_points", "host_changes", "rule_for",
+           "series_hardware"]
 
 SERIES_BATCH_KINDS = ("nightly", "import", "pytest", "run")
 
@@ -54,6 +55,7 @@ class Point:
     signatures: tuple[str, ...]
     metrics: Mapping[str, tuple[float, ...]]  # raw per-trial values of pass/fail runs
     artifacts: tuple[str, ...]
+    host: Mapping[str, str] = field(default_factory=dict)  # facts that do not key the series: driver, CUDA, platform
 
     @property
     def build_label(self) -> str:
@@ -88,6 +90,46 @@ class CasePoints:
         return sorted({m for p in self.points for m in p.metrics})
 
 
+_ARCHES = ("x86_64", "amd64", "aarch64", "arm64", "ppc64le", "s390x")
+
+
+def series_hardware(hardware_key: str, gpu_name: object = None, gpu_count: object = None,
+                    cpu: object = None) -> str:
+    """What a series is keyed by: what changes performance, and nothing that an update changes.
+
+    GPU model and count; on a CPU host the CPU model, or when the host did not say, the operating
+    system and architecture out of the platform string (``cpu:Linux-6.18.44-...-x86_64-with-glibc2.36``
+    becomes ``cpu:Linux-x86_64``): a kernel or glibc update must not split every series and restart
+    every baseline. The rest stays a host fact of each point (``Point.host``).
+    """
+    name, count = _text(gpu_name), _text(gpu_count)
+    if name and count and count not in ("0", "0.0"):
+        return f"{int(float(count))}x{name}"
+    if _text(cpu):
+        return f"cpu:{cpu}"
+    if hardware_key.startswith("cpu:"):
+        words = hardware_key[4:].split("-")
+        arch = next((w for w in reversed(words) if w in _ARCHES), None)  # the last: a kernel name may hold one
+        return f"cpu:{words[0]}-{arch}" if arch else f"cpu:{words[0]}"
+    return hardware_key
+
+
+def _host_facts(row: tuple[Any, ...]) -> dict[str, str]:
+    facts = {"driver": _text(row[17]), "CUDA": _text(row[18]), "platform": _text(row[3])}
+    return {k: v for k, v in facts.items() if v}
+
+
+def host_changes(cp: CasePoints) -> list[tuple[int, str]]:
+    """(point index, "driver 550 -> 560") for every host fact that changed from one point to the next."""
+    out: list[tuple[int, str]] = []
+    for i in range(1, len(cp.points)):
+        before, after = cp.points[i - 1].host, cp.points[i].host
+        moved = [f"{k} {before[k]} -> {after[k]}" for k in sorted(set(before) & set(after)) if before[k] != after[k]]
+        if moved:
+            out.append((i, "; ".join(moved)))
+    return out
+
+
 def _text(value: object) -> str | None:
     return None if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
 
@@ -109,11 +151,11 @@ def case_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[CasePoints]:
                 by_run.setdefault(run_id, {})[name] = float(value)
     cols = ["scenario", "scenario_file", "case_name", "hardware_key", "batch_id", "build_key", "batch_label",
             "batch_started_at", "started_at", "build_spec", "build_version", "build_commit", "trial", "outcome",
-            "signature", "run_id", "artifacts"]
+            "signature", "run_id", "artifacts", "driver_version", "cuda_version", "gpu_name", "gpu_count", "cpu"]
     cases: dict[tuple[str, str, str], dict[tuple[str, str], list[tuple[Any, ...]]]] = {}
     files: dict[tuple[str, str, str], str] = {}
     for row in runs[cols].itertuples(index=False, name=None):
-        key = (row[0], row[2], row[3])
+        key = (row[0], row[2], series_hardware(str(row[3]), *row[19:22]))
         files.setdefault(key, row[1])
         cases.setdefault(key, {}).setdefault((row[4], row[5]), []).append(row)
     out: list[CasePoints] = []
@@ -136,6 +178,7 @@ def case_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[CasePoints]:
                 signatures=tuple(sorted({str(r[14]) for r in rows if isinstance(r[14], str) and r[14]})),
                 metrics={k: tuple(v) for k, v in values.items()},
                 artifacts=tuple(str(r[16]) for r in rows),
+                host=_host_facts(first),
             ))
         out.append(CasePoints(str(key[0]), str(files[key]), str(key[1]), str(key[2]), tuple(points)))
     return out

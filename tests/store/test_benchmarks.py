@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -21,12 +22,13 @@ def _bench(name: str, *args: str) -> str:
 
 
 @pytest.mark.slow
-def test_detection_benchmark_prints_every_detector_beside_ours() -> None:
-    out = _bench("bench_detection.py", "--seeds", "2")
-    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
-    assert [r.split("|")[1].strip() for r in rows[1:]] == [
-        "sglang-repro", "SGLang 10% vs mean of 10", "HUD vLLM 3 vs 3 medians x0.8/x1.2", "Otava E-Divisive w50 p0.001"]
-    assert "crash appears: alert at the first crash in 2 of 2" in out
+def test_nightly_alerts_benchmark_prints_every_detector_on_both_seed_sets() -> None:
+    out = json.loads(_bench("bench_nightly_alerts.py", "--per-cell", "1", "--quiet", "1"))
+    assert [s["seed_set"] for s in out["seed_sets"]] == [out["tune_seed_set"], out["report_seed_set"]]
+    for seed_set in out["seed_sets"]:
+        assert {"sglang-repro", "SGLang: 10% vs mean of last 10", "HUD vLLM: median 3 vs 3, x0.8/x1.2",
+                "Otava (re-implemented): E-Divisive w50, p<0.001"} <= set(seed_set)
+        assert len(seed_set["sglang-repro"]["recall_by_cell_effect_noise"]) == 25
 
 
 @pytest.mark.slow

@@ -72,14 +72,21 @@ def test_dashboard_renders_offline_with_the_step_and_nothing_unescaped(run_cli, 
             assert not re.match(r"^(?:[a-z]+:)?//", ref), ref
     assert (out / "plotly.min.js").stat().st_size > 1_000_000  # the copy from the plotly package
     index = (out / "index.html").read_text()
-    assert "step" in (out / "scenario-store-test-scenario.html").read_text()  # the change is marked
-    assert "new-signature" in index and "sglang-repro bisect" in index  # the open alerts table
+    scenario = (out / "scenario-store-test-scenario.html").read_text()
+    assert "step" in scenario  # the change is marked
+    assert '"ticks":["sim:post-fix"' in scenario and "2026-11-01" in scenario  # build names, dates on hover
+    assert ">trial 0</a>" in scenario  # run folders labelled by trial, not by a cut run id
+    assert "new-signature" in index and "sglang-repro compare" in index  # the open incidents table
 
     page = (out / "scenario-store-test-scenario.html").resolve()
     shot = tmp_path / "dashboard.png"
     _chromium()
-    seen = visit(page.as_uri(), evaluate="document.querySelectorAll('.main-svg').length", screenshot=shot)
-    assert seen.value >= 4, "plotly did not draw the charts"
+    probe = ("JSON.stringify([document.querySelectorAll('.main-svg').length, "
+             "Array.from(document.querySelectorAll('.xtick text')).map(function (t) { return t.textContent; })])")
+    seen = visit(page.as_uri(), evaluate=probe, screenshot=shot)
+    charts, ticks = json.loads(seen.value)
+    assert charts >= 4, "plotly did not draw the charts"
+    assert ticks and set(ticks) == {"sim:post-fix"}, ticks  # the x axis names builds, not point indices
     assert not seen.exceptions, seen.exceptions
     assert not [c for c in seen.console if c.startswith(("error", "warning"))], seen.console
     assert seen.requests and all(u.startswith("file://") for u in seen.requests), seen.requests

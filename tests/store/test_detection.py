@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.history.alerts import case_alerts
-from harness.history.evaluation import TOLERANCE
+from harness.history.scoring import TOLERANCE
 from harness.history.series import CasePoints, Point
 from harness.history.steps import Rule, detect
 from harness.history.synthetic import KINDS, generate
@@ -82,7 +82,8 @@ def test_a_crash_that_appears_alerts_at_the_first_crash_with_the_bisect_command(
     (alert,) = [a for a in alerts if a.kind == "new-signature"]
     assert alert.first_bad.batch_label == f"night-{h.change}"
     assert alert.last_good is not None and alert.last_good.batch_label == f"night-{(h.change or 0) - 1}"
-    assert alert.bisect == (f"sglang-repro bisect scenarios/sc.yaml --case tokens=276 --repo CHECKOUT "
+    # The build is src:sglang: the checkout it names is where to bisect.
+    assert alert.bisect == (f"sglang-repro bisect scenarios/sc.yaml --case tokens=276 --repo sglang "
                             f"--good c{(h.change or 0) - 1:03d} --bad c{h.change:03d} "
                             "--signature frozen-kv-mtp-stale-out-cache-loc")
     # The same history later: the fingerprint is the same, so a store fires it once.

@@ -1,0 +1,102 @@
+"""One incident per change: a slowdown of one build on several cases and metrics, and the next step it prints."""
+
+from __future__ import annotations
+
+import random
+
+from harness.history.alerts import Alert
+from harness.history.incidents import group, next_step
+from harness.history.review import review
+from harness.history.series import Point
+from harness.outcome import Outcome
+from harness.store.store import new_batch, open_store
+from tests.store.records import make_record
+
+CASES = ("tokens=276", "tokens=1024", "tokens=4096")
+
+
+def _night(store, night: int, slow: bool, rng: random.Random):
+    batch = new_batch("nightly", f"night-{night:02d}", started_at=f"2026-11-{night:02d}T02:00:00+00:00")
+    spec = "sim:post-fix,step-cost-ms=20" if slow else "sim:post-fix"
+    factor = 0.75 if slow else 1.0
+    records = []
+    for case in CASES:
+        for t in range(3):
+            def noisy(v: float) -> float:
+                return v * (1 + 0.02 * rng.gauss(0, 1))
+            records.append(make_record(f"n{night}-{case}-t{t}", case=case, spec=spec, trial=t,
+                                       started_at=batch.started_at,
+                                       metrics={"accept_length": noisy(1.84),
+                                                "output_throughput_tok_s": noisy(200.0 * factor),
+                                                "itl_ms_p50": noisy(20.0 / factor),
+                                                "e2e_ms_p50": noisy(700.0 / factor)}))
+    store.record_many(records, batch)
+    return review(store, batch.id)
+
+
+def test_a_slowdown_of_one_build_on_three_cases_is_one_incident_with_a_runnable_next_step(tmp_path) -> None:
+    rng = random.Random(3)
+    with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
+        reviews = [_night(store, n, n >= 7, rng) for n in range(1, 14)]
+    incidents = [i for r in reviews for i in r.incidents]
+    assert len(incidents) == 1, [i.describe() for i in incidents]
+    (incident,) = incidents
+    metrics = {(a.case, a.metric) for a in incident.alerts}
+    assert {c for c, _ in metrics} == set(CASES)
+    assert {m for _, m in metrics} == {"output_throughput_tok_s", "itl_ms_p50", "e2e_ms_p50"}
+    effects = [abs(a.effect or 0) for a in incident.alerts]
+    assert effects == sorted(effects, reverse=True)
+    text = incident.describe()
+    assert text.count("\n    cases: ") == 1 and text.count("\n    moved: ") == 1
+    # Two reference-server specs have no history between them: compare, not bisect.
+    assert incident.next_step.startswith("sglang-repro compare scenarios/store-test-scenario.yaml --case ")
+    assert incident.next_step.endswith("--before sim:post-fix --after sim:post-fix,step-cost-ms=20")
+
+
+def _point(spec: str, version: str | None = None, commit: str | None = None, night: int = 1) -> Point:
+    return Point(f"b{night}", f"night-{night}", f"2026-01-{night:02d}", f"k-{spec}", spec, version, commit,
+                 Outcome.PASS, (), {}, ())
+
+
+def _alert(good: Point | None, bad: Point, **kw) -> Alert:
+    return Alert("fp", "step", "sc", "c1", "cpu:x", "output_throughput_tok_s", None, good, bad, -0.2, "", "",
+                 "scenarios/sc.yaml", 150.0, **kw)
+
+
+def test_the_next_step_fits_what_the_two_builds_are() -> None:
+    rel = _alert(_point("pip:sglang==0.5.14", "0.5.14"), _point("pip:sglang==0.5.15", "0.5.15", night=2))
+    assert next_step(rel) == ("sglang-repro bisect scenarios/sc.yaml --case c1 --releases 0.5.14..0.5.15 "
+                              "--metric output_throughput_tok_s --threshold 150")
+    src = _alert(_point("src:/ck/sglang@a1", commit="a1"), _point("src:/ck/sglang@b2", commit="b2", night=2))
+    assert next_step(src) == ("sglang-repro bisect scenarios/sc.yaml --case c1 --repo /ck/sglang --good a1 --bad b2 "
+                              "--metric output_throughput_tok_s --threshold 150")
+    py = _alert(_point("python:/envs/a"), _point("python:/envs/b", night=2))
+    assert next_step(py) == ("sglang-repro compare scenarios/sc.yaml --case c1 --before python:/envs/a "
+                             "--after python:/envs/b")
+    first = _alert(None, _point("sim:pre-fix"))
+    assert next_step(first) == "sglang-repro run scenarios/sc.yaml --case c1 --build sim:pre-fix"
+
+
+def test_alerts_of_different_builds_or_hardware_are_different_incidents() -> None:
+    a = _alert(_point("sim:a"), _point("sim:b", night=2))
+    other_build = _alert(_point("sim:a"), _point("sim:c", night=2))
+    assert len(group([a, other_build])) == 2
+
+
+def test_a_kernel_update_keeps_the_series_and_shows_as_a_host_fact(tmp_path) -> None:
+    from harness.history.series import case_points, host_changes, series_hardware
+
+    assert series_hardware("cpu:Linux-6.18.44-cloud-amd64-x86_64-with-glibc2.36") == "cpu:Linux-x86_64"
+    assert series_hardware("2xNVIDIA H100", "NVIDIA H100", 2) == "2xNVIDIA H100"
+    assert series_hardware("cpu:Linux-6.1-x86_64-with-glibc2.36", cpu="AMD EPYC 7763") == "cpu:AMD EPYC 7763"
+    with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
+        for night in (1, 2):
+            batch = new_batch("nightly", f"night-{night}", started_at=f"2026-11-0{night}T02:00:00+00:00")
+            record = make_record(f"n{night}", started_at=batch.started_at)
+            kernel = "6.18.44" if night == 1 else "6.18.52"
+            host = type(record.host)(hostname="ci-1", platform=f"Linux-{kernel}-x86_64-with-glibc2.36")
+            store.record_many([type(record)(**{**record.__dict__, "host": host})], batch)
+        (cp,) = case_points(store.runs_frame(), store.metrics_frame())
+    assert cp.hardware == "cpu:Linux-x86_64" and len(cp.points) == 2
+    assert host_changes(cp) == [(1, "platform cpu:Linux-6.18.44-x86_64-with-glibc2.36 -> "
+                                    "cpu:Linux-6.18.52-x86_64-with-glibc2.36")]
