@@ -24,11 +24,15 @@ __all__ = [
     "AVG_ACCEPT_LENGTH_KEY",
     "CHILD_FAILED_LINE",
     "DEFAULTS",
+    "DRAFT_GRAPH_PATH",
+    "DRAFT_GRAPH_SWA_REFILL",
+    "DRAFT_TOPK_BACKEND",
     "DRAFT_QUANTIZATION_UNQUANT",
     "ENV_FALSE",
     "ENV_TRUE",
     "FACTS",
     "FIX_MARKER",
+    "FROZEN_KV_MTP_MAX_RUNNING_DEFAULT",
     "AUTH_EXEMPT_PREFIXES",
     "FLUSH_CACHE_PATH",
     "GENERATE_PATH",
@@ -107,6 +111,10 @@ _TM = "srt/managers/tokenizer_manager.py"
 _SCHED = "srt/managers/scheduler.py"
 _ARGS = "srt/server_args.py"
 _METRICS = "srt/observability/metrics_collector.py"
+_FKV = "srt/speculative/frozen_kv_mtp_worker_v2.py"
+_FKVG = "srt/speculative/frozen_kv_mtp_cuda_graph_runner.py"
+_TRT = "srt/layers/attention/trtllm_mha_backend.py"
+_TRITON = "srt/layers/attention/triton_backend.py"
 
 # -- readiness and health --------------------------------------------------------------------------
 
@@ -196,6 +204,20 @@ DEFAULTS: Final = {
 DRAFT_QUANTIZATION_UNQUANT: Final = "unquant"
 # PR #29616's change in the draft worker: present from 0.5.15 on.
 FIX_MARKER: Final = "forward_batch.out_cache_loc = None"
+
+# -- the two crash paths of 0.5.14's Frozen-KV MTP draft (the reference server models both) -----------
+
+# Frozen-KV MTP's --max-running-requests when unset; the draft graph's capture sizes stop there, so the
+# SWA refill buffer below holds max_bs x topk = 48 entries by default.
+FROZEN_KV_MTP_MAX_RUNNING_DEFAULT: Final = 48
+# topk 1: the draft uses its model runner's own attention backend (trtllm_mha when the server runs it);
+# topk > 1: only triton.
+DRAFT_TOPK_BACKEND: Final = "Frozen-KV MTP topk > 1 currently supports only the triton "
+# The CUDA-graph draft path, outermost first: draft -> cuda_graph_runner.execute ->
+# _init_frozen_kv_metadata_replay_cuda_graph (its fb_view keeps out_cache_loc) -> the backend's
+# init_forward_metadata_out_graph, whose SWA refill trtllm_mha does not guard (0.5.14 only).
+DRAFT_GRAPH_PATH: Final = ("execute", "_init_frozen_kv_metadata_replay_cuda_graph", "init_forward_metadata_out_graph")
+DRAFT_GRAPH_SWA_REFILL: Final = "self.cuda_graph_swa_out_cache_loc[:n].copy_("
 
 
 FACTS: Final[tuple[Fact, ...]] = (
@@ -342,4 +364,35 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite("srt/speculative/frozen_kv_mtp_worker_v2.py", None, 439, FIX_MARKER),
         Cite(_SCHED, 862, None, "is_frozen_kv_mtp()"),
     ), "PR #29616: the draft drops the prefill's out_cache_loc; the scheduler's special case is gone"),
+    Fact("FROZEN_KV_MTP_MAX_RUNNING_DEFAULT", FROZEN_KV_MTP_MAX_RUNNING_DEFAULT, (
+        Cite("srt/arg_groups/speculative_hook.py", 245, 299, "def _handle_frozen_kv_mtp(server_args: ServerArgs) -> None:"),
+        Cite("srt/arg_groups/speculative_hook.py", 247, 301, "server_args.max_running_requests = 48"),
+        Cite("srt/model_executor/runner/base_cuda_graph_runner.py", 91, 91,
+             "capture_bs = [bs for bs in capture_bs if bs <= num_max_requests]"),
+        Cite(_FKVG, 117, 121, "self.max_num_token = self.max_bs * self.num_tokens_per_bs"),
+    ), "unset --max-running-requests: 48; the draft graph is captured for at most that many requests x topk"),
+    Fact("DRAFT_TOPK_BACKEND", DRAFT_TOPK_BACKEND, (
+        Cite(_FKV, 243, 236, "if self.topk == 1:"),
+        Cite(_FKV, 244, 237, "return self.draft_model_runner.attn_backend"),
+        Cite(_FKV, 249, 242, DRAFT_TOPK_BACKEND),
+    ), "topk 1: the draft shares the model runner's backend (trtllm_mha included); topk > 1: triton only"),
+    Fact("DRAFT_EAGER_CHOICE", "cuda_graph_fully_disabled", (
+        Cite(_FKV, 354, 347, "if cuda_graph_fully_disabled() or self.speculative_num_steps <= 1:"),
+        Cite("srt/model_executor/cuda_graph_config.py", 158, 179, "def cuda_graph_fully_disabled() -> bool:"),
+        Cite(_ARGS, 2942, 3214, "if self.disable_cuda_graph:"),
+    ), "no draft graph (the eager path) when decode and prefill graphs are both disabled, or num-steps <= 1"),
+    Fact("DRAFT_GRAPH_PATH", DRAFT_GRAPH_PATH, (
+        Cite(_FKV, 451, 447, "self.cuda_graph_runner.execute(forward_batch)"),
+        Cite(_FKVG, 398, 418, "self.frozen_kv_mtp_worker._init_frozen_kv_metadata_replay_cuda_graph("),
+        Cite(_FKV, 347, 340, 'out_cache_loc=getattr(forward_batch, "out_cache_loc", None),'),
+        Cite(_FKV, 351, 344, "self.draft_attn_backend.init_forward_metadata_out_graph(fb_view)"),
+        Cite(_TRT, 607, 622, "def init_forward_metadata_out_graph("),
+    ), "the graph path hands the forward batch's out_cache_loc to the attention backend before replay"),
+    Fact("DRAFT_GRAPH_SWA_REFILL", DRAFT_GRAPH_SWA_REFILL, (
+        Cite(_TRT, 645, None, DRAFT_GRAPH_SWA_REFILL),
+        Cite(_TRT, 325, 327, "torch.zeros(max_num_tokens, dtype=torch.int64, device=self.device)"),
+        Cite(_TRITON, 571, 615, "or out_cache_loc.shape[0] > self.cuda_graph_swa_out_cache_loc.shape[0]"),
+    ), "0.5.14's trtllm_mha copies an out_cache_loc longer than the max_num_tokens buffer (a stale prefill's) into "
+       "[:n] (the only test, :642, is for None): torch raises 'The size of tensor a (48) must match the size of "
+       "tensor b (N)'; triton skips it"),
 )

@@ -23,7 +23,7 @@ from harness.scenario import load_file, select_cases
 
 REPO = Path(__file__).resolve().parent.parent
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
-NVFP4 = REPO / "scenarios" / "frozen_kv_mtp" / "trtllm_swa_nvfp4_startup.yaml"
+NVFP4 = REPO / "scenarios" / "frozen_kv_mtp" / "trtllm_swa_nvfp4_graph_draft.yaml"
 
 pytestmark = pytest.mark.slow
 
@@ -83,12 +83,12 @@ def test_post_fix_passes_with_ground_truth_metrics(tmp_path):
     assert not tagged_processes(result.server.run_tag)
 
 
-def test_start_up_failure_is_a_crash_with_a_reason(tmp_path):
+def test_graph_draft_crash_at_warm_up_is_a_crash_with_a_reason(tmp_path):
     case = case_of(NVFP4, "default")
     result = execute_run(case, "sim:pre-fix", role="before", options=RunOptions(out_root=tmp_path, progress=False))
     assert result.outcome == "crash"
-    assert result.signature == "sim-frozen-kv-mtp-early-pool-binding"
-    assert result.reason.startswith("start-up:") and result.phase is Phase.STARTUP
+    assert result.signature == "frozen-kv-mtp-stale-out-cache-loc-graph"
+    assert result.reason.startswith("warm-up:") and result.phase is Phase.WARMUP
     assert result.expectation is not None and result.expectation.held
     assert not tagged_processes(result.server.run_tag)
 

@@ -33,16 +33,11 @@ from harness.sim.sampling import sample
 from harness.sim.server_settings import SchedulerSettings
 from harness.sim.sim_logging import configure_logging
 from harness.sim.tokenizer import EOS_ID
+from harness.sim.triton_backend import make_attn_backend
 
-__all__ = ["Scheduler", "run_scheduler_process", "EARLY_POOL_BINDING_MESSAGE"]
+__all__ = ["Scheduler", "run_scheduler_process"]
 
 logger = logging.getLogger(__name__)
-
-EARLY_POOL_BINDING_MESSAGE = (
-    "Frozen-KV MTP target KV pool bound before memory pool init (hybrid SWA + trtllm_mha) "
-    "[modelled on sglang#29021 by the sglang-repro CPU reference server]"
-)
-
 
 class Scheduler:
     def __init__(self, settings: SchedulerSettings, out: Connection) -> None:
@@ -70,10 +65,10 @@ class Scheduler:
 
     # -- start-up, in SGLang's order ------------------------------------------------------
     def init_model_worker(self) -> None:
+        # sglang 0.5.14 allocates the target's memory pool early for Frozen-KV MTP (scheduler.py :826-834,
+        # :862) and the draft worker then finds the pool it binds to: nothing fails at start-up (#29021
+        # is the CUDA-graph draft crash of harness.sim.trtllm_mha_backend, at the first decode).
         self.init_tp_model_worker()
-        if self.s.speculative and self.s.revision == "pre-fix":
-            # sglang 0.5.14's scheduler special case: bind the target pool before the draft exists.
-            self.init_target_memory_pool()
         self.maybe_init_draft_worker()
         self.init_memory_pools()
 
@@ -83,13 +78,6 @@ class Scheduler:
         logger.info("%s Load weight end. type=%s (tiny random weights), layers=%s, sliding_window=%d",
                     SIM_LABEL, s.target.architecture, ",".join(t.split("_")[0] for t in s.target.layer_types),
                     s.target.sliding_window)
-
-    def init_target_memory_pool(self) -> None:
-        if self.s.hybrid_swa and self.s.attention_backend == "trtllm_mha":
-            logger.error("%s modelling sglang#29021 (fixed by #29616): the pre-fix scheduler binds the Frozen-KV "
-                         "MTP target KV pool before the memory pool exists; this start-up failure is modelled",
-                         SIM_LABEL)
-            raise RuntimeError(EARLY_POOL_BINDING_MESSAGE)
 
     def maybe_init_draft_worker(self) -> None:
         s = self.s
@@ -115,22 +103,23 @@ class Scheduler:
         if not s.speculative:
             return
         draft_model = DraftBatchModel(self.draft_head, self.pool, self.req_pool)
-        if s.eager_draft:
-            draft_graph = None
-            logger.info("%s draft CUDA graph skipped (CUDA graphs disabled or --speculative-num-steps <= 1): "
-                        "the draft runs the eager path", SIM_LABEL)
-        else:
-            # The draft's captured graph never had out_cache_loc among its inputs.
-            draft_graph = GraphLikeRunner(draft_model, s.cuda_graph_max_bs * topk,
-                                          tuple(f for f in BUFFER_FIELDS if f != "out_cache_loc"), self.device)
-            logger.info("%s Capture draft cuda graph end (modelled). bs up to %d", SIM_LABEL, s.cuda_graph_max_bs)
         self.draft_runner = ModelRunner(draft_model,
                                         CudaGraphBufferRegistry(s.max_running_requests * topk, self.device),
-                                        draft_graph, cost / 10.0)
+                                        None, cost / 10.0)
         self.worker = FrozenKVMTPWorker(
             target_runner=self.target_runner, draft_runner=self.draft_runner, pool=self.pool,
             req_pool=self.req_pool, allocator=self.allocator, revision=s.revision, num_steps=s.num_steps,
-            topk=topk, num_draft_tokens=s.num_draft_tokens, device=self.device)
+            topk=topk, num_draft_tokens=s.num_draft_tokens, device=self.device,
+            draft_attn_backend=make_attn_backend(s.draft_attention_backend, s.hybrid_swa, self.device))
+        if s.eager_draft:
+            logger.info("%s draft CUDA graph skipped (CUDA graphs disabled or --speculative-num-steps <= 1): "
+                        "the draft runs the eager path", SIM_LABEL)
+            return
+        # SGLang's capture sizes stop at the request pool's size (base_cuda_graph_runner.py :84-91).
+        max_bs = min(s.cuda_graph_max_bs, s.max_running_requests)
+        self.worker.capture_cuda_graph(draft_model, max_bs)
+        logger.info("%s Capture draft cuda graph end (modelled). bs up to %d, draft attention backend %s%s",
+                    SIM_LABEL, max_bs, s.draft_attention_backend, " with a hybrid SWA KV pool" if s.hybrid_swa else "")
 
     # -- requests ---------------------------------------------------------------------------
     def _budget(self, r: Req) -> int:
@@ -262,7 +251,7 @@ class Scheduler:
     def _draft(self, reqs: list[Req], last_out_cache_loc: torch.Tensor) -> None:
         assert self.worker is not None
         draft_fb = self.worker.build_draft_batch(reqs, last_out_cache_loc)
-        drafts = self.worker.draft_forward(draft_fb)
+        drafts = self.worker.draft(draft_fb)
         self.stats["draft_steps"] += self.worker.chain_len
         for r, d in zip(reqs, drafts):
             r.drafts = d
