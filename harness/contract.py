@@ -23,6 +23,7 @@ __all__ = [
     "ABORT_TYPE",
     "AVG_ACCEPT_LENGTH_KEY",
     "CHILD_FAILED_LINE",
+    "CHILD_FAILED_RUNNING_LINE",
     "DEFAULTS",
     "DRAFT_GRAPH_PATH",
     "DRAFT_GRAPH_SWA_REFILL",
@@ -187,6 +188,10 @@ LOG_OTHER_TAGS: Final = ("encode_dp_worker[{rank}]", "encode_server")
 LOG_DATE_FORMAT: Final = "%Y-%m-%d %H:%M:%S"  # SGLANG_LOG_MS adds ".%(msecs)03d"
 SCHEDULER_EXCEPTION: Final = "Scheduler hit an exception:"
 CHILD_FAILED_LINE: Final = "Received sigquit from a child process. It usually means the child failed."
+# The running-phase handler replaces the launch-phase one (CHILD_FAILED_LINE) when the tokenizer manager
+# takes its first request (generate_request -> auto_create_handle_loop), i.e. SGLang's own warm-up request:
+# a scheduler that dies after that logs this at ERROR ("SIGQUIT received. signum=None, frame=None. ...").
+CHILD_FAILED_RUNNING_LINE: Final = "It usually means one child failed."
 NO_ACCELERATOR: Final = "No accelerator (CUDA, XPU, HPU, NPU, MUSA, MPS) or platform plugin is available."
 
 # -- flags -------------------------------------------------------------------------------------------
@@ -347,7 +352,15 @@ FACTS: Final[tuple[Fact, ...]] = (
     Fact("SCHEDULER_EXCEPTION", SCHEDULER_EXCEPTION,
          (Cite(_SCHED, 4231, 4333, 'logger.error(f"Scheduler hit an exception: {traceback}")'),),
          "one log record: only its first line carries the prefix"),
-    Fact("CHILD_FAILED_LINE", CHILD_FAILED_LINE, (Cite("srt/entrypoints/engine.py", 1303, 1328, CHILD_FAILED_LINE),)),
+    Fact("CHILD_FAILED_LINE", CHILD_FAILED_LINE, (Cite("srt/entrypoints/engine.py", 1303, 1328, CHILD_FAILED_LINE),),
+         "the launch-phase SIGQUIT handler: until the first request"),
+    Fact("CHILD_FAILED_RUNNING_LINE", CHILD_FAILED_RUNNING_LINE, (
+        Cite(_TM, 581, 594, "self.auto_create_handle_loop()"),
+        Cite(_TM, 1799, 1822, "def auto_create_handle_loop(self):"),
+        Cite(_TM, 1817, 1840, "signal.SIGQUIT, signal_handler.running_phase_sigquit_handler"),
+        Cite(_TM, 3096, 3129, 'f"SIGQUIT received. {signum=}, {frame=}. It usually means one child failed."'),
+    ), "logged at ERROR (so at every --log-level) by a server that had taken a request: before the ready "
+       "line that request is SGLang's own warm-up"),
     Fact("NO_ACCELERATOR", NO_ACCELERATOR, (Cite("srt/utils/common.py", 2103, 900, NO_ACCELERATOR),)),
     Fact("DEFAULTS", DEFAULTS, (
         Cite(_ARGS, 528, 977, 'host: A[str, "The host of the HTTP server."] = "127.0.0.1"'),

@@ -451,3 +451,10 @@ def test_ranks_that_differ_only_in_attn_cp_and_moe_dp_are_kept_apart(catalogue: 
     match = catalogue.match_text("\n".join(mixed))
     assert match is not None and match.groups == ("271",)
     assert all(one in line for line in match.excerpt.splitlines())
+
+
+def test_both_sigquit_handlers_lines_are_crash_markers() -> None:
+    # SGLang's launch-phase handler, then the running-phase one the first request installs (harness.contract)
+    assert looks_like_crash("[2026-06-29 10:00:00] Received sigquit from a child process. It usually means the child failed.")
+    assert looks_like_crash("[2026-06-29 10:00:00] SIGQUIT received. signum=None, frame=None. It usually means one child failed.")
+    assert not looks_like_crash("[2026-06-29 10:00:00] SIGTERM received. signum=None frame=None. Draining requests")
