@@ -112,6 +112,7 @@ _TM = "srt/managers/tokenizer_manager.py"
 _SCHED = "srt/managers/scheduler.py"
 _ARGS = "srt/server_args.py"
 _METRICS = "srt/observability/metrics_collector.py"
+_MREP = "srt/managers/scheduler_components/metrics_reporter.py"
 _FKV = "srt/speculative/frozen_kv_mtp_worker_v2.py"
 _FKVG = "srt/speculative/frozen_kv_mtp_cuda_graph_runner.py"
 _TRT = "srt/layers/attention/trtllm_mha_backend.py"
@@ -173,7 +174,9 @@ META_INFO_KEYS: Final = ("finish_reason", "prompt_tokens", "completion_tokens", 
 SPEC_META_INFO_KEYS: Final = ("spec_accept_length", "spec_verify_ct")  # accept length = completion / verify
 ABORT_TYPE: Final = "abort"
 ABORT_KEYS: Final = ("type", "message", "status_code", "err_type")  # FINISH_ABORT.to_json()
-AVG_ACCEPT_LENGTH_KEY: Final = "avg_spec_accept_length"  # server_info internal_states[i], lifetime figure
+# server_info internal_states[i]: accepted tokens / forward count since the last /flush_cache, folded in only
+# every decode_log_interval (40) decode batches; absent until the first fold; every request counts.
+AVG_ACCEPT_LENGTH_KEY: Final = "avg_spec_accept_length"
 METRIC_NAMES: Final = (
     "sglang:spec_accept_length", "sglang:spec_accept_rate", "sglang:num_running_reqs", "sglang:num_queue_reqs",
     "sglang:gen_throughput", "sglang:prompt_tokens_total", "sglang:generation_tokens_total",
@@ -317,9 +320,17 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite("srt/managers/schedule_batch.py", 211, 211, '"type": "abort",'),
         Cite(_TM, 1381, 1402, "async def _handle_abort_finish_reason("),
     ), "a streamed abort is yielded as an event, then data: [DONE], HTTP 200"),
-    Fact("AVG_ACCEPT_LENGTH_KEY", AVG_ACCEPT_LENGTH_KEY,
-         (Cite(_SCHED, 3687, 3775, 'ret["avg_spec_accept_length"] = ('),),
-         "lifetime figure over forward passes, warm-ups included"),
+    Fact("AVG_ACCEPT_LENGTH_KEY", AVG_ACCEPT_LENGTH_KEY, (
+        Cite(_SCHED, 3687, 3775, 'ret["avg_spec_accept_length"] = ('),
+        Cite(_MREP, 674, 696, "if self.forward_ct_decode % self.scheduler.server_args.decode_log_interval != 0:"),
+        Cite(_MREP, 723, 745, "self.spec_total_num_accept_tokens += self.spec_num_accept_tokens"),
+        Cite(_MREP, 724, 746, "self.spec_total_num_forward_ct += self.spec_num_forward_ct"),
+        Cite(_MREP, 487, 502, "def reset_metrics(self):"),
+        Cite(_MREP, 493, 508, "self.spec_total_num_forward_ct = 0"),
+        Cite(_SCHED, 3649, 3737, "self.metrics_reporter.reset_metrics()"),
+        Cite(_ARGS, 1096, 1222, "] = 40"),
+    ), "since the last /flush_cache (which resets it), folded every decode_log_interval (40) decode batches, "
+       "absent until the first fold; warm-ups and every client's requests since the flush count"),
     Fact("METRIC_NAMES", METRIC_NAMES, (
         Cite(_METRICS, 415, 415, 'name="sglang:spec_accept_length",'),
         Cite(_METRICS, 421, 421, 'name="sglang:spec_accept_rate",'),

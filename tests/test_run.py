@@ -75,7 +75,12 @@ def test_post_fix_passes_with_ground_truth_metrics(tmp_path):
     m = result.metrics
     # The harness measures acceptance from each response; the server counts it in verification.
     assert m["accept_length"] == pytest.approx(truth["accept_length"], rel=1e-9)
-    assert m["accept_length_server"] == pytest.approx(truth["accept_length"], rel=1e-9)
+    # The server's own figure is folded every 40 decode batches after the flush before the trial: the
+    # reporter's, when there was a fold (absent before, as in SGLang).
+    if truth["server_accept_length"] is None:
+        assert m["accept_length_server"] is None
+    else:
+        assert m["accept_length_server"] == pytest.approx(truth["server_accept_length"], rel=1e-9)
     assert m["completion_tokens"] == truth["completion_tokens"]
     # Client throughput over its wall time vs the server's, from first arrival to last finish.
     assert m["output_throughput_tok_s"] == pytest.approx(truth["span_throughput"], rel=0.02)

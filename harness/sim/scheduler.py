@@ -26,6 +26,7 @@ from harness.sim.cuda_graph_buffer_registry import BUFFER_FIELDS, CudaGraphBuffe
 from harness.sim.forward_batch import ForwardBatch, ForwardMode, SeqSpan
 from harness.sim.frozen_kv_mtp_worker import FrozenKVMTPWorker
 from harness.sim.memory_pool import KVPool, ReqToTokenPool, TokenToKVPoolAllocator
+from harness.sim.metrics_reporter import MetricsReporter
 from harness.sim.model import FrozenKVDraftHead, TinyTransformer
 from harness.sim.model_runner import GraphLikeRunner, ModelRunner
 from harness.sim.req_state import Req
@@ -50,6 +51,7 @@ class Scheduler:
         self.waiting: list[Req] = []
         self.running: list[Req] = []
         self.reset_stats()
+        self.metrics_reporter = MetricsReporter(settings.decode_log_interval)  # what /server_info reports
         self.worker: FrozenKVMTPWorker | None = None
         self.init_model_worker()
 
@@ -261,6 +263,7 @@ class Scheduler:
         if self.worker is not None:
             new_tokens, last_locs = self.worker.verify(reqs)
             self.stats["forward_steps"] += 1
+            self.metrics_reporter.on_decode_batch(sum(len(t) - 1 for t in new_tokens), len(reqs))
             for r, toks in zip(reqs, new_tokens):
                 self._append(r, toks)
                 if r.count_in_stats:
@@ -296,6 +299,7 @@ class Scheduler:
         st: dict[str, object] = dict(stats)
         st["accept_length"] = stats["completion_tokens"] / stats["verify_steps"] if stats["verify_steps"] else None
         st["accept_rate"] = stats["accepted_drafts"] / stats["proposed_drafts"] if stats["proposed_drafts"] else None
+        st["server_accept_length"] = self.metrics_reporter.avg_spec_accept_length()
         st["revision"] = self.s.revision
         st["running"] = len(self.running)
         st["waiting"] = len(self.waiting)
@@ -312,8 +316,12 @@ class Scheduler:
         return st
 
     def flush_cache(self) -> bool:
-        # No prefix cache is modelled; like SGLang, refuse while requests are in flight.
-        return not self.has_work()
+        # No prefix cache is modelled; like SGLang, refuse while requests are in flight, and reset the
+        # metrics reporter's counters (scheduler.py 0.5.14 :3649).
+        if self.has_work():
+            return False
+        self.metrics_reporter.reset_metrics()
+        return True
 
     def event_loop(self, inbox: Connection, parent_pid: int) -> None:
         while True:

@@ -68,6 +68,7 @@ class SchedulerSettings:
     device: str
     seed: int
     log_level: str = "info"
+    decode_log_interval: int = 40
 
 
 class SettingsError(ValueError):
@@ -174,4 +175,5 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
         max_prefill_tokens=max(args.max_prefill_tokens, 1), cuda_graph_max_bs=args.cuda_graph_max_bs or max_running,
         draft_agreement=args.sim_draft_agreement, step_cost_ms=args.sim_step_cost_ms, device=args.sim_device,
         seed=args.sim_seed if args.random_seed is None else args.random_seed, log_level=args.log_level,
+        decode_log_interval=args.decode_log_interval,
     )

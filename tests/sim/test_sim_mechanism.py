@@ -185,3 +185,20 @@ def test_fill_from_skips_none_and_copies_into_static_buffers():
     assert view["out_cache_loc"] is None
     assert view["input_ids"].data_ptr() == reg.buffers["input_ids"].data_ptr()
     assert reg.buffers["seq_lens"][:2].tolist() == [5, 6]
+
+
+def test_server_accept_length_is_folded_every_interval_and_reset_by_flush():
+    s = _scheduler([*GRAPH_28264, "--decode-log-interval", "4", "--sim-revision", "post-fix"])
+    s.add_request({"rid": "w", "input_ids": [5] * 20, "count_in_stats": False,
+                   "sampling_params": {"max_new_tokens": 64, "temperature": 0.0, "ignore_eos": True}})
+    s.step()  # the prefill
+    for _ in range(3):
+        s.step()
+    assert s.snapshot()["server_accept_length"] is None  # 3 decode batches: nothing folded yet
+    s.step()
+    folded = s.snapshot()["server_accept_length"]
+    assert folded is not None and folded > 1  # includes a request the ground truth leaves out
+    assert s.snapshot()["accept_length"] is None
+    while s.has_work():
+        s.step()
+    assert s.flush_cache() and s.snapshot()["server_accept_length"] is None
