@@ -412,6 +412,12 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_FKV, 351, 344, "self.draft_attn_backend.init_forward_metadata_out_graph(fb_view)"),
         Cite(_TRT, 607, 622, "def init_forward_metadata_out_graph("),
     ), "the graph path hands the forward batch's out_cache_loc to the attention backend before replay"),
+    Fact("STALE_ONLY_IN_A_FRESH_RUNNING_BATCH", "self.running_batch = self.last_batch", (
+        Cite(_SCHED, 2622, 2666, "self.running_batch = self.last_batch"),
+        Cite("srt/managers/schedule_batch.py", 2761, 2772, "def merge_batch(self, other: ScheduleBatch):"),
+        Cite("srt/managers/schedule_batch.py", 2779, 2790, "self.out_cache_loc = None"),
+    ), "a finished prefill becomes the running batch as it is (keeping its out_cache_loc) only when none is "
+       "running; merged into a running batch, out_cache_loc is None, and the stale value is gone"),
     Fact("DRAFT_GRAPH_SWA_REFILL", DRAFT_GRAPH_SWA_REFILL, (
         Cite(_TRT, 645, None, DRAFT_GRAPH_SWA_REFILL),
         Cite(_TRT, 325, 327, "torch.zeros(max_num_tokens, dtype=torch.int64, device=self.device)"),

@@ -72,7 +72,7 @@ class FrozenKVMTPWorker:
         logger.info("%s Frozen-KV MTP worker: topk=%d, %d draft token(s) per branch, revision %s",
                     SIM_LABEL, topk, self.chain_len, revision)
 
-    def build_draft_batch(self, reqs: list[Req], last_out_cache_loc: torch.Tensor) -> ForwardBatch:
+    def build_draft_batch(self, reqs: list[Req], last_out_cache_loc: torch.Tensor | None) -> ForwardBatch:
         """The draft's batch, derived from the target batch that just ran (it inherits its ``out_cache_loc``)."""
         dev = self.device
         pending = torch.tensor([r.pending for r in reqs], dtype=torch.int64, device=dev)

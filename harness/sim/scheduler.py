@@ -245,12 +245,16 @@ class Scheduler:
         for r, span in zip(reqs, spans):
             tok = int(sample(logits[span.start + span.length - 1 : span.start + span.length], r.temperature, r.generator))
             self._append(r, [tok])
+        # SGLang: a prefill batch becomes the running batch as it is when none is running, and keeps its
+        # out_cache_loc (the stale value); merged into a running batch it gets out_cache_loc = None
+        # (scheduler.py 0.5.14 :2619-2625, schedule_batch.py merge_batch :2779).
+        merged = bool(self.running)
         self.running.extend(reqs)
         alive = [r for r in reqs if r.finish_reason is None]
         if self.worker is not None and alive:
-            self._draft(alive, slots)  # fb's out_cache_loc: the draft inherits it from the batch that just ran
+            self._draft(alive, None if merged else slots)  # the draft inherits the batch's out_cache_loc
 
-    def _draft(self, reqs: list[Req], last_out_cache_loc: torch.Tensor) -> None:
+    def _draft(self, reqs: list[Req], last_out_cache_loc: torch.Tensor | None) -> None:
         assert self.worker is not None
         draft_fb = self.worker.build_draft_batch(reqs, last_out_cache_loc)
         drafts = self.worker.draft(draft_fb)

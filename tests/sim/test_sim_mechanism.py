@@ -202,3 +202,17 @@ def test_server_accept_length_is_folded_every_interval_and_reset_by_flush():
     while s.has_work():
         s.step()
     assert s.flush_cache() and s.snapshot()["server_accept_length"] is None
+
+
+@pytest.mark.parametrize("argv", [EAGER_28264, [*NVFP4, "--attention-backend", "trtllm_mha"]])
+def test_pre_fix_a_prompt_that_joins_a_busy_batch_does_not_crash(argv):
+    """Merged into a running batch, the prefill's out_cache_loc is dropped (schedule_batch.py merge_batch);
+    the same prompt on an idle server crashes (the tests above)."""
+    s = _scheduler([*argv, "--sim-revision", "pre-fix"])
+    s.add_request({"rid": "busy", "input_ids": [7], "count_in_stats": False,
+                   "sampling_params": {"max_new_tokens": 64, "temperature": 0.0, "ignore_eos": True}})
+    s.step()
+    s.step()
+    assert s.running
+    _run(s, [276], new=8)
+    assert s.snapshot()["completion_tokens"] == 8
