@@ -23,12 +23,17 @@ __all__ = [
     "ABORT_TYPE",
     "AVG_ACCEPT_LENGTH_KEY",
     "CHILD_FAILED_LINE",
+    "CHILD_FAILED_RUNNING_LINE",
     "DEFAULTS",
+    "DRAFT_GRAPH_PATH",
+    "DRAFT_GRAPH_SWA_REFILL",
+    "DRAFT_TOPK_BACKEND",
     "DRAFT_QUANTIZATION_UNQUANT",
     "ENV_FALSE",
     "ENV_TRUE",
     "FACTS",
     "FIX_MARKER",
+    "FROZEN_KV_MTP_MAX_RUNNING_DEFAULT",
     "AUTH_EXEMPT_PREFIXES",
     "FLUSH_CACHE_PATH",
     "GENERATE_PATH",
@@ -107,6 +112,11 @@ _TM = "srt/managers/tokenizer_manager.py"
 _SCHED = "srt/managers/scheduler.py"
 _ARGS = "srt/server_args.py"
 _METRICS = "srt/observability/metrics_collector.py"
+_MREP = "srt/managers/scheduler_components/metrics_reporter.py"
+_FKV = "srt/speculative/frozen_kv_mtp_worker_v2.py"
+_FKVG = "srt/speculative/frozen_kv_mtp_cuda_graph_runner.py"
+_TRT = "srt/layers/attention/trtllm_mha_backend.py"
+_TRITON = "srt/layers/attention/triton_backend.py"
 
 # -- readiness and health --------------------------------------------------------------------------
 
@@ -164,7 +174,9 @@ META_INFO_KEYS: Final = ("finish_reason", "prompt_tokens", "completion_tokens", 
 SPEC_META_INFO_KEYS: Final = ("spec_accept_length", "spec_verify_ct")  # accept length = completion / verify
 ABORT_TYPE: Final = "abort"
 ABORT_KEYS: Final = ("type", "message", "status_code", "err_type")  # FINISH_ABORT.to_json()
-AVG_ACCEPT_LENGTH_KEY: Final = "avg_spec_accept_length"  # server_info internal_states[i], lifetime figure
+# server_info internal_states[i]: accepted tokens / forward count since the last /flush_cache, folded in only
+# every decode_log_interval (40) decode batches; absent until the first fold; every request counts.
+AVG_ACCEPT_LENGTH_KEY: Final = "avg_spec_accept_length"
 METRIC_NAMES: Final = (
     "sglang:spec_accept_length", "sglang:spec_accept_rate", "sglang:num_running_reqs", "sglang:num_queue_reqs",
     "sglang:gen_throughput", "sglang:prompt_tokens_total", "sglang:generation_tokens_total",
@@ -179,6 +191,10 @@ LOG_OTHER_TAGS: Final = ("encode_dp_worker[{rank}]", "encode_server")
 LOG_DATE_FORMAT: Final = "%Y-%m-%d %H:%M:%S"  # SGLANG_LOG_MS adds ".%(msecs)03d"
 SCHEDULER_EXCEPTION: Final = "Scheduler hit an exception:"
 CHILD_FAILED_LINE: Final = "Received sigquit from a child process. It usually means the child failed."
+# The running-phase handler replaces the launch-phase one (CHILD_FAILED_LINE) when the tokenizer manager
+# takes its first request (generate_request -> auto_create_handle_loop), i.e. SGLang's own warm-up request:
+# a scheduler that dies after that logs this at ERROR ("SIGQUIT received. signum=None, frame=None. ...").
+CHILD_FAILED_RUNNING_LINE: Final = "It usually means one child failed."
 NO_ACCELERATOR: Final = "No accelerator (CUDA, XPU, HPU, NPU, MUSA, MPS) or platform plugin is available."
 
 # -- flags -------------------------------------------------------------------------------------------
@@ -196,6 +212,20 @@ DEFAULTS: Final = {
 DRAFT_QUANTIZATION_UNQUANT: Final = "unquant"
 # PR #29616's change in the draft worker: present from 0.5.15 on.
 FIX_MARKER: Final = "forward_batch.out_cache_loc = None"
+
+# -- the two crash paths of 0.5.14's Frozen-KV MTP draft (the reference server models both) -----------
+
+# Frozen-KV MTP's --max-running-requests when unset; the draft graph's capture sizes stop there, so the
+# SWA refill buffer below holds max_bs x topk = 48 entries by default.
+FROZEN_KV_MTP_MAX_RUNNING_DEFAULT: Final = 48
+# topk 1: the draft uses its model runner's own attention backend (trtllm_mha when the server runs it);
+# topk > 1: only triton.
+DRAFT_TOPK_BACKEND: Final = "Frozen-KV MTP topk > 1 currently supports only the triton "
+# The CUDA-graph draft path, outermost first: draft -> cuda_graph_runner.execute ->
+# _init_frozen_kv_metadata_replay_cuda_graph (its fb_view keeps out_cache_loc) -> the backend's
+# init_forward_metadata_out_graph, whose SWA refill trtllm_mha does not guard (0.5.14 only).
+DRAFT_GRAPH_PATH: Final = ("execute", "_init_frozen_kv_metadata_replay_cuda_graph", "init_forward_metadata_out_graph")
+DRAFT_GRAPH_SWA_REFILL: Final = "self.cuda_graph_swa_out_cache_loc[:n].copy_("
 
 
 FACTS: Final[tuple[Fact, ...]] = (
@@ -290,9 +320,17 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite("srt/managers/schedule_batch.py", 211, 211, '"type": "abort",'),
         Cite(_TM, 1381, 1402, "async def _handle_abort_finish_reason("),
     ), "a streamed abort is yielded as an event, then data: [DONE], HTTP 200"),
-    Fact("AVG_ACCEPT_LENGTH_KEY", AVG_ACCEPT_LENGTH_KEY,
-         (Cite(_SCHED, 3687, 3775, 'ret["avg_spec_accept_length"] = ('),),
-         "lifetime figure over forward passes, warm-ups included"),
+    Fact("AVG_ACCEPT_LENGTH_KEY", AVG_ACCEPT_LENGTH_KEY, (
+        Cite(_SCHED, 3687, 3775, 'ret["avg_spec_accept_length"] = ('),
+        Cite(_MREP, 674, 696, "if self.forward_ct_decode % self.scheduler.server_args.decode_log_interval != 0:"),
+        Cite(_MREP, 723, 745, "self.spec_total_num_accept_tokens += self.spec_num_accept_tokens"),
+        Cite(_MREP, 724, 746, "self.spec_total_num_forward_ct += self.spec_num_forward_ct"),
+        Cite(_MREP, 487, 502, "def reset_metrics(self):"),
+        Cite(_MREP, 493, 508, "self.spec_total_num_forward_ct = 0"),
+        Cite(_SCHED, 3649, 3737, "self.metrics_reporter.reset_metrics()"),
+        Cite(_ARGS, 1096, 1222, "] = 40"),
+    ), "since the last /flush_cache (which resets it), folded every decode_log_interval (40) decode batches, "
+       "absent until the first fold; warm-ups and every client's requests since the flush count"),
     Fact("METRIC_NAMES", METRIC_NAMES, (
         Cite(_METRICS, 415, 415, 'name="sglang:spec_accept_length",'),
         Cite(_METRICS, 421, 421, 'name="sglang:spec_accept_rate",'),
@@ -325,7 +363,15 @@ FACTS: Final[tuple[Fact, ...]] = (
     Fact("SCHEDULER_EXCEPTION", SCHEDULER_EXCEPTION,
          (Cite(_SCHED, 4231, 4333, 'logger.error(f"Scheduler hit an exception: {traceback}")'),),
          "one log record: only its first line carries the prefix"),
-    Fact("CHILD_FAILED_LINE", CHILD_FAILED_LINE, (Cite("srt/entrypoints/engine.py", 1303, 1328, CHILD_FAILED_LINE),)),
+    Fact("CHILD_FAILED_LINE", CHILD_FAILED_LINE, (Cite("srt/entrypoints/engine.py", 1303, 1328, CHILD_FAILED_LINE),),
+         "the launch-phase SIGQUIT handler: until the first request"),
+    Fact("CHILD_FAILED_RUNNING_LINE", CHILD_FAILED_RUNNING_LINE, (
+        Cite(_TM, 581, 594, "self.auto_create_handle_loop()"),
+        Cite(_TM, 1799, 1822, "def auto_create_handle_loop(self):"),
+        Cite(_TM, 1817, 1840, "signal.SIGQUIT, signal_handler.running_phase_sigquit_handler"),
+        Cite(_TM, 3096, 3129, 'f"SIGQUIT received. {signum=}, {frame=}. It usually means one child failed."'),
+    ), "logged at ERROR (so at every --log-level) by a server that had taken a request: before the ready "
+       "line that request is SGLang's own warm-up"),
     Fact("NO_ACCELERATOR", NO_ACCELERATOR, (Cite("srt/utils/common.py", 2103, 900, NO_ACCELERATOR),)),
     Fact("DEFAULTS", DEFAULTS, (
         Cite(_ARGS, 528, 977, 'host: A[str, "The host of the HTTP server."] = "127.0.0.1"'),
@@ -342,4 +388,41 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite("srt/speculative/frozen_kv_mtp_worker_v2.py", None, 439, FIX_MARKER),
         Cite(_SCHED, 862, None, "is_frozen_kv_mtp()"),
     ), "PR #29616: the draft drops the prefill's out_cache_loc; the scheduler's special case is gone"),
+    Fact("FROZEN_KV_MTP_MAX_RUNNING_DEFAULT", FROZEN_KV_MTP_MAX_RUNNING_DEFAULT, (
+        Cite("srt/arg_groups/speculative_hook.py", 245, 299, "def _handle_frozen_kv_mtp(server_args: ServerArgs) -> None:"),
+        Cite("srt/arg_groups/speculative_hook.py", 247, 301, "server_args.max_running_requests = 48"),
+        Cite("srt/model_executor/runner/base_cuda_graph_runner.py", 91, 91,
+             "capture_bs = [bs for bs in capture_bs if bs <= num_max_requests]"),
+        Cite(_FKVG, 117, 121, "self.max_num_token = self.max_bs * self.num_tokens_per_bs"),
+    ), "unset --max-running-requests: 48; the draft graph is captured for at most that many requests x topk"),
+    Fact("DRAFT_TOPK_BACKEND", DRAFT_TOPK_BACKEND, (
+        Cite(_FKV, 243, 236, "if self.topk == 1:"),
+        Cite(_FKV, 244, 237, "return self.draft_model_runner.attn_backend"),
+        Cite(_FKV, 249, 242, DRAFT_TOPK_BACKEND),
+    ), "topk 1: the draft shares the model runner's backend (trtllm_mha included); topk > 1: triton only"),
+    Fact("DRAFT_EAGER_CHOICE", "cuda_graph_fully_disabled", (
+        Cite(_FKV, 354, 347, "if cuda_graph_fully_disabled() or self.speculative_num_steps <= 1:"),
+        Cite("srt/model_executor/cuda_graph_config.py", 158, 179, "def cuda_graph_fully_disabled() -> bool:"),
+        Cite(_ARGS, 2942, 3214, "if self.disable_cuda_graph:"),
+    ), "no draft graph (the eager path) when decode and prefill graphs are both disabled, or num-steps <= 1"),
+    Fact("DRAFT_GRAPH_PATH", DRAFT_GRAPH_PATH, (
+        Cite(_FKV, 451, 447, "self.cuda_graph_runner.execute(forward_batch)"),
+        Cite(_FKVG, 398, 418, "self.frozen_kv_mtp_worker._init_frozen_kv_metadata_replay_cuda_graph("),
+        Cite(_FKV, 347, 340, 'out_cache_loc=getattr(forward_batch, "out_cache_loc", None),'),
+        Cite(_FKV, 351, 344, "self.draft_attn_backend.init_forward_metadata_out_graph(fb_view)"),
+        Cite(_TRT, 607, 622, "def init_forward_metadata_out_graph("),
+    ), "the graph path hands the forward batch's out_cache_loc to the attention backend before replay"),
+    Fact("STALE_ONLY_IN_A_FRESH_RUNNING_BATCH", "self.running_batch = self.last_batch", (
+        Cite(_SCHED, 2622, 2666, "self.running_batch = self.last_batch"),
+        Cite("srt/managers/schedule_batch.py", 2761, 2772, "def merge_batch(self, other: ScheduleBatch):"),
+        Cite("srt/managers/schedule_batch.py", 2779, 2790, "self.out_cache_loc = None"),
+    ), "a finished prefill becomes the running batch as it is (keeping its out_cache_loc) only when none is "
+       "running; merged into a running batch, out_cache_loc is None, and the stale value is gone"),
+    Fact("DRAFT_GRAPH_SWA_REFILL", DRAFT_GRAPH_SWA_REFILL, (
+        Cite(_TRT, 645, None, DRAFT_GRAPH_SWA_REFILL),
+        Cite(_TRT, 325, 327, "torch.zeros(max_num_tokens, dtype=torch.int64, device=self.device)"),
+        Cite(_TRITON, 571, 615, "or out_cache_loc.shape[0] > self.cuda_graph_swa_out_cache_loc.shape[0]"),
+    ), "0.5.14's trtllm_mha copies an out_cache_loc longer than the max_num_tokens buffer (a stale prefill's) into "
+       "[:n] (the only test, :642, is for None): torch raises 'The size of tensor a (48) must match the size of "
+       "tensor b (N)'; triton skips it"),
 )

@@ -45,7 +45,8 @@ Acceptance length, three figures that are never compared with one another (:data
   ``srt/managers/tokenizer_manager.py`` ``_calculate_spec_decoding_metrics`` 0.5.14:2301 / 0.5.15:2334), token
   weighted: sum of completion tokens over sum of verify steps. Probe and warm-up requests and other tenants'
   traffic are not in it.
-- ``accept_length_server`` (lifetime, ``/server_info``) and ``accept_length_gauge`` (``/metrics``): read from
+- ``accept_length_server`` (``/server_info``, since the last flush, folded every 40 decode batches) and
+  ``accept_length_gauge`` (``/metrics``): read from
   the server by :mod:`harness.metrics`, not derived here.
 
 Cross-check: ``accept_length_chunks`` = sum of completion tokens / sum of (token-carrying events - 1) over the
@@ -99,7 +100,7 @@ __all__ = [
 # Where each acceptance-length metric comes from. A check names one of these sources.
 ACCEPT_LENGTH_SOURCES: Mapping[str, str] = {
     "requests": "accept_length",  # per-request meta_info of the measured requests (client side)
-    "server": "accept_length_server",  # /server_info internal_states[0].avg_spec_accept_length (lifetime)
+    "server": "accept_length_server",  # /server_info internal_states[0].avg_spec_accept_length (since the flush)
     "gauge": "accept_length_gauge",  # /metrics sglang:spec_accept_length (recent window, per tp_rank)
 }
 ACCEPT_LENGTH_TOLERANCE = 0.05

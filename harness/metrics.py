@@ -4,13 +4,15 @@
 Three acceptance lengths exist and are never compared with one another (:data:`harness.derive.ACCEPT_LENGTH_SOURCES`):
 
 - ``accept_length``: per-request ``spec_accept_length`` of the measured requests (client side, derived).
-- ``accept_length_server``: ``internal_states[0].avg_spec_accept_length`` from ``GET /server_info``: a
-  lifetime figure over forward passes (accepted tokens / forward count), folded in only every
-  ``decode_log_interval`` decode batches, including warm-ups and every other client's traffic
+- ``accept_length_server``: ``internal_states[0].avg_spec_accept_length`` from ``GET /server_info``:
+  accepted tokens / forward count over every request the server ran (other clients' too). Not a lifetime
+  figure: it counts since the last ``/flush_cache``, which resets it (the harness flushes before each trial
+  on a reused server; a fresh server's first trial includes SGLang's warm-up), and it is folded in only
+  every ``decode_log_interval`` (40) decode batches, so it is absent until 40 decode batches after the flush
   (sglang ``srt/managers/scheduler.py`` ``get_internal_state`` 0.5.14:3683-3690 / 0.5.15:3771-3778; the
-  lifetime counters in ``srt/managers/scheduler_components/metrics_reporter.py`` 0.5.14:723-724 /
-  0.5.15:745-746). Upstream's own
-  test floor (1.5) is on this one. Absent until the first folded batch: None.
+  counters in ``srt/managers/scheduler_components/metrics_reporter.py`` 0.5.14:674, 723-724, reset 487-493 /
+  0.5.15:696, 745-746, 502-508; harness.contract AVG_ACCEPT_LENGTH_KEY). Upstream's own test floor (1.5) is
+  on this one. Absent: None.
   ``/server_info`` is current in 0.5.14 and 0.5.15; ``/get_server_info`` is deprecated in both and logs a
   warning per call (``srt/entrypoints/http_server.py`` 0.5.14:678-685 / 0.5.15:695-702), so it is asked only
   when ``/server_info`` answers 404 (older releases).

@@ -173,14 +173,20 @@ def _preflight(case: Case, launcher: Launcher, flags: list[str]) -> RunVerdict |
 # --------------------------------------------------------------------------- 3. serve
 
 
-def _before_ready_phase(log_text: str, flags: Sequence[str]) -> Phase:
-    """Start-up, or SGLang's own warm-up request (the HTTP server was up and warm-up was not skipped)."""
-    # SGLang logs WARMUP_FAILED_LINE when its own warm-up request fails, then kills itself; the HTTP server
-    # (uvicorn's line) is up before warm-up starts (harness.contract cites both).
+def _before_ready_phase(log_text: str, flags: Sequence[str], http_answered: bool = False) -> Phase:
+    """Start-up, or SGLang's own warm-up request (the HTTP server was up and warm-up was not skipped).
+
+    From evidence that holds at every ``--log-level`` first: SGLang's warm-up failure line and the
+    running-phase SIGQUIT line are ERROR records (the latter means the tokenizer manager had taken a
+    request, which before the ready line is the warm-up), and ``http_answered`` means the HTTP server
+    answered a health probe (503 while warming up). uvicorn's INFO line, hidden at warning, comes last.
+    """
     if contract.WARMUP_FAILED_LINE in log_text:
         return Phase.WARMUP
     if contract.SKIP_SERVER_WARMUP_FLAG in flags:
         return Phase.STARTUP
+    if http_answered or contract.CHILD_FAILED_RUNNING_LINE in log_text:
+        return Phase.WARMUP
     return Phase.WARMUP if contract.UVICORN_RUNNING in log_text else Phase.STARTUP
 
 
@@ -306,9 +312,10 @@ def _start(server: ServerProcess, attempt: Attempt) -> float | RunVerdict:
         ready_s = server.wait_ready()
     except ServerDied as exc:
         log_text = server.log_tail(400)
-        return _crash_verdict(exc.crash_match, log_text, exc.server_exit_code, _before_ready_phase(log_text, attempt.flags))
+        phase = _before_ready_phase(log_text, attempt.flags, server.http_answered)
+        return _crash_verdict(exc.crash_match, log_text, exc.server_exit_code, phase)
     except StartupTimeout as exc:
-        phase = _before_ready_phase(server.log_tail(400), attempt.flags)
+        phase = _before_ready_phase(server.log_tail(400), attempt.flags, server.http_answered)
         return RunVerdict(Outcome.TIMEOUT, f"{phase.value}: {exc}", phase)
     log.info("server ready in %.1f s at %s", ready_s, server.url)
     return ready_s

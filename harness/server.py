@@ -208,6 +208,9 @@ class ServerProcess:
         self.crash_line: str | None = None
         self.died_at: float | None = None  # time.time() when death was noticed
         self.ready_via: str | None = None  # "health:/path" or "log"
+        # The HTTP server answered a health probe (503 while SGLang warms up counts): the warm-up had begun.
+        # Evidence that does not depend on --log-level, unlike uvicorn's line.
+        self.http_answered = False
         self._exit_code: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._watchdog: Watchdog | None = None
@@ -461,7 +464,9 @@ class ServerProcess:
         while not (self.ready.is_set() or self.died.is_set() or self._stopping.is_set()):
             for path in self.health_paths:
                 try:
-                    if http.get(self.url + path, timeout_s=_HEALTH_TIMEOUT_S).status == 200:
+                    status = http.get(self.url + path, timeout_s=_HEALTH_TIMEOUT_S).status
+                    self.http_answered = True
+                    if status == 200:
                         self._set_ready(f"health:{path}")
                         return
                 except (OSError, ValueError):

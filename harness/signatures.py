@@ -83,6 +83,7 @@ _PREFIX = re.compile(
 _CRASH_MARKERS = re.compile(
     r"Traceback \(most recent call last\):|Fatal Python error|Segmentation fault|core dumped"
     r"|terminate called after throwing|CUDA error:|Received sigquit from a child process"
+    r"|SIGQUIT received\. .*It usually means one child failed"
 )
 
 

@@ -31,7 +31,8 @@ def test_headers_come_from_the_scenario_flags() -> None:
 def test_runs_against_a_server_with_an_api_key(tmp_path: Path) -> None:
     (case,) = select_cases(load_file(LONG), "tokens=276,path=graph")
     sc = case.scenario
-    server = sc.server.model_copy(update={"args": {**sc.server.args, "api-key": KEY}})
+    # decode-log-interval 1: the server folds its acceptance length every decode batch, so /server_info has one
+    server = sc.server.model_copy(update={"args": {**sc.server.args, "api-key": KEY, "decode-log-interval": 1}})
     case = replace(case, scenario=sc.model_copy(update={"server": server}), reference_scenario=None)
     opts = RunOptions(out_root=tmp_path, progress=False)
     with ServerPool(tmp_path) as pool:

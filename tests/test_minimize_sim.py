@@ -86,8 +86,9 @@ def test_bad_input_exits_2(tmp_path, run_cli):
 
 
 def test_another_crash_is_not_interesting(tmp_path):
-    """A flag combination with another real crash of the reference server (hybrid SWA + trtllm_mha at
-    pre-fix: the modelled #29021 start-up failure) is listed with its signature, never accepted."""
+    """A flag combination with another real crash of the reference server (the CUDA-graph draft path on
+    trtllm_mha with hybrid SWA at pre-fix, here with a one-entry buffer: the same PyTorch message as the
+    eager crash, raised from other frames) is listed with its signature, never accepted."""
     case = eager_case()
     build = resolve_build("sim:pre-fix")
     oracle = Oracle(base=base_mapping(case.scenario, case.file), build=build, defaults=read_defaults(build),
@@ -99,12 +100,14 @@ def test_another_crash_is_not_interesting(tmp_path):
     assert not isinstance(baseline, str)
     oracle.target = Target.of(oracle.run_once(baseline, oracle.digest(small)))
     assert oracle.target.signature == SIGNATURE
-    slip = replace(small, atoms=(*small.atoms, Atom("flag", "attention-backend", "trtllm_mha")))
-    fixed = replace(slip, atoms=(*slip.atoms, Atom("flag", "disable-hybrid-swa-memory", True)))
-    assert oracle.first_interesting("flags", [("slip", slip), ("no slip", fixed)]) == 1
+    graph = [Atom("flag", "speculative-num-steps", 3), Atom("flag", "speculative-num-draft-tokens", 4),
+             Atom("flag", "attention-backend", "trtllm_mha"), Atom("flag", "max-running-requests", 1)]
+    kept = tuple(a for a in small.atoms if a.name != "disable-cuda-graph")
+    slip = replace(small, atoms=(*kept, *graph))
+    assert oracle.first_interesting("flags", [("slip", slip), ("no slip", small)]) == 1
     first, second = oracle.attempts
     assert first.verdict == Verdict.NOT_INTERESTING
-    assert "sim-frozen-kv-mtp-early-pool-binding" in first.detail and "start-up" in first.detail
+    assert "frozen-kv-mtp-stale-out-cache-loc-graph" in first.detail
     assert second.verdict == Verdict.INTERESTING
 
 

@@ -132,7 +132,7 @@ def test_one_item_per_case_and_role_with_readable_ids(project: pytest.Pytester) 
         f"{base}::before", f"{base}::before[sim]", f"{base}::after", f"{base}::after[sim]"]
     # 2 + 8 + 1 cases, 2 roles each, real and reference-server items.
     assert len(ids) == (2 + 8 + 1) * 2 * 2
-    assert "scenarios/frozen_kv_mtp/trtllm_swa_nvfp4_startup.yaml::default::after[sim]" in ids
+    assert "scenarios/frozen_kv_mtp/trtllm_swa_nvfp4_graph_draft.yaml::default::after[sim]" in ids
 
 
 def test_keyword_selection_still_works(project: pytest.Pytester) -> None:

@@ -23,7 +23,7 @@ from harness.scenario import load_file, select_cases
 
 REPO = Path(__file__).resolve().parent.parent
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
-NVFP4 = REPO / "scenarios" / "frozen_kv_mtp" / "trtllm_swa_nvfp4_startup.yaml"
+NVFP4 = REPO / "scenarios" / "frozen_kv_mtp" / "trtllm_swa_nvfp4_graph_draft.yaml"
 
 pytestmark = pytest.mark.slow
 
@@ -76,7 +76,12 @@ def test_post_fix_passes_with_ground_truth_metrics(tmp_path):
     m = result.metrics
     # The harness measures acceptance from each response; the server counts it in verification.
     assert m["accept_length"] == pytest.approx(truth["accept_length"], rel=1e-9)
-    assert m["accept_length_server"] == pytest.approx(truth["accept_length"], rel=1e-9)
+    # The server's own figure is folded every 40 decode batches after the flush before the trial: the
+    # reporter's, when there was a fold (absent before, as in SGLang).
+    if truth["server_accept_length"] is None:
+        assert m["accept_length_server"] is None
+    else:
+        assert m["accept_length_server"] == pytest.approx(truth["server_accept_length"], rel=1e-9)
     assert m["completion_tokens"] == truth["completion_tokens"]
     # Client throughput over its wall time vs the server's, from first arrival to last finish.
     assert m["output_throughput_tok_s"] == pytest.approx(truth["span_throughput"], rel=0.02)
@@ -85,12 +90,21 @@ def test_post_fix_passes_with_ground_truth_metrics(tmp_path):
     assert not tagged_processes(result.server.run_tag)
 
 
-def test_start_up_failure_is_a_crash_with_a_reason(tmp_path):
+@pytest.mark.parametrize("log_level", [None, "warning"])
+def test_graph_draft_crash_at_warm_up_is_a_crash_with_a_reason(tmp_path, log_level):
     case = case_of(NVFP4, "default")
+    if log_level is not None:  # no INFO lines: no "Uvicorn running", the phase rests on other evidence
+        data = case.scenario.model_dump()
+        data["server"]["args"]["log-level"] = log_level
+        case = type(case)(file=case.file, name=case.name, values=case.values,
+                          scenario=type(case.scenario).model_validate(data))
     result = execute_run(case, "sim:pre-fix", role="before", options=RunOptions(out_root=tmp_path, progress=False))
     assert result.outcome == "crash"
-    assert result.signature == "sim-frozen-kv-mtp-early-pool-binding"
-    assert result.reason.startswith("start-up:") and result.phase is Phase.STARTUP
+    assert result.signature == "frozen-kv-mtp-stale-out-cache-loc-graph"
+    assert result.reason.startswith("warm-up:") and result.phase is Phase.WARMUP
+    if log_level is not None:
+        log = Path(result.server.log).read_text(encoding="utf-8")
+        assert "Uvicorn running" not in log and "SIGQUIT received" in log
     assert result.expectation is not None and result.expectation.held
     assert not tagged_processes(result.server.run_tag)
 
@@ -200,3 +214,15 @@ def test_full_pip_build_is_not_installed_without_the_hardware(tmp_path, monkeypa
     assert "needs 4 GPUs matching L40S" in result.reason and "was not created" in result.reason
     assert not (tmp_path / "cache").exists()
     assert result.build.spec == "pip:sglang==0.5.15" and result.build.version is None
+
+
+def test_phase_before_ready_does_not_rest_on_info_lines():
+    from harness import contract
+    from harness.run import _before_ready_phase
+
+    sigquit = f"[t] SIGQUIT received. signum=None, frame=None. {contract.CHILD_FAILED_RUNNING_LINE}"
+    assert _before_ready_phase("", []) is Phase.STARTUP  # no port, no request: start-up
+    assert _before_ready_phase("", [], http_answered=True) is Phase.WARMUP  # /health answered 503
+    assert _before_ready_phase(sigquit, []) is Phase.WARMUP  # the tokenizer manager had taken a request
+    assert _before_ready_phase(f"[t] {contract.CHILD_FAILED_LINE}", []) is Phase.STARTUP  # launch phase
+    assert _before_ready_phase(sigquit, [contract.SKIP_SERVER_WARMUP_FLAG], http_answered=True) is Phase.STARTUP

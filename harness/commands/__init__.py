@@ -40,6 +40,9 @@ COMMANDS: tuple[Command, ...] = (
             "compare builds on a scenario (exit 0 expectations held, 1 not, 2 bad input, 3 infra)"),
     Command("triage", "triage", "match existing server logs against the crash-signature catalogue"),
     Command("metrics", "metrics", "recompute a run's workload metrics from its requests.jsonl"),
+    Command("contract", "contract",
+            "check the harness's contract with SGLang against a build's sglang sources (exit 0 all facts hold, "
+            "1 a fact does not, 2 bad input, 3 infra)"),
     Command("minimize", "minimize",
             "shrink a failing case while the same failure reproduces (exit 0 written, 1 does not fail, "
             "2 bad input, 3 infra)"),

@@ -297,8 +297,9 @@ class AcceptLengthBound(Bound):
     source: Literal["requests", "server", "gauge"] = Field(
         default="requests",
         description="which figure is bounded: requests = the measured requests' own spec_accept_length "
-                    "(token weighted); server = /server_info avg_spec_accept_length (lifetime, warm-ups "
-                    "included); gauge = the /metrics sglang:spec_accept_length gauge (recent window)")
+                    "(token weighted); server = /server_info avg_spec_accept_length (every request since the "
+                    "last /flush_cache, folded every 40 decode batches, absent before); gauge = the /metrics "
+                    "sglang:spec_accept_length gauge (recent window)")
 
     @property
     def metric(self) -> str:

@@ -1,24 +1,31 @@
 """The Frozen-KV MTP worker: draft (reads the target's KV, never writes it), topk expansion, verification.
 
-``draft_forward`` mirrors SGLang's frame name. The draft's forward batch is built from the
-batch the target just ran. At ``pre-fix`` it keeps that batch's ``out_cache_loc`` (after a prefill:
-one slot per prompt token), which the eager path's ``fill_from`` cannot fit into a decode-sized
-buffer; at ``post-fix`` the worker sets it to None after ``_expand_for_topk_draft``, as sglang
-PR #29616 does, and ``fill_from`` skips it.
+``draft``, ``draft_forward`` and ``_init_frozen_kv_metadata_replay_cuda_graph`` mirror SGLang's frame
+names (``frozen_kv_mtp_worker_v2.py``). The draft's forward batch is built from the batch the target
+just ran. At ``pre-fix`` it keeps that batch's ``out_cache_loc`` (after a prefill: one slot per prompt
+token); at ``post-fix`` ``draft`` sets it to None after ``_expand_for_topk_draft``, as sglang PR #29616
+does (0.5.15 :439). ``draft`` then takes the CUDA-graph path when a graph was captured and fits the
+batch (``cuda_graph_runner.execute``, 0.5.14 :451), else the eager ``draft_forward`` (:455). A stale
+value crashes the eager path in ``fill_from`` (harness.sim.cuda_graph_buffer_registry) and the graph
+path in the trtllm_mha backend's SWA refill (harness.sim.trtllm_mha_backend); triton guards that refill.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from collections.abc import Callable
 
 import torch
 
 from harness.sim import SIM_LABEL
 from harness.sim.forward_batch import ForwardBatch, ForwardMode, SeqSpan
+from harness.sim.frozen_kv_mtp_cuda_graph_runner import FrozenKVMTPCudaGraphRunner
 from harness.sim.memory_pool import KVPool, ReqToTokenPool, TokenToKVPoolAllocator
-from harness.sim.model_runner import ModelRunner
+from harness.sim.model_runner import BatchModel, ModelRunner
 from harness.sim.req_state import Req
 from harness.sim.sampling import sample
+from harness.sim.trtllm_mha_backend import TRTLLMHAAttnBackend
 
 __all__ = ["FrozenKVMTPWorker", "chain_length"]
 
@@ -47,7 +54,8 @@ class FrozenKVMTPWorker:
 
     def __init__(self, *, target_runner: ModelRunner, draft_runner: ModelRunner, pool: KVPool,
                  req_pool: ReqToTokenPool, allocator: TokenToKVPoolAllocator, revision: str,
-                 num_steps: int, topk: int, num_draft_tokens: int, device: torch.device) -> None:
+                 num_steps: int, topk: int, num_draft_tokens: int, device: torch.device,
+                 draft_attn_backend: TRTLLMHAAttnBackend) -> None:
         self.target_runner = target_runner
         self.draft_runner = draft_runner
         self.pool = pool
@@ -58,10 +66,13 @@ class FrozenKVMTPWorker:
         self.chain_len = chain_length(num_steps, topk, num_draft_tokens)
         self.device = device
         self.draft_kv_writes = 0  # stays 0: the frozen draft must never write KV
+        # topk 1: the draft model runner's own attention backend; topk > 1: triton (0.5.14 :242-252)
+        self.draft_attn_backend = draft_attn_backend
+        self.cuda_graph_runner: FrozenKVMTPCudaGraphRunner | None = None
         logger.info("%s Frozen-KV MTP worker: topk=%d, %d draft token(s) per branch, revision %s",
                     SIM_LABEL, topk, self.chain_len, revision)
 
-    def build_draft_batch(self, reqs: list[Req], last_out_cache_loc: torch.Tensor) -> ForwardBatch:
+    def build_draft_batch(self, reqs: list[Req], last_out_cache_loc: torch.Tensor | None) -> ForwardBatch:
         """The draft's batch, derived from the target batch that just ran (it inherits its ``out_cache_loc``)."""
         dev = self.device
         pending = torch.tensor([r.pending for r in reqs], dtype=torch.int64, device=dev)
@@ -80,22 +91,47 @@ class FrozenKVMTPWorker:
         forward_batch.draft_history = _draft_history(forward_batch).repeat_interleave(k, dim=0)
         forward_batch.batch_size *= k
 
-    def draft_forward(self, forward_batch: ForwardBatch) -> torch.Tensor:
-        """Draft ``[bs, topk, chain_len]`` tokens: topk at the first step, greedy per branch after."""
+    def capture_cuda_graph(self, model: BatchModel, max_bs: int) -> None:
+        """SGLang's ``_capture_cuda_graphs``; the scheduler calls it unless the draft runs eagerly (:354-362)."""
+        self.cuda_graph_runner = FrozenKVMTPCudaGraphRunner(self, model, max_bs, self.device)
+
+    def draft(self, forward_batch: ForwardBatch) -> torch.Tensor:
+        """Draft ``[bs, topk, chain_len]`` tokens, on the graph path when it can run, else eagerly."""
         bs, k = forward_batch.batch_size, self.topk
         self._expand_for_topk_draft(forward_batch)
         if self.revision == "post-fix":
             # The fix (sglang PR #29616): the frozen draft writes no KV, so it carries no slots.
             forward_batch.out_cache_loc = None
+        if self.cuda_graph_runner is not None and self.cuda_graph_runner.can_run_graph(forward_batch):
+            history = self.cuda_graph_runner.execute(forward_batch)
+        else:
+            history = self.draft_forward(forward_batch)
+        return history[:, 1:].reshape(bs, k, self.chain_len)
+
+    def _init_frozen_kv_metadata_replay_cuda_graph(self, forward_batch: ForwardBatch, bs: int) -> None:
+        # SGLang's fb_view keeps getattr(forward_batch, "out_cache_loc", None) (0.5.14 :347).
+        fb_view = dataclasses.replace(forward_batch, batch_size=bs, forward_mode=ForwardMode.DRAFT_DECODE)
+        self.draft_attn_backend.init_forward_metadata_out_graph(fb_view)
+
+    def draft_forward(self, forward_batch: ForwardBatch,
+                      run: Callable[[ForwardBatch], torch.Tensor] | None = None) -> torch.Tensor:
+        """``chain_len`` steps over the expanded batch: topk at the first step, greedy per branch after.
+
+        Eager: every step through the draft model runner (its eager view, ``fill_from``). The CUDA graph
+        captured this loop, so ``FrozenKVMTPCudaGraphRunner.execute`` replays it with ``run`` = its replay.
+        """
+        run = run or self.draft_runner.forward
+        k = self.topk
+        bs = forward_batch.batch_size // k
         writes_before = self.pool.write_count
         for step in range(self.chain_len):
-            logits = self.draft_runner.forward(forward_batch)
+            logits = run(forward_batch)
             nxt = logits.view(bs, k, -1)[:, 0].topk(k, dim=-1).indices.reshape(-1) if step == 0 else logits.argmax(-1)
             forward_batch.draft_history = torch.cat([_draft_history(forward_batch), nxt[:, None]], dim=1)
             forward_batch.input_ids = nxt
             forward_batch.positions = forward_batch.positions + 1
         self.draft_kv_writes += self.pool.write_count - writes_before
-        return _draft_history(forward_batch)[:, 1:].reshape(bs, k, self.chain_len)
+        return _draft_history(forward_batch)
 
     def verify(self, reqs: list[Req]) -> tuple[list[list[int]], torch.Tensor]:
         """Run the target on every branch; keep the longest matching prefix plus the bonus token.

@@ -238,8 +238,8 @@ async def server_info(request: web.Request) -> web.Response:
     if state.settings.speculative:
         flat["speculative_algorithm"] = "FROZEN_KV_MTP"
     internal = {"last_gen_throughput": stats["gen_throughput"], "memory_usage": {"kv_free_slots": stats["free_kv_slots"]}}
-    if stats["accept_length"] is not None:
-        internal["avg_spec_accept_length"] = stats["accept_length"]
+    if stats["server_accept_length"] is not None:  # SGLang's folded figure (harness.sim.metrics_reporter)
+        internal["avg_spec_accept_length"] = stats["server_accept_length"]
     return web.json_response({**flat, "internal_states": [internal], "version": version_string(state.args.sim_revision),
                               "sim_stats": stats})
 

@@ -27,6 +27,7 @@ from harness.sim.cuda_graph_buffer_registry import BUFFER_FIELDS, CudaGraphBuffe
 from harness.sim.forward_batch import ForwardBatch, ForwardMode, SeqSpan
 from harness.sim.frozen_kv_mtp_worker import FrozenKVMTPWorker
 from harness.sim.memory_pool import KVPool, ReqToTokenPool, TokenToKVPoolAllocator
+from harness.sim.metrics_reporter import MetricsReporter
 from harness.sim.model import FrozenKVDraftHead, TinyTransformer
 from harness.sim.model_runner import GraphLikeRunner, ModelRunner
 from harness.sim.req_state import Req
@@ -34,16 +35,11 @@ from harness.sim.sampling import sample
 from harness.sim.server_settings import SchedulerSettings
 from harness.sim.sim_logging import configure_logging
 from harness.sim.tokenizer import EOS_ID
+from harness.sim.triton_backend import make_attn_backend
 
-__all__ = ["Scheduler", "run_scheduler_process", "EARLY_POOL_BINDING_MESSAGE"]
+__all__ = ["Scheduler", "run_scheduler_process"]
 
 logger = logging.getLogger(__name__)
-
-EARLY_POOL_BINDING_MESSAGE = (
-    "Frozen-KV MTP target KV pool bound before memory pool init (hybrid SWA + trtllm_mha) "
-    "[modelled on sglang#29021 by the sglang-repro CPU reference server]"
-)
-
 
 class Scheduler:
     def __init__(self, settings: SchedulerSettings, out: Connection) -> None:
@@ -56,6 +52,7 @@ class Scheduler:
         self.waiting: list[Req] = []
         self.running: list[Req] = []
         self.reset_stats()
+        self.metrics_reporter = MetricsReporter(settings.decode_log_interval)  # what /server_info reports
         self.worker: FrozenKVMTPWorker | None = None
         self.init_model_worker()
 
@@ -71,10 +68,10 @@ class Scheduler:
 
     # -- start-up, in SGLang's order ------------------------------------------------------
     def init_model_worker(self) -> None:
+        # sglang 0.5.14 allocates the target's memory pool early for Frozen-KV MTP (scheduler.py :826-834,
+        # :862) and the draft worker then finds the pool it binds to: nothing fails at start-up (#29021
+        # is the CUDA-graph draft crash of harness.sim.trtllm_mha_backend, at the first decode).
         self.init_tp_model_worker()
-        if self.s.speculative and self.s.revision == "pre-fix":
-            # sglang 0.5.14's scheduler special case: bind the target pool before the draft exists.
-            self.init_target_memory_pool()
         self.maybe_init_draft_worker()
         self.init_memory_pools()
 
@@ -84,13 +81,6 @@ class Scheduler:
         logger.info("%s Load weight end. type=%s (tiny random weights), layers=%s, sliding_window=%d",
                     SIM_LABEL, s.target.architecture, ",".join(t.split("_")[0] for t in s.target.layer_types),
                     s.target.sliding_window)
-
-    def init_target_memory_pool(self) -> None:
-        if self.s.hybrid_swa and self.s.attention_backend == "trtllm_mha":
-            logger.error("%s modelling sglang#29021 (fixed by #29616): the pre-fix scheduler binds the Frozen-KV "
-                         "MTP target KV pool before the memory pool exists; this start-up failure is modelled",
-                         SIM_LABEL)
-            raise RuntimeError(EARLY_POOL_BINDING_MESSAGE)
 
     def maybe_init_draft_worker(self) -> None:
         s = self.s
@@ -116,22 +106,23 @@ class Scheduler:
         if not s.speculative:
             return
         draft_model = DraftBatchModel(self.draft_head, self.pool, self.req_pool)
-        if s.eager_draft:
-            draft_graph = None
-            logger.info("%s draft CUDA graph skipped (CUDA graphs disabled or --speculative-num-steps <= 1): "
-                        "the draft runs the eager path", SIM_LABEL)
-        else:
-            # The draft's captured graph never had out_cache_loc among its inputs.
-            draft_graph = GraphLikeRunner(draft_model, s.cuda_graph_max_bs * topk,
-                                          tuple(f for f in BUFFER_FIELDS if f != "out_cache_loc"), self.device)
-            logger.info("%s Capture draft cuda graph end (modelled). bs up to %d", SIM_LABEL, s.cuda_graph_max_bs)
         self.draft_runner = ModelRunner(draft_model,
                                         CudaGraphBufferRegistry(s.max_running_requests * topk, self.device),
-                                        draft_graph, cost / 10.0)
+                                        None, cost / 10.0)
         self.worker = FrozenKVMTPWorker(
             target_runner=self.target_runner, draft_runner=self.draft_runner, pool=self.pool,
             req_pool=self.req_pool, allocator=self.allocator, revision=s.revision, num_steps=s.num_steps,
-            topk=topk, num_draft_tokens=s.num_draft_tokens, device=self.device)
+            topk=topk, num_draft_tokens=s.num_draft_tokens, device=self.device,
+            draft_attn_backend=make_attn_backend(s.draft_attention_backend, s.hybrid_swa, self.device))
+        if s.eager_draft:
+            logger.info("%s draft CUDA graph skipped (CUDA graphs disabled or --speculative-num-steps <= 1): "
+                        "the draft runs the eager path", SIM_LABEL)
+            return
+        # SGLang's capture sizes stop at the request pool's size (base_cuda_graph_runner.py :84-91).
+        max_bs = min(s.cuda_graph_max_bs, s.max_running_requests)
+        self.worker.capture_cuda_graph(draft_model, max_bs)
+        logger.info("%s Capture draft cuda graph end (modelled). bs up to %d, draft attention backend %s%s",
+                    SIM_LABEL, max_bs, s.draft_attention_backend, " with a hybrid SWA KV pool" if s.hybrid_swa else "")
 
     # -- requests ---------------------------------------------------------------------------
     def _budget(self, r: Req) -> int:
@@ -255,15 +246,19 @@ class Scheduler:
         for r, span in zip(reqs, spans):
             tok = int(sample(logits[span.start + span.length - 1 : span.start + span.length], r.temperature, r.generator))
             self._append(r, [tok])
+        # SGLang: a prefill batch becomes the running batch as it is when none is running, and keeps its
+        # out_cache_loc (the stale value); merged into a running batch it gets out_cache_loc = None
+        # (scheduler.py 0.5.14 :2619-2625, schedule_batch.py merge_batch :2779).
+        merged = bool(self.running)
         self.running.extend(reqs)
         alive = [r for r in reqs if r.finish_reason is None]
         if self.worker is not None and alive:
-            self._draft(alive, slots)  # fb's out_cache_loc: the draft inherits it from the batch that just ran
+            self._draft(alive, None if merged else slots)  # the draft inherits the batch's out_cache_loc
 
-    def _draft(self, reqs: list[Req], last_out_cache_loc: torch.Tensor) -> None:
+    def _draft(self, reqs: list[Req], last_out_cache_loc: torch.Tensor | None) -> None:
         assert self.worker is not None
         draft_fb = self.worker.build_draft_batch(reqs, last_out_cache_loc)
-        drafts = self.worker.draft_forward(draft_fb)
+        drafts = self.worker.draft(draft_fb)
         self.stats["draft_steps"] += self.worker.chain_len
         for r, d in zip(reqs, drafts):
             r.drafts = d
@@ -273,6 +268,7 @@ class Scheduler:
         if self.worker is not None:
             new_tokens, last_locs = self.worker.verify(reqs)
             self.stats["forward_steps"] += 1
+            self.metrics_reporter.on_decode_batch(sum(len(t) - 1 for t in new_tokens), len(reqs))
             for r, toks in zip(reqs, new_tokens):
                 self._append(r, toks)
                 if r.count_in_stats:
@@ -308,6 +304,7 @@ class Scheduler:
         st: dict[str, object] = dict(stats)
         st["accept_length"] = stats["completion_tokens"] / stats["verify_steps"] if stats["verify_steps"] else None
         st["accept_rate"] = stats["accepted_drafts"] / stats["proposed_drafts"] if stats["proposed_drafts"] else None
+        st["server_accept_length"] = self.metrics_reporter.avg_spec_accept_length()
         st["revision"] = self.s.revision
         st["running"] = len(self.running)
         st["waiting"] = len(self.waiting)
@@ -324,8 +321,12 @@ class Scheduler:
         return st
 
     def flush_cache(self) -> bool:
-        # No prefix cache is modelled; like SGLang, refuse while requests are in flight.
-        return not self.has_work()
+        # No prefix cache is modelled; like SGLang, refuse while requests are in flight, and reset the
+        # metrics reporter's counters (scheduler.py 0.5.14 :3649).
+        if self.has_work():
+            return False
+        self.metrics_reporter.reset_metrics()
+        return True
 
     def event_loop(self, inbox: Connection, parent_pid: int) -> None:
         while True:

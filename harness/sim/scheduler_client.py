@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
+from harness.contract import CHILD_FAILED_LINE, CHILD_FAILED_RUNNING_LINE
 from harness.sim import SIM_LABEL
 
 __all__ = ["SchedulerClient", "PendingRequest", "SchedulerGone"]
@@ -49,6 +50,9 @@ class SchedulerClient:
         self._send_lock = threading.Lock()
         self.stopping = False
         self.last_receive = 0.0  # wall time of the scheduler's latest output (SGLang's last_receive_tstamp)
+        # SGLang's tokenizer manager swaps in its running-phase SIGQUIT handler at its first request
+        # (harness.contract.CHILD_FAILED_RUNNING_LINE); before that the launch-phase one answers.
+        self.running_phase = False
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -61,6 +65,7 @@ class SchedulerClient:
     def submit(self, rid: str, payload: dict) -> PendingRequest:
         pending = PendingRequest()
         self._pending[rid] = pending
+        self.running_phase = True
         self._send(("generate", {"rid": rid, **payload}))
         return pending
 
@@ -129,6 +134,11 @@ class SchedulerClient:
         if self.proc.is_alive():
             self.proc.kill()
             self.proc.join(2.0)
+        if self.running_phase:
+            logger.error("SIGQUIT received. signum=None, frame=None. %s", CHILD_FAILED_RUNNING_LINE)
+        else:
+            logger.error("%s", CHILD_FAILED_LINE)
+        logger.info("kill_process_tree called: parent_pid=%d, include_parent=True, pid=%d", os.getpid(), os.getpid())
         logger.error("%s Scheduler process exited with code %s: %s. Shutting down the server and its "
                      "process tree.", SIM_LABEL, self.proc.exitcode, why)
         logging.shutdown()

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from harness.contract import READY_LINE, UVICORN_RUNNING, WARMUP_FAILED_LINE
+from harness.contract import CHILD_FAILED_LINE, READY_LINE, UVICORN_RUNNING, WARMUP_FAILED_LINE
 from harness.sim import SIM_LABEL, version_string
 from harness.sim.cli_args import parse_server_args
 from harness.sim.model_config import ModelNotFoundError
@@ -77,6 +77,7 @@ def _start_scheduler(settings: SchedulerSettings) -> SchedulerClient | None:
     if proc.is_alive():
         proc.kill()
         proc.join(2.0)
+    logger.error("%s", CHILD_FAILED_LINE)  # SGLang's launch-phase SIGQUIT handler (harness.contract)
     logger.error("%s Scheduler process exited with code %s during start-up. Shutting down.", SIM_LABEL, proc.exitcode)
     return None
 

@@ -4,8 +4,13 @@ Decisions modelled: NEXTN/EAGLE with a ``Gemma4AssistantForCausalLM`` draft is p
 FROZEN_KV_MTP; the draft's quantization inherits ``--quantization`` unless
 ``--speculative-draft-model-quantization`` is given (``unquant``: none), and a draft whose checkpoint is
 not quantized cannot load with a ModelOpt method (harness.contract.DRAFT_QUANTIZATION_UNQUANT); the
-draft CUDA graph is skipped (eager path) when CUDA graphs are disabled or
-``--speculative-num-steps <= 1``; Frozen-KV MTP with topk > 1 supports only triton and trtllm_mha.
+draft CUDA graph is skipped (eager path) when CUDA graphs are disabled for both decode and prefill
+(``--disable-cuda-graph``, or ``--cuda-graph-backend-decode/-prefill disabled``) or
+``--speculative-num-steps <= 1``; the draft's attention backend is
+``--speculative-draft-attention-backend``, else ``--decode-attention-backend``, else
+``--attention-backend`` (default triton: SGLang picks trtllm_mha for Gemma-4 only on SM100), and
+Frozen-KV MTP with topk > 1 supports only triton; ``--max-running-requests`` defaults to 48 for
+Frozen-KV MTP (harness.contract.FROZEN_KV_MTP_MAX_RUNNING_DEFAULT).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from harness.contract import (
     DRAFT_QUANTIZATION_UNQUANT,
     ENV_FALSE,
     ENV_TRUE,
+    FROZEN_KV_MTP_MAX_RUNNING_DEFAULT,
     HEALTH_CHECK_TIMEOUT_ENV,
     HEALTH_CHECK_TIMEOUT_S,
     HEALTH_GENERATION_DEFAULT,
@@ -32,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 _DEFAULT_CONTEXT = 8192
 _DEFAULT_MAX_RUNNING = 32
+_DISABLED = "disabled"
 _DEFAULT_TOTAL_TOKENS = 16384
 
 
@@ -49,6 +56,7 @@ class SchedulerSettings:
     eager_draft: bool
     disable_cuda_graph: bool
     attention_backend: str
+    draft_attention_backend: str
     hybrid_swa: bool
     max_running_requests: int
     max_total_tokens: int
@@ -60,6 +68,7 @@ class SchedulerSettings:
     device: str
     seed: int
     log_level: str = "info"
+    decode_log_interval: int = 40
 
 
 class SettingsError(ValueError):
@@ -116,6 +125,14 @@ def _check_draft_quantization(args: argparse.Namespace, draft: TinyConfig) -> No
             f"--speculative-draft-model-quantization {DRAFT_QUANTIZATION_UNQUANT} for a BF16 draft.")
 
 
+def _cuda_graph_fully_disabled(args: argparse.Namespace) -> bool:
+    """SGLang's ``cuda_graph_fully_disabled()``: both phases disabled; ``--disable-cuda-graph`` is the legacy
+    switch below the explicit per-phase backends (server_args.py 0.5.14 :2942-2944)."""
+    decode = args.cuda_graph_backend_decode or (_DISABLED if args.disable_cuda_graph else None)
+    prefill = args.cuda_graph_backend_prefill or (_DISABLED if args.disable_cuda_graph else None)
+    return decode == _DISABLED and prefill == _DISABLED
+
+
 def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
     """Raise ``SettingsError`` (or ``ModelNotFoundError``) for what cannot start."""
     target = resolve_model(args.model_path)
@@ -129,15 +146,17 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
     topk = args.speculative_eagle_topk or 1
     num_draft_tokens = args.speculative_num_draft_tokens or (num_steps * topk + 1)
     backend = args.decode_attention_backend or args.attention_backend or "triton"
-    if speculative and topk > 1 and backend not in ("triton", "trtllm_mha"):
-        raise SettingsError(f"Frozen-KV MTP with --speculative-eagle-topk {topk} supports only the triton and "
-                            f"trtllm_mha attention backends, got {backend}")
+    draft_backend = args.speculative_draft_attention_backend or backend
+    if speculative and topk > 1 and draft_backend != "triton":
+        # SGLang raises this ValueError in the draft worker (frozen_kv_mtp_worker_v2.py 0.5.14 :246-251).
+        raise SettingsError("Frozen-KV MTP topk > 1 currently supports only the triton attention backend, "
+                            f"got {draft_backend}.")
     if args.sim_device == "cuda":
         import torch  # only to check; the front does not otherwise need torch
 
         if not torch.cuda.is_available():
             raise SettingsError("--sim-device cuda: no CUDA device is available")
-    max_running = args.max_running_requests or _DEFAULT_MAX_RUNNING
+    max_running = args.max_running_requests or (FROZEN_KV_MTP_MAX_RUNNING_DEFAULT if speculative else _DEFAULT_MAX_RUNNING)
     context = args.context_length or _DEFAULT_CONTEXT
     total = args.max_total_tokens or max(_DEFAULT_TOTAL_TOKENS, 2 * context)
     hybrid_swa = target.has_sliding_window and not args.disable_hybrid_swa_memory
@@ -149,10 +168,12 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
     return SchedulerSettings(
         revision=args.sim_revision, target=target, draft=draft if speculative else None, speculative=speculative,
         num_steps=num_steps, topk=topk, num_draft_tokens=num_draft_tokens,
-        eager_draft=bool(args.disable_cuda_graph or num_steps <= 1),
-        disable_cuda_graph=bool(args.disable_cuda_graph), attention_backend=backend, hybrid_swa=hybrid_swa,
+        eager_draft=_cuda_graph_fully_disabled(args) or num_steps <= 1,
+        disable_cuda_graph=bool(args.disable_cuda_graph), attention_backend=backend,
+        draft_attention_backend=draft_backend, hybrid_swa=hybrid_swa,
         max_running_requests=max_running, max_total_tokens=total, context_length=context,
         max_prefill_tokens=max(args.max_prefill_tokens, 1), cuda_graph_max_bs=args.cuda_graph_max_bs or max_running,
         draft_agreement=args.sim_draft_agreement, step_cost_ms=args.sim_step_cost_ms, device=args.sim_device,
         seed=args.sim_seed if args.random_seed is None else args.random_seed, log_level=args.log_level,
+        decode_log_interval=args.decode_log_interval,
     )

@@ -62,7 +62,9 @@ def test_a_health_setting_sglang_would_reject_is_an_error_naming_it() -> None:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):
     log = tmp_path_factory.mktemp("contract") / "server.log"
-    started = start_server([*GRAPH_28264, "--enable-metrics", "--sim-revision", "post-fix"], log)
+    # decode-log-interval 1: avg_spec_accept_length is folded every decode batch (SGLang: every 40)
+    started = start_server([*GRAPH_28264, "--enable-metrics", "--decode-log-interval", "1", "--sim-revision", "post-fix"],
+                           log)
     yield started
     stop_server(started)
 

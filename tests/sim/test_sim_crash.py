@@ -1,4 +1,4 @@
-"""The #28264 crash and the #29021 start-up failure, through real server processes."""
+"""The #28264 crash on both draft paths (eager; CUDA graph on trtllm_mha + SWA, #29021), through real server processes."""
 
 from __future__ import annotations
 
@@ -93,21 +93,36 @@ def test_post_fix_eager_survives_its_warmup(sim_server):
     assert "warm-up request done" in log and log.index("warm-up request done") < log.index(READY_LINE)
 
 
-def test_29021_pre_fix_start_up_failure_is_modelled(sim_server):
-    args = ["--model-path", "nvidia/Gemma-4-31B-IT-NVFP4", "--quantization", "modelopt_fp4",
-            "--attention-backend", "trtllm_mha", "--speculative-algorithm", "NEXTN",
-            "--speculative-draft-model-path", "google/gemma-4-31B-it-assistant", "--speculative-num-steps", "5",
-            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "6", "--tp-size", "2",
-            "--speculative-draft-model-quantization", "unquant"]
-    server = sim_server([*args, "--sim-revision", "pre-fix"], wait_ready=False)
+NVFP4_GRAPH = ["--model-path", "nvidia/Gemma-4-31B-IT-NVFP4", "--quantization", "modelopt_fp4",
+               "--attention-backend", "trtllm_mha", "--speculative-algorithm", "NEXTN",
+               "--speculative-draft-model-path", "google/gemma-4-31B-it-assistant", "--speculative-num-steps", "3",
+               "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--tp-size", "2",
+               "--speculative-draft-model-quantization", "unquant"]
+GRAPH_FRAMES = ["draft", "execute", "_init_frozen_kv_metadata_replay_cuda_graph", "init_forward_metadata_out_graph"]
+
+
+def test_29021_pre_fix_graph_draft_dies_on_its_warm_up(sim_server):
+    n = len(warmup_request(resolve_model("nvidia/Gemma-4-31B-IT-NVFP4")).input_ids)
+    server = sim_server([*NVFP4_GRAPH, "--sim-revision", "pre-fix"], wait_ready=False)
     assert _wait_exit(server, 40) not in (None, 0)
     log = server.log_text()
-    assert ("RuntimeError: Frozen-KV MTP target KV pool bound before memory pool init (hybrid SWA + trtllm_mha) "
-            "[modelled on sglang#29021 by the sglang-repro CPU reference server]") in log
-    assert "modelling sglang#29021" in log
-    assert "ready to roll" not in log
-    fixed = sim_server([*args, "--sim-revision", "post-fix"])
+    assert (f"RuntimeError: The size of tensor a (48) must match the size of tensor b ({n}) "
+            "at non-singleton dimension 0") in log
+    positions = [log.find(f"in {name}\n") for name in GRAPH_FRAMES]
+    assert all(p >= 0 for p in positions) and positions == sorted(positions), log
+    assert log.index(UVICORN_RUNNING) < log.index("Scheduler hit an exception") and READY_LINE not in log
+    fixed = sim_server([*NVFP4_GRAPH, "--sim-revision", "post-fix"])
     assert fixed.get("/health")[0] == 200
+
+
+def test_29021_pre_fix_graph_draft_without_warm_up_waits_for_a_long_prompt(sim_server):
+    server = sim_server([*NVFP4_GRAPH, "--sim-revision", "pre-fix", "--skip-server-warmup"])
+    ok = server.post("/generate", {"input_ids": _prompt(48), "sampling_params": {"max_new_tokens": 8}}, timeout=20)
+    assert ok[0] == 200  # 48 stale slots fit the 48-entry buffer
+    with contextlib.suppress(OSError):
+        server.post("/generate", {"input_ids": _prompt(49, 1), "sampling_params": {"max_new_tokens": 8}}, timeout=20)
+    assert _wait_exit(server) not in (None, 0)
+    assert "must match the size of tensor b (49) at non-singleton dimension 0" in server.log_text()
 
 
 def test_scheduler_dies_with_a_killed_front(sim_server):

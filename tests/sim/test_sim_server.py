@@ -42,7 +42,8 @@ def test_generate_text_and_server_info(post_fix_graph_server):
         info = json.loads(body)
         assert status == 200
         assert info["speculative_num_steps"] == 5 and info["tp_size"] == 4
-        assert info["internal_states"][0]["avg_spec_accept_length"] > 1
+        # one request: fewer than decode_log_interval (40) decode batches, so SGLang has not folded a figure yet
+        assert "avg_spec_accept_length" not in info["internal_states"][0]
         assert "sglang-repro-reference-server/post-fix" in info["version"] and "not SGLang" in info["version"]
 
 

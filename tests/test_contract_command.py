@@ -1,0 +1,69 @@
+"""``sglang-repro contract BUILD``: the contract checked against a build's own sglang sources."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import contract
+from harness.contract_check import applies, check_package
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX_CITE = contract.FACTS[[f.name for f in contract.FACTS].index("FIX_MARKER")].cites[0]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", "contract", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, check=False)
+
+
+def _copy_cited(package: Path, dest: Path) -> Path:
+    for name in {c.file for f in contract.FACTS for c in f.cites}:
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(package / name, dest / name)
+    return dest
+
+
+def test_version_specific_citations_say_which_releases_they_apply_to() -> None:
+    assert applies(FIX_CITE, "0.5.15") == (FIX_CITE.v0515, "")
+    assert applies(FIX_CITE, "0.5.13") == (None, "present from 0.5.15 on")  # before the fix: must be absent
+    assert applies(FIX_CITE, "0.5.20") == (True, "present from 0.5.15 on")
+    ready = contract.FACTS[0].cites[0]
+    assert applies(ready, "0.5.20") == (True, "")  # both releases have it: anywhere in the file
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", contract.VERSIONS)
+def test_the_cited_releases_hold_and_a_changed_one_names_the_fact(version: str, tmp_path: Path) -> None:
+    from tests.real_sglang import real_sglang
+
+    package = real_sglang(version).package
+    assert check_package(package, version) == ([], len(contract.FACTS))
+    changed = _copy_cited(package, tmp_path / "sglang")
+    http = changed / "srt/entrypoints/http_server.py"
+    http.write_text(http.read_text().replace(contract.READY_LINE, "The server is up."))
+    # on its line; anywhere, for an uncited release on the same side of the fix
+    for as_version in (version, "0.5.13" if version == "0.5.14" else "0.5.99"):
+        drifts, _ = check_package(changed, as_version)
+        assert [d.fact for d in drifts] == ["READY_LINE"]
+        assert "sglang/srt/entrypoints/http_server.py" in drifts[0].describe()
+        assert contract.READY_LINE in drifts[0].describe()
+    (changed / "srt/speculative/frozen_kv_mtp_worker_v2.py").unlink()
+    names = {d.fact for d in check_package(changed, version)[0]}
+    assert {"READY_LINE", "DRAFT_TOPK_BACKEND", "DRAFT_GRAPH_PATH"} <= names
+    assert ("FIX_MARKER" in names) == (version == "0.5.15")  # 0.5.14 has no fix marker to lose
+
+
+@pytest.mark.slow
+def test_exit_status() -> None:
+    ok = _cli("pip:sglang==0.5.15,deps=none")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.strip().endswith(f"{len(contract.FACTS)} of {len(contract.FACTS)} facts hold")
+    assert _cli("sim:pre-fix").returncode == 2
+    assert _cli("nonsense:x").returncode == 2
+    no_sglang = _cli(f"python:{sys.executable}")  # the harness's own interpreter has no sglang
+    assert no_sglang.returncode == 3, no_sglang.stderr
