@@ -341,7 +341,11 @@ def test_against_the_cpu_reference_server(tmp_path: Path) -> None:
         assert metric_value(scrape_metrics(base), "sglang:spec_accept_length") is not None
         server_side = server_accept_length(base)
         if server_side is not None:
-            assert server_side == pytest.approx(truth["accept_length"], rel=1e-3)
+            # SGLang's own figure folds its per-batch counts every decode_log_interval batches (0.5.14
+            # metrics_reporter.py :674, :723-724): a window of decode batches, not the requests' truth, so it
+            # is checked against what the server's reporter folded, as /server_info reads it.
+            assert server_side == pytest.approx(truth["server_accept_length"], rel=1e-9)
+            assert 1.0 <= server_side < 4.0
         assert len((tmp_path / "requests.jsonl").read_text().splitlines()) == 1 + 6 + 1
     finally:
         # The whole group, even if the leader already exited: its workers may not have.

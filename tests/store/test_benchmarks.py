@@ -33,5 +33,6 @@ def test_nightly_alerts_benchmark_prints_every_detector_on_both_seed_sets() -> N
 
 @pytest.mark.slow
 def test_dashboard_benchmark_measures_a_small_year() -> None:
-    out = _bench("bench_dashboard.py", "--nights", "12", "--cases", "3")
-    assert "360 points (12 nights x 3 cases x 10 metrics)" in out and "peak RSS" in out
+    out = json.loads(_bench("bench_dashboard.py", "--nights", "12", "--cases", "3"))
+    assert (out["points"], out["nights"], out["cases"], out["metrics"]) == (360, 12, 3, 10)
+    assert out["dashboard_s"] > 0 and out["dashboard_peak_rss_mib"] > 0 and out["site_mib"] > 0
