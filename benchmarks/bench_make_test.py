@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _common import emit
+
 REPO = Path(__file__).resolve().parent.parent
 _SUMMARY = re.compile(r"^=+ (.*(?:passed|failed|error).*) in ([0-9.]+)s", re.MULTILINE)
 
@@ -101,11 +103,7 @@ def main() -> int:
         **{name: {"rounds": results, "green": sum(r["green"] for r in results),
                   "wall_s_max": max(r["wall_s"] for r in results)} for name, results in rounds.items()},
     }
-    text = json.dumps(summary, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    emit(summary, args.out)
     return 0
 
 

@@ -9,7 +9,6 @@ same folder in the same rounds. Prints one JSON summary.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -19,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from _common import emit
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -73,11 +74,7 @@ def main() -> int:
     }
     if "baseline" in arms:
         summary["speedup"] = round(summary["baseline"]["median_s"] / summary["candidate"]["median_s"], 2)
-    text = json.dumps(summary, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    emit(summary, args.out)
     return 0
 
 
