@@ -10,9 +10,12 @@ shape [276]`. Harness and habit trials alternate, each on a fresh server.
 What is measured, all on this machine's wall clock (`time.time()`):
 
 * crash written: a side thread polls the server log's size every `--probe-interval-ms` (default 1 ms) and
-  reads what was appended; the time of the first poll that sees the crash line is the write time, late by
-  at most one interval (the line's own timestamp has 1 s resolution, the file's mtime moves with every
-  later line and has a kernel-tick resolution, so neither is used).
+  reads what was appended; the line was written after the last poll that did not see it and no later than
+  the first poll that did, nor later than the verdict (both sides' verdicts follow the write: the harness
+  reads the same line, the habit sees the process the line came from die). The write time is the middle of
+  that bracket and its width is reported as `write_bracket_ms`: on a loaded machine the probe thread can be
+  scheduled late, after the verdict, so the first poll alone is no bound (it once gave -0.03 ms). The line's
+  own timestamp has 1 s resolution and the file's mtime moves with every later line, so neither is used.
 * harness verdict: the workload client (`harness.workload`) runs with `should_abort=server.failure` while
   `ServerProcess` feeds each log line to the catalogue's stream matcher; the verdict is in hand when the
   workload has returned and the crash match is known, exactly as `harness.run` decides it (it waits up to
@@ -75,18 +78,21 @@ class LogWriteProbe:
 
     def _run(self) -> None:
         with open(self.path, "rb") as f:
+            before = time.time()
             f.seek(0, 2)  # only what is written from now on
+            self.previous_poll_at = before
             self._watching.set()
             tail = b""
             while not self._stop.is_set():
-                now = time.time()
+                # A read that misses the line began before it was written; one that has it ended after.
+                before = time.time()
                 chunk = f.read()
                 if chunk:
                     tail = (tail + chunk)[-(len(chunk) + len(self.marker)):]
                     if self.marker in tail:
-                        self.seen_at, self.previous_poll_at = now, self.previous_poll_at or now
+                        self.seen_at = time.time()
                         return
-                self.previous_poll_at = now
+                self.previous_poll_at = before
                 time.sleep(self.interval_s)
 
 
@@ -94,12 +100,26 @@ class LogWriteProbe:
 class Trial:
     side: str  # "harness" or "habit"
     index: int
-    crash_written_at: float | None
+    crash_written_after: float | None  # the last poll that had not seen the line
+    crash_seen_at: float | None  # the first poll that had
     verdict_at: float | None
     noticed_at: float | None  # harness: the log watcher marked the server dead
     noticed_by: str  # harness: "abort" | "request-failed-then-watcher"; habit: "request" | "health" | "none"
     signature: str | None
     detail: str
+
+    @property
+    def write_bracket(self) -> tuple[float, float] | None:
+        """When the crash line was written, as (no earlier than, no later than)."""
+        if self.crash_written_after is None or self.crash_seen_at is None:
+            return None
+        latest = self.crash_seen_at if self.verdict_at is None else min(self.crash_seen_at, self.verdict_at)
+        return self.crash_written_after, latest
+
+    @property
+    def crash_written_at(self) -> float | None:
+        bracket = self.write_bracket
+        return None if bracket is None else (bracket[0] + bracket[1]) / 2
 
     @property
     def latency_s(self) -> float | None:
@@ -132,7 +152,7 @@ def harness_trial(index: int, work: Path, probe_interval_s: float, request_timeo
         signature = match.signature.id if isinstance(match, Match) else None
         by = "abort" if result.aborted else "request-failed-then-watcher"
         detail = result.aborted or (result.records[0].error if result.records else "no request recorded") or ""
-        return Trial("harness", index, probe.seen_at, verdict_at,
+        return Trial("harness", index, probe.previous_poll_at, probe.seen_at, verdict_at,
                      server.died_at, by, signature, detail[:200])
 
 
@@ -197,7 +217,7 @@ def habit_trial(
             time.sleep(max(0.0, 3 * probe_interval_s))
         for t in threads:
             t.join(timeout=request_timeout_s + 5)
-        return Trial("habit", index, probe.seen_at, found.get("at"), None, found.get("by", "none"), None,
+        return Trial("habit", index, probe.previous_poll_at, probe.seen_at, found.get("at"), None, found.get("by", "none"), None,
                      found.get("detail", "death not noticed within the bound"))
 
 
@@ -215,6 +235,9 @@ def _side_summary(trials: list[Trial]) -> dict[str, Any]:
         "signatures": sorted({t.signature for t in named}),
         "noticed_by": {k: sum(1 for t in trials if t.noticed_by == k) for k in sorted({t.noticed_by for t in trials})},
     }
+    brackets = [b[1] - b[0] for t in trials if (b := t.write_bracket) is not None]
+    if brackets:
+        out["write_bracket_ms"] = summary(brackets)
     notice = [t.noticed_at - t.crash_written_at for t in trials if t.noticed_at and t.crash_written_at]
     if notice:
         out["crash_to_watcher_notice_ms"] = summary(notice)
@@ -242,7 +265,8 @@ def run_benchmark(
         "case": {"scenario": "scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml",
                  "values": "tokens=276,path=eager", "build": "sim:pre-fix"},
         "method": {
-            "crash_written": f"log size polled every {probe_interval_s * 1000:g} ms; first poll that sees the line",
+            "crash_written": f"log size polled every {probe_interval_s * 1000:g} ms; the middle of the bracket from the "
+                             "last poll without the line to the first poll with it or the verdict, if earlier",
             "harness_verdict": "workload returned and the crash signature match is known (as harness.run)",
             "habit_verdict": f"earlier of: the request failing (timeout {request_timeout_s:g} s) or a "
                              f"/health_generate poll failing (every {health_interval_s:g} s)",
@@ -254,7 +278,8 @@ def run_benchmark(
             "p95": ratio(s["crash_to_verdict_ms"]["p95"], h["crash_to_verdict_ms"]["p95"]),
         },
         "wall_s": round(time.monotonic() - began, 1),
-        "trials": [{**asdict(t), "latency_ms": None if t.latency_s is None else round(t.latency_s * 1000, 3)}
+        "trials": [{**asdict(t), "crash_written_at": t.crash_written_at,
+                    "latency_ms": None if t.latency_s is None else round(t.latency_s * 1000, 3)}
                    for t in harness_trials + habit_trials],
     }
 

@@ -47,7 +47,8 @@ def test_crash_verdict_benchmark_names_the_crash_only_on_the_harness_side(tmp_pa
     for side in (harness, habit):
         assert 0 < side["crash_to_verdict_ms"]["p50"] < 20_000
     trial = next(t for t in result["trials"] if t["side"] == "harness")
-    assert trial["verdict_at"] > trial["crash_written_at"]
+    assert trial["verdict_at"] > trial["crash_written_at"] > trial["crash_written_after"]
+    assert harness["write_bracket_ms"]["n"] == 1
     assert result["ratio_habit_over_harness"]["p50"] == pytest.approx(
         habit["crash_to_verdict_ms"]["p50"] / harness["crash_to_verdict_ms"]["p50"], rel=1e-2)
 
