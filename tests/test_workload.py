@@ -62,14 +62,15 @@ def test_concurrency_is_bounded_and_used() -> None:
 
 
 def test_warmup_runs_first_and_is_excluded_from_wall_time() -> None:
-    with PeerServer(PeerConfig(first_delay_s=0.2, step_s=0.001)) as peer:
+    with PeerServer(PeerConfig(first_delay_s=0.5, step_s=0.001)) as peer:
         prompts = random_id_prompts([4] * 3, seed=2)
         result = run(peer.base_url, prompts, warmup=2, concurrency=1)
         # Sent in order, warmup first (concurrency 1 makes the order observable).
         assert [b["input_ids"] for b in peer.stats.bodies] == [list(p.input_ids or ()) for p in prompts]
     assert [r.warmup for r in result.records] == [True, True, False]
-    # Only the last request (~0.2 s) is measured, not the two warmups before it.
-    assert 0.2 <= result.measured_wall_s < 0.4
+    # Only the last request (~0.5 s) is measured, not the two warmups before it (with one it would be >= 1 s);
+    # the half-second margin is for a loaded machine.
+    assert 0.5 <= result.measured_wall_s < 1.0
     assert aggregate(result.records, result.measured_wall_s)["requests_ok"] == 1
 
 
@@ -86,11 +87,12 @@ def test_poisson_request_rate_spreads_arrivals(seed: int) -> None:
 
 
 def test_infinite_rate_sends_at_once() -> None:
-    with PeerServer(PeerConfig(first_delay_s=0.05, step_s=0.001)) as peer:
+    with PeerServer(PeerConfig(first_delay_s=0.1, step_s=0.001)) as peer:
         run(peer.base_url, random_id_prompts([4] * 8, seed=0), request_rate=float("inf"), concurrency=8)
         arrivals = peer.stats.arrivals
         assert peer.stats.max_inflight == 8
-    assert arrivals[-1] - arrivals[0] < 0.05
+    # Sent one after another they would span >= 0.7 s (7 first-token delays); the rest is a loaded machine's slack.
+    assert arrivals[-1] - arrivals[0] < 0.3
 
 
 def test_stalled_request_times_out_alone() -> None:
@@ -98,7 +100,7 @@ def test_stalled_request_times_out_alone() -> None:
         t0 = time.monotonic()
         result = run(peer.base_url, random_id_prompts([5, 7, 5], seed=0), request_timeout_s=0.4)
         took = time.monotonic() - t0
-    assert took < 2.0
+    assert took < 5.0  # the stalled request never answers: without its own timeout the run would not end
     ok = [r.ok for r in result.records]
     assert ok == [True, False, True]
     stalled = result.records[1]
