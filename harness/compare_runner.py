@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.build import Builds
 from harness.comparison import (
@@ -30,7 +29,7 @@ from harness.comparison import (
 from harness.derive import not_comparable
 from harness.errors import UserError
 from harness.expectation import ExpectationCheck, judge_role
-from harness.manifest import manifest_mismatch
+from harness.manifest import Manifest, manifest_mismatch
 from harness.outcome import Outcome
 from harness.paths import reports_root
 from harness.record import RunRecord
@@ -126,6 +125,7 @@ def _role_result(role: str, spec: str, runs: Sequence[RunRecord], report_dir: Pa
         metrics=metrics,
         artifact_dirs=tuple(str(Path(r.artifacts).resolve().relative_to(report_dir.resolve())) for r in runs),
         excerpt=next((r.excerpt for r in runs if r.excerpt), ""),
+        reference_server=first.build.reference_server,
     )
 
 
@@ -140,7 +140,7 @@ def _metric_specs(tolerances: RelativeChecks | None) -> list[MetricSpec]:
 
 def manifest_problem(by_role: Mapping[str, Sequence[RunRecord]]) -> str | None:
     """Why the roles' workloads may not be compared (a field of their manifests differs), or None."""
-    first: tuple[str, Mapping[str, Any]] | None = None
+    first: tuple[str, Manifest] | None = None
     for role, runs in by_role.items():
         for record in runs:
             if record.manifest is None:

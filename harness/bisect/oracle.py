@@ -27,6 +27,7 @@ from typing import Any
 
 from harness.bisect.sequential import Side, sequential_test, without_stalls
 from harness.outcome import Outcome
+from harness.record import RunRecord
 
 __all__ = [
     "Decision",
@@ -84,15 +85,13 @@ class Trial:
                    float(data.get("duration_s") or 0.0), str(data.get("server") or ""))
 
 
-def trial_from_record(record: Any) -> Trial:
-    """A trial from a run record (``harness.record.RunRecord``; the legacy result has the same attributes)."""
-    phase = getattr(record, "phase", None)
-    metrics = {str(k): float(v) for k, v in (record.metrics or {}).items()
+def trial_from_record(record: RunRecord) -> Trial:
+    """A trial from a run record: what the oracle weighs of it (an infra run never had a server)."""
+    metrics = {str(k): float(v) for k, v in record.metrics.items()
                if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    outcome = Outcome(str(record.outcome))
-    server = getattr(getattr(record, "server", None), "run_tag", "") if outcome is not Outcome.INFRA else ""
-    return Trial(outcome, record.signature, str(record.reason or ""), None if phase is None else str(phase), metrics,
-                 str(record.artifacts or ""), float(getattr(record, "duration_s", 0.0) or 0.0), str(server or ""))
+    server = record.server.run_tag if record.outcome is not Outcome.INFRA else ""
+    return Trial(record.outcome, record.signature, record.reason, record.phase.value if record.phase else None,
+                 metrics, record.artifacts, record.duration_s, server)
 
 
 @dataclass(frozen=True)
