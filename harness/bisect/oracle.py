@@ -30,6 +30,7 @@ from harness.outcome import Outcome
 from harness.record import RunRecord
 
 __all__ = [
+    "Find",
     "Decision",
     "Limits",
     "Target",
@@ -49,6 +50,21 @@ class Verdict(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+class Find(str, Enum):
+    """What a bisection looks for: the change that brought the failure in, or the one that took it away."""
+
+    REGRESSION = "regression"  # old is good, new is bad
+    FIX = "fix"  # old is broken, new is fixed
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def new_verdict(self) -> Verdict:
+        """The verdict of the newer side in git's terms: bad for a regression, good for a fix."""
+        return Verdict.BAD if self is Find.REGRESSION else Verdict.GOOD
 
 
 @dataclass(frozen=True)
