@@ -25,11 +25,13 @@ from harness.comparison import (
     RoleResult,
     build_report,
     compare_case,
+    spec_of,
 )
 from harness.derive import not_comparable
 from harness.errors import UserError
 from harness.expectation import ExpectationCheck, judge_role
 from harness.manifest import Manifest, manifest_mismatch
+from harness.metric_registry import COMPARED, METRICS, relative_tolerances
 from harness.outcome import Outcome
 from harness.paths import reports_root
 from harness.record import RunRecord
@@ -42,8 +44,6 @@ __all__ = ["ComparisonRun", "compare_cases", "manifest_problem", "role_specs"]
 
 log = logging.getLogger(__name__)
 
-_RELATIVE = {"accept_length": "accept_length_max_regression",
-             "output_throughput_tok_s": "output_throughput_max_regression"}
 # Metrics carried per trial into the comparison besides the judged ones (DEFAULT_METRICS).
 _SHOWN = ("accept_length_server", "ttft_ms_p50", "itl_ms_p50", "request_throughput_rps")
 
@@ -86,7 +86,8 @@ def _relative_checks(rel: RelativeChecks | None, case: CaseComparison) -> list[E
         return []
     out = []
     for metric in case.metrics:
-        tolerance = getattr(rel, _RELATIVE.get(metric.metric, ""), None)
+        entry = METRICS.get(metric.metric)
+        tolerance = getattr(rel, entry.relative_check) if entry is not None and entry.relative_check else None
         if tolerance is None or metric.before_role != rel.baseline:
             continue
         worse = metric.verdict == "worse" and metric.delta_rel < -tolerance
@@ -131,11 +132,8 @@ def _role_result(role: str, spec: str, runs: Sequence[RunRecord], report_dir: Pa
 
 def _metric_specs(tolerances: RelativeChecks | None) -> list[MetricSpec]:
     """The judged metrics; a relative check's tolerance is also the smallest effect that counts."""
-    if tolerances is None:
-        return list(DEFAULT_METRICS)
-    return [MetricSpec(m.name, m.label, m.unit, m.higher_is_better,
-                       getattr(tolerances, _RELATIVE[m.name], None) or m.min_effect) if m.name in _RELATIVE else m
-            for m in DEFAULT_METRICS]
+    allowed = relative_tolerances(tolerances)
+    return [spec_of(m, allowed.get(m.name)) for m in COMPARED]
 
 
 def manifest_problem(by_role: Mapping[str, Sequence[RunRecord]]) -> str | None:

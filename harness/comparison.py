@@ -34,6 +34,7 @@ from typing import Any, Literal
 from harness import __version__
 from harness import statistics as st
 from harness.expectation import ExpectationCheck
+from harness.metric_registry import COMPARED, Metric
 from harness.outcome import Outcome, most_telling, parse_outcome
 from harness.sim import REFERENCE_SERVER_LABEL
 
@@ -42,6 +43,7 @@ __all__ = [
     "VERDICTS",
     "MetricVerdict",
     "MetricSpec",
+    "spec_of",
     "DEFAULT_METRICS",
     "MetricComparison",
     "RoleResult",
@@ -69,11 +71,13 @@ class MetricSpec:
     min_effect: float = 0.02
 
 
-DEFAULT_METRICS: tuple[MetricSpec, ...] = (
-    MetricSpec("accept_length", "Acceptance length (measured requests)", "tokens/step", True, 0.02),
-    # Throughput is noisier than acceptance length on shared machines.
-    MetricSpec("output_throughput_tok_s", "Output throughput", "tok/s", True, 0.05),
-)
+def spec_of(metric: Metric, min_effect: float | None = None) -> MetricSpec:
+    """How the comparison reads a metric of the registry (``min_effect``: a scenario's own tolerance)."""
+    return MetricSpec(metric.name, metric.label, metric.unit, metric.higher_is_better,
+                      min_effect or metric.min_effect or 0.02)
+
+
+DEFAULT_METRICS: tuple[MetricSpec, ...] = tuple(spec_of(m) for m in COMPARED)
 
 
 def _nan_to_none(value: float) -> float | None:

@@ -41,6 +41,7 @@ from harness.expectation import judge_run
 from harness.launcher import Launcher, hardware_gap, launcher_for
 from harness.lease import DEFAULT_GPU_LEASE_TIMEOUT_S, gpu_env, lease_gpus, lease_port
 from harness.manifest import Manifest
+from harness.metric_registry import OUTPUT_THROUGHPUT
 from harness.metrics import aggregate, read_server_figures
 from harness.outcome import Outcome, Phase
 from harness.prompts import Prompt
@@ -475,7 +476,7 @@ def evaluate_checks(checks: Checks, metrics: Mapping[str, float | None]) -> list
         out.append(CheckResult("all requests succeed", held=bool(ok) and not bad,
                                detail=f"{bad} of {ok + bad} requests failed" if bad or not ok else f"{ok} ok"))
     bounds: list[tuple[Bound | None, str, str, str]] = [
-        (checks.output_throughput, "output_throughput_tok_s", "output throughput tok/s", "output throughput tok/s")]
+        (checks.output_throughput, OUTPUT_THROUGHPUT.name, "output throughput tok/s", "output throughput tok/s")]
     if checks.accept_length is not None:  # it names which of SGLang's acceptance lengths it bounds
         a = checks.accept_length
         bounds.insert(0, (a, a.metric, "accept length", f"accept length ({a.source}: {a.metric})"))
