@@ -40,6 +40,7 @@ def _role(role: str, outcomes: list[str], *, signatures=None, **metrics) -> Role
         reasons=tuple("" if o == "pass" else f"server {o}" for o in outcomes),
         metrics={k: tuple(v) for k, v in metrics.items()},
         artifact_dirs=tuple(f"../../runs/{role}-{i}" for i in range(len(outcomes))),
+        reference_server=True,
     )
 
 
