@@ -60,6 +60,17 @@ def _queued(job_ids: list[str]) -> list[str]:
     return [line for line in out.stdout.splitlines() if line.strip()]
 
 
+def _left_queue(job_ids: list[str], timeout_s: float = 90) -> bool:
+    """Whether the jobs leave squeue in time: a job ends (sacct's state) before slurmd has finished killing
+    it (COMPLETING), and scancel is asynchronous."""
+    deadline = time.monotonic() + timeout_s
+    while _queued(job_ids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1)
+    return True
+
+
 def _when(record: RunRecord) -> tuple[float, float]:
     start = datetime.fromisoformat(record.started_at).timestamp()
     return start, start + record.duration_s
@@ -184,7 +195,7 @@ def test_scancel_and_the_time_limit_end_as_infra_with_slurms_reason(slurm_conf: 
     for r in records.values():  # the record names the job's folder, where slurmstepd wrote why
         assert read_record(Path(r.artifacts)).reason == r.reason
     assert "DUE TO TIME LIMIT" in "".join(p.read_text() for p in Path(records[second].artifacts).glob("*.err"))
-    assert not _queued([first, second])
+    assert _left_queue([first, second]), _queued([first, second])
 
 
 def test_ctrl_c_of_the_submitter_cancels_its_jobs(slurm_conf: str, pg_url: str, tmp_path: Path) -> None:
@@ -199,11 +210,22 @@ def test_ctrl_c_of_the_submitter_cancels_its_jobs(slurm_conf: str, pg_url: str, 
             proc.kill()
             subprocess.run(["scancel", *_job_ids((tmp_path / "stderr.txt").read_text())], timeout=30)
     assert proc.returncode == 3, stdout + (tmp_path / "stderr.txt").read_text()
-    deadline = time.monotonic() + 60
-    while _queued(ids) and time.monotonic() < deadline:  # scancel is asynchronous: the jobs end within KillWait
-        time.sleep(1)
-    assert not _queued(ids)
+    assert _left_queue(ids), _queued(ids)
     with open_store(pg_url) as store:
         records = store.records()
     assert len(records) == 2 and all(r.outcome is Outcome.INTERRUPTED and "Ctrl-C" in r.reason for r in records)
     assert os.environ[_cluster.CONF_ENV] == slurm_conf
+
+
+def test_the_local_executor_runs_the_same_jobs_here(tmp_path: Path) -> None:
+    from harness.executor.job import jobs_for
+    from harness.executor.local import LocalExecutor
+    from harness.scenario import load_file, select_cases
+
+    scenario = _scenario(tmp_path, "here", matrix=True)
+    (case,) = select_cases(load_file(scenario), "path=eager")
+    seen: list[RunRecord] = []
+    (record,) = LocalExecutor().run_all(jobs_for([(case, "sim:pre-fix", None)], 1, tmp_path), seen.append)
+    assert seen == [record] and record.outcome is Outcome.CRASH
+    assert record.signature == "frozen-kv-mtp-stale-out-cache-loc"
+    assert Path(record.artifacts).resolve().is_relative_to(tmp_path.resolve())
