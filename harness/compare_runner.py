@@ -179,10 +179,13 @@ def compare_cases(
     out_root: Path | None = None,
     progress: Callable[[RunRecord], None] | None = None,
     builds: Builds | None = None,
+    elsewhere: Callable[[Path], Mapping[tuple[str, str], Sequence[RunRecord]]] | None = None,
 ) -> ComparisonRun:
     """Run every case under every role (interleaved trials); the comparison of what ran.
 
-    Each spec is resolved once, through ``builds`` (the command's, shared with its pre-flight)."""
+    Each spec is resolved once, through ``builds`` (the command's, shared with its pre-flight). With
+    ``elsewhere`` (an executor: harness.executor) every run goes there at once, given the report folder as
+    the output root, and comes back as records by (case name, role)."""
     builds = builds or Builds()
     report_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{loaded.scenario.name[:40]}-{secrets.token_hex(2)}"
     report_dir = (out_root or reports_root()) / "compare" / report_id
@@ -192,9 +195,19 @@ def compare_cases(
     compared: list[CaseComparison] = []
     notes = ["roles: " + ", ".join(f"{role} = {spec}" for role, spec in specs.items())]
     partial = ""
+    ran_elsewhere = elsewhere(report_dir) if elsewhere is not None else None
+    by_role: dict[str, list[RunRecord]]
     for case in cases:
+        if ran_elsewhere is not None:
+            by_role = {role: list(ran_elsewhere.get((case.name, role), ())) for role in specs}
+            all_runs.extend(r for runs in by_role.values() for r in runs)
+            if any(r.outcome is Outcome.INTERRUPTED for runs in by_role.values() for r in runs):
+                partial = "interrupted: the unfinished jobs were cancelled"
+            if any(by_role.values()):
+                compared.append(_compare_one(case, specs, by_role, report_dir, notes))
+            continue
         n = trials or case.scenario.workload.trials
-        by_role: dict[str, list[RunRecord]] = {role: [] for role in specs}
+        by_role = {role: [] for role in specs}
         resolved = {role: resolve_for(case, spec, builds) for role, spec in specs.items()}
         try:
             # One server per role kept across the case's trials (when the scenario shares servers).

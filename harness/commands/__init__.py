@@ -51,6 +51,7 @@ COMMANDS: tuple[Command, ...] = (
             "3 infra)"),
     Command("store", "store", "the results store: import run folders, export (parquet, csv, hud), alerts"),
     Command("dashboard", "dashboard", "build the offline nightly dashboard (a static site) from the results store"),
+    Command("ci-matrix", "ci_matrix", "print the CI job matrix of scenarios, sharded by hardware and duration"),
     Command("bisect", "bisect",
             "find the commit or release that broke (or, with --find fix, fixed) a case: a crash signature or a "
             "metric (exit 0 found and confirmed, 1 not, 2 bad input, 3 infra)"),

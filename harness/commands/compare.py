@@ -11,6 +11,7 @@ from harness.commands._store_args import add_store_arguments, finish_store, stor
 from harness.compare_runner import compare_cases, role_specs
 from harness.comparison import ComparisonReport
 from harness.errors import UserError
+from harness.executor.options import add_executor_arguments
 from harness.preflight_batch import check_flags_up_front
 from harness.record import RunRecord
 from harness.report import write_reports
@@ -27,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reference", action="store_true",
                         help="run each role's CPU reference-server revision instead of its real build")
     add_store_arguments(parser)
+    add_executor_arguments(parser)
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, str]:
@@ -102,7 +104,12 @@ def main(args: argparse.Namespace) -> int:
         _progress(record)
         writer.record(record)
 
-    ran = compare_cases(loaded, cases, specs, trials=args.trials, out_root=args.out, progress=progress, builds=builds)
+    elsewhere = None
+    if args.executor == "slurm":  # every case, role and trial as a SLURM job (harness.executor)
+        from harness.executor.fanout import compare_on_slurm
+        elsewhere = compare_on_slurm(args, cases, specs, writer, progress)
+    ran = compare_cases(loaded, cases, specs, trials=args.trials, out_root=args.out, progress=progress, builds=builds,
+                        elsewhere=elsewhere)
     paths = write_reports(ran.report, ran.report_dir)
     for line in summary(ran.report):
         print(line)

@@ -11,6 +11,7 @@ from harness.argtypes import positive_int
 from harness.build import Builds
 from harness.commands.run import resolve_role
 from harness.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK, UserError
+from harness.executor.options import add_executor_arguments
 from harness.history.review import review
 from harness.metric_registry import relative_tolerances
 from harness.outcome import Outcome
@@ -43,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trials", type=positive_int, metavar="N", help="trials per case (default: the scenario's)")
     parser.add_argument("--out", type=Path, metavar="DIR", help="output root (default: reports/)")
     parser.add_argument("--no-progress", action="store_true", help="plain progress lines even on a terminal")
+    add_executor_arguments(parser)
 
 
 def _tolerances(case: Case) -> dict[str, float]:
@@ -85,7 +87,11 @@ def main(args: argparse.Namespace) -> int:
     records: list[RunRecord] = []
     builds = Builds()  # each build resolved once for every case and trial
     with StoreWriter(url, batch) as writer:
-        for case, spec, role in planned:
+        if args.executor == "slurm":  # every case and trial as a SLURM job (harness.executor)
+            from harness.executor.fanout import nightly_on_slurm
+            if nightly_on_slurm(args, planned, writer, records):
+                return EXIT_INFRA
+        for case, spec, role in (planned if args.executor == "local" else []):
             progress.show(f"{case.scenario.name} [{case.name}]")
             build = resolve_for(case, spec, builds)
             for trial in range(args.trials or case.scenario.workload.trials):

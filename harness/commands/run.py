@@ -8,6 +8,7 @@ from harness.build import Builds
 from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.commands._store_args import add_store_arguments, finish_store, store_choice
 from harness.errors import UserError
+from harness.executor.options import add_executor_arguments
 from harness.outcome import Outcome, exit_code_for
 from harness.paths import reports_root
 from harness.preflight_batch import check_flags_up_front
@@ -30,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with a role: run the role's reference-server revision (CPU) instead of its real build")
     parser.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
     add_store_arguments(parser)
+    add_executor_arguments(parser)
 
 
 def resolve_role(case: Case, build: str, reference: bool) -> tuple[str, str | None]:
@@ -67,6 +69,10 @@ def main(args: argparse.Namespace) -> int:
     # One parser process for every case's flags, not one per run.
     check_flags_up_front(cases, dict.fromkeys(resolve_role(case, args.build, args.reference)[0] for case in cases),
                          builds)
+    if args.executor == "slurm":  # one SLURM job per case and trial (harness.executor)
+        from harness.executor.fanout import run_on_slurm
+        return run_on_slurm(args, [(c, *resolve_role(c, args.build, args.reference)) for c in cases],
+                            store_choice(args), summary_line)
     for case in cases:
         spec, role = resolve_role(case, args.build, args.reference)
         build = resolve_for(case, spec, builds)

