@@ -20,7 +20,16 @@ from typing import Any
 from harness.net import url_host
 from harness.paths import reports_root
 from harness.record import RunRecord, record_to_dict
-from harness.redact import redact_argv, redact_env, redact_log, redact_text
+from harness.redact import (
+    REDACTED,
+    is_secret_name,
+    redact_argv,
+    redact_env,
+    redact_log,
+    register_secrets,
+    secret_flag_values,
+    secret_values,
+)
 
 __all__ = ["new_run_dir", "write_env", "write_json", "write_record", "write_repro"]
 
@@ -71,19 +80,49 @@ def write_repro(
     Every value from the scenario or the environment is shell-quoted (``shlex.quote``) or kept out of
     the script: the script is meant to be run, so no value may become shell syntax.
     """
+    register_secrets(secret_values(env) | secret_flag_values(argv))
     lines = [
         "#!/usr/bin/env bash",
-        *(f"# {line}" for line in redact_text(note).splitlines() or [""]),
-        "# Written by sglang-repro. Secrets are redacted: export them yourself before running.",
+        *(f"# {line}" for line in redact_log(note).splitlines() or [""]),
+        "# Written by sglang-repro. Secrets are not in this file: it asks for them from the environment.",
         "set -euo pipefail",
         f"PORT=${{PORT:-{int(port)}}}",
         f"HOST={shlex.quote(url_host(host))}",
     ]
     for key, value in sorted(redact_env(env).items()):
-        if _ENV_NAME.match(key):  # a name bash cannot export is left out rather than run as code
+        if not _ENV_NAME.match(key):  # a name bash cannot export is left out rather than run as code
+            continue
+        if is_secret_name(key) and value == REDACTED:
+            lines.append(f': "${{{key}:?{key} is a secret, not saved here: export it before running}}"')
+            lines.append(f"export {key}")
+        else:
             lines.append(f"export {key}={shlex.quote(value)}")
-    server = [a if a != str(port) else "$PORT" for a in redact_argv(argv)]
-    quoted = " ".join('"$PORT"' if a == "$PORT" else shlex.quote(a) for a in server)
+    words: list[str] = []
+    asked: list[str] = []
+    redacted = redact_argv(argv, env)  # element for element: the same length as argv
+    by_value = {v: k for k, v in env.items() if is_secret_name(k) and _ENV_NAME.match(k) and v}
+    for i, arg in enumerate(redacted):
+        if arg == str(port):
+            words.append('"$PORT"')
+            continue
+        if REDACTED not in arg:
+            words.append(shlex.quote(arg))
+            continue
+        # A secret flag's value (or a secret value inside an argument) is asked for from the environment.
+        flag, eq, _ = arg.partition("=")
+        original = argv[i].partition("=")[2] if eq else argv[i]
+        if original in by_value:  # the value of a secret variable the script already asks for
+            words.append(f'{shlex.quote(flag)}="${by_value[original]}"' if eq else f'"${by_value[original]}"')
+            continue
+        named = flag if eq and flag.startswith("--") else (redacted[i - 1] if i else f"argument {i}")
+        var = "SGLANG_REPRO_SECRET_" + (re.sub(r"[^A-Za-z0-9]+", "_", named.lstrip("-")).strip("_").upper() or str(i))
+        if var not in asked:
+            asked.append(var)
+            # The message names only the variable: a flag's name is scenario text, and expansion applies here.
+            lines.append(f': "${{{var}:?a secret flag value, not saved here: export {var}}}"')
+        words.append(f'{shlex.quote(flag)}="${var}"' if eq and arg == f"{flag}={REDACTED}" else
+                     (f'"${var}"' if arg == REDACTED else shlex.quote(arg)))
+    quoted = " ".join(words)
     lines += [
         f"{quoted} &",
         "SERVER_PID=$!",

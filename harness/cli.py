@@ -31,6 +31,27 @@ def _named_command(argv: Sequence[str]) -> str | None:
     return word if word is not None and find(word) is not None else None
 
 
+# Flags whose empty value their command explains better (``--case ''`` lists the cases to pick from).
+_OWN_EMPTY_CHECK = frozenset({"--case"})
+
+
+def _empty_value(argv: Sequence[str]) -> str | None:
+    """The first empty value on the command line, named: ``--out ''`` would mean the current folder
+    (``Path('')`` is ``.``) and ``--store ''`` the default store, so an empty value is bad input."""
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if i and argv[i - 1] in _OWN_EMPTY_CHECK:
+            continue
+        flag, eq, value = arg.partition("=")
+        if arg.startswith("--") and eq and not value.strip() and flag not in _OWN_EMPTY_CHECK:
+            return f"{flag}: empty value"
+        if not arg.strip():
+            before = argv[i - 1] if i and argv[i - 1].startswith("-") else None
+            return f"{before}: empty value" if before else f"argument {i + 1}: empty"
+    return None
+
+
 def make_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The full parser; given ``argv``, only the command it names gets its arguments (and is imported)."""
     chosen = None if argv is None else _named_command(argv)
@@ -54,6 +75,10 @@ def make_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    empty = _empty_value(argv)
+    if empty is not None:
+        print(f"sglang-repro: {empty}; give a value", file=sys.stderr)
+        return EXIT_USAGE
     args = make_parser(argv).parse_args(argv)
     try:
         if os.environ.get("SGLANG_REPRO_GPU_INVENTORY") is not None:

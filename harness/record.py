@@ -316,18 +316,20 @@ def record_from_dict(data: Mapping[str, Any], *, source: str = "result.json") ->
             manifest=Manifest.from_dict(data["manifest"]) if isinstance(data.get("manifest"), Mapping) else None,
             schema_version=RECORD_SCHEMA_VERSION,
         )
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise UserError(f"{source}: not a run record: {exc}") from None
 
 
 def read_record(path: Path) -> RunRecord:
     """``result.json`` (or the run folder holding it) as a record."""
+    from harness.bounded_read import read_json  # a regular file, capped, depth-capped JSON
+
     if path.is_dir():
         path = path / "result.json"
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: cannot read a run record: {exc}") from None
+        data = read_json(path, "record")
+    except UserError as exc:
+        raise UserError(f"{exc}; cannot read a run record") from None
     if not isinstance(data, Mapping):
         raise UserError(f"{path}: not a run record: top level is not an object")
     return record_from_dict(data, source=str(path))

@@ -8,6 +8,13 @@ Two complementary passes:
 - by value (:func:`redact_values`, :func:`redact_log`): the actual values of secret-named variables
   of an environment, replaced wherever they appear, since a token can end up anywhere in a log.
 
+A secret-looking name is one with a part (split at ``_`` or ``-``) that ends in TOKEN, KEY, SECRET,
+PASSWORD, PASSWD, CREDENTIAL(S) or AUTH (``PGPASSWORD``, ``SERVICE_KEY``, ``SGLANG_AUTH_TOKEN``), not
+``TOKENIZERS_PARALLELISM`` or ``KEYBOARD``; a secret flag is one whose last part is such a word
+(``--api-key``, ``--admin-api-key``, ``--hf-token``; not ``--ssl-keyfile``, a path). Values of secret
+variables and flags that a run hands to a server are registered (:func:`register_secrets`), so every
+later artifact of this process (result.json, repro.sh, the store, reports) drops them by value too.
+
 Everything is replaced with ``<redacted>``. Values ``None``/``null``/empty are left alone: they
 leak nothing and show that no secret was set.
 """
@@ -29,15 +36,22 @@ __all__ = [
     "secret_values",
     "redact_values",
     "redact_log",
+    "register_secrets",
+    "registered_secrets",
+    "secret_flag_values",
 ]
 
 REDACTED = "<redacted>"
 
 # Secret env-style names: HF_TOKEN, HUGGING_FACE_HUB_TOKEN, FOO_TOKEN, [FOO_]API_KEY, [FOO_]SECRET[_KEY],
 # [FOO_]PASSWORD, ... A bare "token" is not one: SGLang logs "#token: 276".
-_NAME = r"(?:[A-Za-z0-9]+_)*(?:[A-Za-z0-9]+_TOKEN|API_?KEY|SECRET(?:_ACCESS)?(?:_KEY)?|ACCESS_KEY|PRIVATE_KEY|PASSWORD|PASSWD)"
-_SECRET_NAME = re.compile(rf"{_NAME}\Z", re.IGNORECASE)
-_SECRET_FLAG = re.compile(r"--(?:[a-z0-9]+-)*(?:api-key|token|secret|password|passwd)\Z", re.IGNORECASE)
+_NAME = (r"(?:[A-Za-z0-9]+_)*(?:[A-Za-z0-9]+_TOKEN|API_?KEY|SECRET(?:_ACCESS)?(?:_KEY)?|ACCESS_KEY|PRIVATE_KEY"
+         r"|[A-Za-z0-9]*PASSWORD|[A-Za-z0-9]*PASSWD)")
+_SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "AUTH")
+_SECRET_FLAG = re.compile(r"--(?:[a-z0-9]+-)*(?:[a-z0-9]*key|token|secret|password|passwd|credentials?)\Z",
+                          re.IGNORECASE)
+_FLAG_MIN = 4  # a flag's value is replaced by value from this length (a 3-character api key protects nothing)
+_REGISTERED: set[str] = set()  # secret values handed to servers by this process (register_secrets)
 _SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie", "set-cookie"})
 _SKIP_VALUES = frozenset({"", "none", "null", "''", '""'})
 
@@ -59,8 +73,12 @@ _TOKEN_SHAPES = re.compile(r"(?<![A-Za-z0-9_])(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0
 
 
 def is_secret_name(name: str) -> bool:
-    """True for environment-variable names that hold secrets (HF_TOKEN, OPENAI_API_KEY, PASSWORD, ...)."""
-    return _SECRET_NAME.match(name) is not None
+    """True for environment-variable names that hold secrets (HF_TOKEN, OPENAI_API_KEY, PGPASSWORD, SERVICE_KEY,
+    SGLANG_AUTH_TOKEN, AWS_CREDENTIALS, ...): a part of the name ends in one of the secret words."""
+    parts = [p for p in re.split(r"[_\-.]+", name.upper()) if p]
+    if len(parts) == 1 and parts[0] in ("TOKEN", "KEY", "AUTH"):
+        return False  # a bare word is a counter or a mode more often than a secret ("token: 276")
+    return any(part.endswith(_SECRET_WORDS) for part in parts)
 
 
 def is_secret_flag(flag: str) -> bool:
@@ -84,18 +102,46 @@ def redact_text(text: str) -> str:
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    """A copy of ``env`` with secret-named values replaced and token shapes removed from the others."""
+    """A copy of ``env`` with secret-named values replaced, and in the others every known secret value
+    (this env's, this process's, registered ones) and token shape removed."""
+    known = secret_values(env) | secret_values() | registered_secrets()
     out = {}
     for name, value in env.items():
         if is_secret_name(name) and value.strip().lower() not in _SKIP_VALUES:
             out[name] = REDACTED
         else:
-            out[name] = redact_text(value)
+            out[name] = redact_text(redact_values(value, known))
     return out
 
 
-def redact_argv(argv: Sequence[str]) -> list[str]:
-    """A copy of ``argv`` with the values of secret flags (``--api-key X``, ``--api-key=X``) replaced."""
+def secret_flag_values(argv: Sequence[str]) -> frozenset[str]:
+    """Values of secret flags (``--api-key X``, ``--api-key=X``) in ``argv``, of at least 4 characters."""
+    out = set()
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if is_secret_flag(flag):
+            if eq and value:
+                out.add(value)
+            elif not eq and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                out.add(argv[i + 1])
+    return frozenset(v for v in out if len(v.strip()) >= _FLAG_MIN and v.strip().lower() not in _SKIP_VALUES)
+
+
+def register_secrets(values: Iterable[str]) -> None:
+    """Remember secret values handed to a server (its env's secret variables, its secret flags): every
+    later redaction in this process removes them wherever they appear, whatever the name beside them."""
+    _REGISTERED.update(v for v in values if v and v.strip().lower() not in _SKIP_VALUES)
+
+
+def registered_secrets() -> frozenset[str]:
+    return frozenset(_REGISTERED)
+
+
+def redact_argv(argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+    """A copy of ``argv`` with the values of secret flags (``--api-key X``, ``--api-key=X``) replaced, and
+    every known secret value (of ``env``, this process's environment, registered ones) wherever it appears."""
+    known = secret_values(env or {}) | secret_values() | registered_secrets() | secret_flag_values(argv)
+    argv = [redact_values(arg, known) for arg in argv]
     out: list[str] = []
     redact_next = False
     for arg in argv:
@@ -151,5 +197,6 @@ def redact_values(text: str, values: Iterable[str]) -> str:
 
 
 def redact_log(text: str, env: Mapping[str, str] | None = None) -> str:
-    """Both passes: known secret values of ``env`` (default: this process's), then secret shapes."""
-    return redact_text(redact_values(text, secret_values(env)))
+    """Both passes: known secret values of ``env`` (default: this process's) and registered ones, then
+    secret shapes."""
+    return redact_text(redact_values(text, secret_values(env) | registered_secrets()))

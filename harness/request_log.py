@@ -270,20 +270,20 @@ class JsonlWriter:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or type(exc).__name__})") from None
+    from harness.bounded_read import ReadRefused, load_json, read_text  # regular file, capped, depth-capped
+
+    text = read_text(path, "requests")
     lines = text.split("\n")
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            yield lineno, json.loads(line)
-        except ValueError as exc:
-            if lineno == len(lines) and not text.endswith("\n"):
+            yield lineno, load_json(line, f"{path}:{lineno}")
+        except ReadRefused as exc:
+            if lineno == len(lines) and not text.endswith("\n") and "not JSON" in str(exc):
                 return  # the partial last line of a run killed mid-write: every line before it counts
-            raise UserError(f"{path}:{lineno}: not a JSON line: {exc}") from None
+            raise UserError(f"{exc}" if "nested" in str(exc) else f"{path}:{lineno}: not a JSON line: "
+                            f"{str(exc).split('not JSON ', 1)[-1]}") from None
 
 
 def read_requests_jsonl(path: Path) -> RequestLog:

@@ -39,7 +39,7 @@ from harness.errors import EXIT_INFRA, HarnessError, InfraError
 from harness.lease import port_is_free
 from harness.net import url_for
 from harness.reaper import TAG_VAR, Watchdog, kill_run
-from harness.redact import is_secret_flag, redact_text, redact_values, secret_values
+from harness.redact import is_secret_flag, redact_text, redact_values, register_secrets, secret_values
 from harness.text import last_line
 
 if TYPE_CHECKING:  # the catalogue (and yaml) load only where a matcher is made
@@ -268,6 +268,7 @@ class ServerProcess:
         # The log goes through the harness, redacted line by line as it is written: a harness killed mid-run
         # leaves no secret (SGLang logs its whole server_args, --api-key included) in server.log.
         self._secrets = secret_values(self.env) | _secret_flag_values(self.argv)
+        register_secrets(self._secrets)  # and every later artifact of this process drops them by value
         self.log_path.write_bytes(b"")
         try:
             self._proc = subprocess.Popen(

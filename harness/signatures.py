@@ -28,6 +28,7 @@ memory and a handful of regex searches per line.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
@@ -143,12 +144,14 @@ class Catalogue:
     def load(cls, path: Path | None = None) -> Catalogue:
         """Load and strictly validate a catalogue file (default: :func:`default_catalogue_path`)."""
         path = Path(path) if path is not None else default_catalogue_path()
+        from harness.bounded_read import read_text  # a regular file of a catalogue's size, never a device or FIFO
+
+        if not os.path.lexists(path):
+            raise UserError(f"{path}: signature catalogue not found")
         try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise UserError(f"{path}: signature catalogue not found") from None
-        except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
-            raise UserError(f"{path}: cannot read signature catalogue ({exc.__class__.__name__})") from None
+            text = read_text(path, "catalogue")
+        except UserError as exc:
+            raise UserError(f"{exc} (the signature catalogue)") from None
         return cls(_parse_catalogue(text, path), source=path)
 
     @property
@@ -196,12 +199,13 @@ class Catalogue:
 
     def scan_file(self, path: Path, only: Iterable[str] | None = None) -> tuple[Match | None, StreamMatcher]:
         """Like :meth:`match_file`, also returning the matcher (its ``rejected`` near misses explain a miss)."""
+        from harness.bounded_read import iter_lines  # a regular file, capped, read a bounded line at a time
+
         matcher = self.stream(only)
-        with open(path, "rb") as fh:
-            for raw in fh:
-                found = matcher.feed(raw.decode("utf-8", errors="replace"))
-                if found is not None:
-                    return found, matcher
+        for raw in iter_lines(Path(path), "log"):
+            found = matcher.feed(raw.decode("utf-8", errors="replace"))
+            if found is not None:
+                return found, matcher
         return None, matcher
 
     def _select(self, only: Iterable[str] | None) -> tuple[Signature, ...]:

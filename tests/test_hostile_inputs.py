@@ -247,8 +247,13 @@ def test_repro_script_quotes_every_value(tmp_path: Path) -> None:
     )
     text = path.read_text()
     assert "hf_abcdefghijklmnopqrstuvwxyz" not in text
+    # The secret is asked for from the environment (issue 24): without it the script stops at once ...
     proc = subprocess.run(["bash", str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=30, check=False,
                           env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)})
+    assert proc.returncode != 0 and "HF_TOKEN is a secret" in proc.stderr, proc.stderr
+    # ... and with it, runs to the health loop.
+    proc = subprocess.run(["bash", str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=30, check=False,
+                          env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "HF_TOKEN": "hf_x"})
     assert proc.returncode == 1 and "server exited" in proc.stderr, proc.stderr
     assert not list(tmp_path.rglob("pwned*")), sorted(p.name for p in tmp_path.rglob("pwned*"))
 

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from harness.argtypes import positive_int
-from harness.commands._output import check_out_root
+from harness.output_path import check_output_folder
 from harness.scenario import Case, LoadedScenario, load_file, select_cases
 
 __all__ = ["add_scenario_arguments", "selected_cases"]
@@ -28,5 +28,5 @@ def selected_cases(args: argparse.Namespace) -> tuple[LoadedScenario, list[Case]
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     loaded = load_file(args.scenario)
     cases = select_cases(loaded, args.case)
-    check_out_root(args.out)
+    check_output_folder(args.out, "--out")
     return loaded, cases

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from harness.errors import EXIT_INFRA
-from harness.store.url import default_store
+from harness.store.url import default_store, redact_url, store_url
 from harness.store.writer import DeferredWriter
 
 __all__ = ["add_store_arguments", "finish_store", "store_choice"]
@@ -19,9 +20,22 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def store_choice(args: argparse.Namespace) -> str | None:
+    """The store to record into, checked now (a URL that is not one, an unsupported database, an SQLite
+    path that is a device or FIFO): bad input ends the command before any server starts."""
     if args.no_store:
         return None
-    return str(args.store or default_store(args.out))
+    value = str(args.store or default_store(args.out))
+    check_store_value(value)
+    return value
+
+
+def check_store_value(value: str) -> None:
+    """UserError (exit 2) for a store value that can never be opened; reaching it is left to the writer."""
+    from harness.store.store import check_sqlite_file
+
+    url = store_url(value)
+    if url.drivername == "sqlite":
+        check_sqlite_file(Path(url.database or ""), redact_url(url))
 
 
 def finish_store(writer: DeferredWriter, exit_code: int) -> int:

@@ -58,10 +58,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, metavar="DIR", help="output root (default: reports/)")
 
 
+def known_metrics() -> frozenset[str]:
+    """Every metric name a run record can carry: the workload's (derive_metrics), the server's figures,
+    and the run's own timings."""
+    from harness.derive import derive_metrics
+    from harness.history.series import METRIC_RULES
+    from harness.scenario.model import ACCEPT_LENGTH_METRICS
+
+    return frozenset(derive_metrics([])) | frozenset(METRIC_RULES) | frozenset(ACCEPT_LENGTH_METRICS.values()) | {
+        "ready_s", "server_trial"}
+
+
+def _check_target(args: argparse.Namespace) -> None:
+    """``--metric`` and ``--signature`` name something that exists, before either endpoint runs."""
+    if args.metric is not None and args.metric not in known_metrics():
+        close = sorted(m for m in known_metrics() if args.metric.lower() in m or m in args.metric.lower())[:5]
+        raise UserError(f"--metric {args.metric}: not a metric a run records"
+                        + (f" (did you mean {', '.join(close)}?)" if close else "; e.g. output_throughput_tok_s"))
+    if args.signature is not None:
+        from harness.signatures import Catalogue
+
+        catalogue = Catalogue.load()
+        if args.signature not in catalogue.ids:
+            raise UserError(f"--signature {args.signature}: not in the catalogue {catalogue.source}")
+
+
 def main(args: argparse.Namespace) -> int:
     from harness.bisect.oracle import Limits
     from harness.bisect.run import BisectArgs, run_bisect
-    from harness.store.url import default_store, store_url
+    from harness.commands._store_args import check_store_value
+    from harness.output_path import check_output_folder
+    from harness.store.url import default_store
 
     if args.releases is None and (args.repo is None or args.good is None or args.bad is None):
         raise UserError("bisect needs --repo CHECKOUT --good REV --bad REV, or --releases A..B")
@@ -69,9 +96,11 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("--good/--bad are for commits; with --releases the range is A..B")
     if args.versions and not args.releases:
         raise UserError("--versions needs --releases A..B")
+    _check_target(args)
+    check_output_folder(args.out, "--out")
     store = None if args.no_cache else str(args.store or default_store(args.out))
     if store is not None:
-        store_url(store)  # a bad URL is bad input, found before anything runs
+        check_store_value(store)  # a bad URL is bad input, found before anything runs
     limits = Limits(trials=args.trials, max_trials=max(args.max_trials, args.trials),
                     confirm_trials=args.confirm_trials)
     report = run_bisect(BisectArgs(

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from harness.dashboard.site import build_site
+from harness.output_path import check_output_folder
 from harness.store.store import open_store
 from harness.store.url import default_store
 
@@ -17,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_output_folder(args.output, "-o")  # an existing file, device or FIFO is refused before the store opens
     with open_store(args.store or default_store()) as store:
         index = build_site(store, args.output)
     print(f"dashboard: {index}")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
+from harness.bounded_read import read_json
 from harness.errors import EXIT_FAIL, EXIT_OK, UserError
 
 __all__ = ["DESCRIPTION", "add_arguments", "main", "recompute"]
@@ -44,11 +46,8 @@ def recompute(run: Path) -> dict[str, Any]:
     metrics = derive_metrics(log.records, log.trace, log.manifest)
     stored: dict[str, Any] | None = None
     result_path = path.parent / "result.json"
-    if result_path.is_file():
-        try:
-            data = json.loads(result_path.read_text())
-        except (OSError, ValueError) as exc:
-            raise UserError(f"{result_path}: cannot read: {exc}") from None
+    if os.path.lexists(result_path):
+        data = read_json(result_path, "record")  # a link to /dev/zero or a FIFO is refused, not read
         raw = data.get("metrics") if isinstance(data, dict) else None
         stored = raw if isinstance(raw, dict) else {}
     differs = {k: {"recomputed": v, "result_json": stored[k]} for k, v in metrics.items()

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from pathlib import Path
 
 from harness.argtypes import positive_int
+from harness.atomic import write_atomic
 from harness.build import resolve_build
 from harness.commands._store_args import store_choice
 from harness.commands.run import resolve_role
 from harness.errors import UserError
+from harness.output_path import check_output_file, check_output_folder
 from harness.run import RunInterrupted
 from harness.scenario import load_file, select_cases
-from harness.store.url import store_url
 
 DESCRIPTION = ("Shrink one failing case (server flags, environment variables, workload, prompt length) while the "
                "same failure (outcome, signature, phase, frames) reproduces; write the minimal scenario, the "
@@ -26,8 +28,8 @@ def _seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected seconds (a number > 0), got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    if not 0 < value < math.inf:  # NaN fails both; "inf" would make the bound no bound
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}")
     return value
 
 
@@ -59,6 +61,10 @@ def main(args: argparse.Namespace) -> int:
 
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    # Outputs first: a minimal YAML that cannot be written must not cost a search (-o FILE/m.yaml).
+    if args.output is not None:
+        check_output_file(args.output, "-o")
+    check_output_folder(args.out, "--out")
     loaded = load_file(args.scenario)
     cases = select_cases(loaded, args.case)
     if len(cases) != 1:
@@ -67,11 +73,7 @@ def main(args: argparse.Namespace) -> int:
     (case,) = cases
     spec, _ = resolve_role(case, args.build, args.reference)
     build = resolve_build(spec)
-    if args.output is not None and args.output.exists() and args.output.is_dir():
-        raise UserError(f"-o {args.output}: is a folder; give a file name")
-    store = store_choice(args)
-    if store is not None:
-        store_url(store)  # a bad URL is bad input, found before anything runs
+    store = store_choice(args)  # a bad URL is bad input, found before anything runs
     try:
         result = minimize(case, build, MinimizeOptions(
             budget_s=args.budget, jobs=args.jobs, plain=args.plain, store=store, out_root=args.out,
@@ -81,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 130
     report = render_report(result)
-    (result.session_dir / "report.md").write_text(report)
+    write_atomic(result.session_dir / "report.md", report)
     print(report, flush=True)
     print(f"report: {result.session_dir / 'report.md'}", flush=True)
     return result.exit_code

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from harness.errors import UserError
+from harness.output_path import check_output_file
 from harness.store.schema import ALERT_STATES
 from harness.store.store import open_store
 from harness.store.transfer import EXPORT_FORMATS, export_store, import_folders
@@ -30,14 +31,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--store", metavar="URL", help="default: $SGLANG_REPRO_STORE or reports/results.db")
 
 
+# store import: 1 when some file or value was skipped (each is printed with its path and reason).
+EXIT_SOME_SKIPPED = 1
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.action == "export":
+        check_output_file(args.output, "-o")  # before the store is opened or anything is exported
     with open_store(args.store or default_store()) as store:
         if args.action == "import":
             report = import_folders(store, args.paths)
             for line in report.skipped:
                 print(f"skipped: {line}")
-            print(f"imported {report.recorded} new run(s) of {report.found} found into {store.where}")
-            return 0
+            print(f"imported {report.recorded} new run(s) of {report.found} found into {store.where}"
+                  + (f"; {len(report.skipped)} skipped" if report.some_skipped else ""))
+            return EXIT_SOME_SKIPPED if report.some_skipped else 0
         if args.action == "export":
             n = export_store(store, args.format, args.output)
             print(f"wrote {n} {'records' if args.format == 'hud' else 'rows'} to {args.output}")

@@ -16,6 +16,8 @@ the chart data travels in a JSON block whose ``<``, ``>`` and ``&`` are escaped 
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import html
 import json
 import os
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 import plotly
 
+from harness.atomic import replace_with, write_atomic
 from harness.history.alerts import case_findings
 from harness.history.series import CasePoints, Point, case_points, host_changes
 from harness.history.steps import noise
@@ -50,7 +53,18 @@ def _e(text: object) -> str:
 
 
 def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-")[:80] or "scenario"
+    """A page name for a scenario: readable, and unique (two names sharing their first 80 characters, or
+    differing only in characters the slug drops, would otherwise write one page over the other)."""
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.")[:80] or "scenario"
+    if readable == name:
+        return name  # nothing dropped or cut: no other name maps here
+    return f"{readable}-{hashlib.sha256(name.encode('utf-8', 'surrogateescape')).hexdigest()[:10]}"
+
+
+def _pe(text: object) -> str:
+    """Escaped for plotly: it renders a subset of HTML (<a href>, <b>, <br>) in titles, ticks, hover text
+    and annotations, and decodes entities, so a case named ``<a href=...>`` would be a live link."""
+    return html.escape(str(text), quote=True)
 
 
 def _json_block(data: Any) -> str:
@@ -115,12 +129,14 @@ def _charts(cp: CasePoints, n: int) -> list[_Chart]:
                 trials_y.append(v)
         changes = [{"x": idx[f.index], "kind": f.kind,
                     "color": "#c62828" if f.regression else "#1a7f37",
-                    "text": f"{f.kind} {f.effect:+.1%}"} for f in sf.findings]
+                    "text": _pe(f"{f.kind} {f.effect:+.1%}")} for f in sf.findings]
         # A host fact that changed on a night (driver, CUDA, kernel): shown, so a step that coincides is explained.
-        changes += [{"x": i, "kind": "host", "color": "#6a1b9a", "text": text} for i, text in host_changes(cp)]
-        out.append(_Chart({"id": chart_id, "metric": sf.metric, "title": f"{cp.case} · {sf.metric} · {cp.hardware}",
-                           "x": idx, "y": values, "ticks": [_build_name(cp.points[i]) for i in idx],
-                           "labels": [f"{cp.points[i].build_label}<br>{cp.points[i].started_at[:10]}" for i in idx],
+        changes += [{"x": i, "kind": "host", "color": "#6a1b9a", "text": _pe(text)} for i, text in host_changes(cp)]
+        out.append(_Chart({"id": chart_id, "metric": _pe(sf.metric),
+                           "title": _pe(f"{cp.case} · {sf.metric} · {cp.hardware}"),
+                           "x": idx, "y": values, "ticks": [_pe(_build_name(cp.points[i])) for i in idx],
+                           "labels": [f"{_pe(cp.points[i].build_label)}<br>{_pe(cp.points[i].started_at[:10])}"
+                                      for i in idx],
                            "trials_x": trials_x, "trials_y": trials_y, "changes": changes},
                           f'<div class="chart" id="{_e(chart_id)}"></div>'))
     return out
@@ -217,10 +233,11 @@ def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], aler
 
 
 def build_site(store: Store, out_dir: Path) -> Path:
-    """Write the site into ``out_dir``; the path of its ``index.html``."""
+    """Write the site into ``out_dir``; the path of its ``index.html``. Every file goes through
+    :func:`harness.atomic.replace_with`, which refuses to write over a link, device or FIFO found there."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", out_dir / "plotly.min.js")
-    shutil.copyfile(Path(__file__).parent / "dashboard.js", out_dir / "dashboard.js")
+    for source in (Path(plotly.__file__).parent / "package_data" / "plotly.min.js", Path(__file__).parent / "dashboard.js"):
+        replace_with(out_dir / source.name, functools.partial(shutil.copyfile, source))
     cases = case_points(store.runs_frame(), store.metrics_frame())
     alerts = store.alert_rows()
     by_scenario: dict[str, list[CasePoints]] = {}
@@ -230,8 +247,8 @@ def build_site(store: Store, out_dir: Path) -> Path:
     start = 0
     for name, group in by_scenario.items():
         pages[name] = f"scenario-{_slug(name)}.html"
-        (out_dir / pages[name]).write_text(_scenario_page(name, group, alerts, out_dir, start))
+        write_atomic(out_dir / pages[name], _scenario_page(name, group, alerts, out_dir, start))
         start += len(group)
     index = out_dir / "index.html"
-    index.write_text(_index(by_scenario, pages, alerts, store.where))
+    write_atomic(index, _index(by_scenario, pages, alerts, store.where))
     return index

@@ -11,6 +11,7 @@ the full workload, bisection for lengths, no known run reused. Every run is reco
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import time
@@ -20,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from harness.atomic import replace_with
 from harness.build import Build
 from harness.launcher import launcher_for
 from harness.minimize.atoms import (
@@ -353,7 +355,7 @@ def _confirm(s: _Search, case: Case, result: Callable[..., MinimizeResult],
             output = path
             if s.opts.output is not None:
                 s.opts.output.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, s.opts.output)
+                replace_with(s.opts.output, functools.partial(shutil.copyfile, path))  # never through a link/device
                 output = s.opts.output
             return result("written", 0, f"minimal case written to {output}", minimal=cand, minimal_mapping=mapping,
                           output=output, baseline=base, confirmations=tuple(found))

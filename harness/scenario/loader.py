@@ -217,13 +217,27 @@ def _which_cases(names: list[str], shown: int = 3) -> str:
     return f"cases {listed}" if len(names) <= shown else f"{len(names)} cases: {listed}; ..."
 
 
+# Entries one folder argument may hold: the scenarios/ tree has about a hundred; a home folder has millions.
+SCENARIO_WALK_ENTRIES = 20_000
+
+
 def find_scenario_files(paths: Iterable[Path | str]) -> list[Path]:
-    """Files as given, folders searched recursively for *.yaml / *.yml, in a stable order."""
+    """Files as given, folders searched recursively for *.yaml / *.yml, in a stable order.
+
+    The walk is bounded (:data:`SCENARIO_WALK_ENTRIES` entries, links to folders not followed): ``validate /``
+    is one line saying the folder is too big, not a walk of the whole file system.
+    """
+    from harness.bounded_read import ReadRefused, walk_files
+
     files: list[Path] = []
     for p in map(Path, paths):
         try:
             if p.is_dir():
-                files.extend(sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES and f.is_file()))
+                try:
+                    found = walk_files(p, suffixes=tuple(SUFFIXES), max_entries=SCENARIO_WALK_ENTRIES)
+                    files.extend(sorted(f for f in found if f.is_file()))
+                except ReadRefused as exc:
+                    raise ScenarioError([format_line(p, (1, 1), "", str(exc).removeprefix(f"{p}: "))]) from None
             elif p.exists():
                 files.append(p)  # read_source refuses anything but a regular file, with one line
             else:

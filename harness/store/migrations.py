@@ -30,7 +30,7 @@ from sqlalchemy import (
     text,
 )
 
-from harness.errors import InfraError
+from harness.errors import InfraError, UserError
 from harness.store.schema import store_version
 
 __all__ = ["MIGRATIONS", "Migration", "current_version", "latest_version", "migrate"]
@@ -105,6 +105,16 @@ def latest_version() -> int:
     return MIGRATIONS[-1].version
 
 
+def _refuse_foreign(conn: Connection, where: str) -> None:
+    """A database without ``store_version`` that already has a table of one of the store's names is another
+    application's: creating or altering tables in it would damage that application. Refused, untouched."""
+    names = {"builds", "hosts", "batches", "runs", "metrics", "alerts"}
+    found = sorted(names & set(inspect(conn).get_table_names()))
+    if found:
+        raise UserError(f"store {where}: not a sglang-repro store (it has table(s) {', '.join(found)} but no "
+                        "store_version); refused, nothing changed")
+
+
 def current_version(conn: Connection) -> int:
     """The store's version: 0 for an empty database."""
     if not inspect(conn).has_table("store_version"):
@@ -120,6 +130,8 @@ def migrate(engine: Engine, *, target: int | None = None, where: str = "") -> in
         if conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": _PG_LOCK_ID})
         version = current_version(conn)
+        if version == 0:
+            _refuse_foreign(conn, where)
         if version > latest_version():
             raise InfraError(f"store {where}: version {version} is newer than this harness knows "
                              f"({latest_version()}); upgrade sglang-repro")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import secrets
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -18,13 +19,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, Table, create_engine, event, select, update
+from sqlalchemy import Connection, Engine, Float, Integer, String, Table, create_engine, event, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
-from harness.errors import InfraError
+from harness.errors import InfraError, UserError
 from harness.record import RunRecord, record_from_dict, record_to_dict
+from harness.redact import redact_log
 from harness.store.migrations import migrate
 from harness.store.schema import alerts, batches, builds, hosts, metrics, runs
 from harness.store.url import redact_url, store_url
@@ -32,7 +34,8 @@ from harness.store.url import redact_url, store_url
 if TYPE_CHECKING:  # pandas is imported by the readers only: a writer (every run) does not pay for it
     import pandas as pd
 
-__all__ = ["BATCH_KINDS", "Batch", "Store", "build_key", "host_key", "new_batch", "open_store"]
+__all__ = ["BATCH_KINDS", "Batch", "Store", "build_key", "host_key", "metric_value", "new_batch", "open_store",
+           "check_sqlite_file", "schema_problems"]
 
 BATCH_KINDS = ("nightly", "run", "compare", "pytest", "import", "bisect", "minimize")
 _SQLITE_BUSY_MS = 60_000
@@ -100,14 +103,58 @@ def _rows(record: RunRecord, batch: Batch, recorded_at: str, search_key: str | N
         "role": record.build.role, "build_key": build_row["key"], "host_key": host_row["key"],
         "hardware_key": h.hardware_key, "trial": record.trial, "outcome": record.outcome.value,
         "signature": record.signature, "phase": record.phase.value if record.phase else None,
-        "reason": record.reason, "started_at": record.started_at, "duration_s": record.duration_s,
+        "reason": redact_log(record.reason), "started_at": record.started_at, "duration_s": record.duration_s,
         "recorded_at": recorded_at, "artifacts": record.artifacts, "experiment": record.experiment,
         "harness_version": record.harness_version,
-        "record": json.dumps(record_to_dict(record), sort_keys=True, default=str),
+        # By value too: a secret a server was given may sit in any field (a reason, an excerpt, a flag).
+        "record": redact_log(json.dumps(record_to_dict(record), sort_keys=True, default=str)),
     }
     if search_key is not None:  # only a search's runs name the column (a run recorded elsewhere leaves it NULL)
         run_row["search_key"] = search_key
     return build_row, host_row, run_row
+
+
+_INT32 = (-(2**31), 2**31 - 1)  # PostgreSQL's INTEGER; SQLite would take 64 bits
+
+
+def metric_value(value: object) -> float | None:
+    """A metric as the store keeps it: a finite number, else None (NaN is NULL on SQLite, a value on
+    PostgreSQL; neither fits ``metrics.value NOT NULL`` the same way, so a non-finite value is not stored
+    as a row: the run's record keeps it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def schema_problems(record: RunRecord) -> list[str]:
+    """Why the record's rows would not fit the schema on one backend or the other, one reason each.
+
+    The limits are the ones PostgreSQL enforces and SQLite does not (VARCHAR lengths, 32-bit INTEGER,
+    NUL characters in text, finite FLOAT for a NOT NULL column), checked here so both refuse alike.
+    """
+    probe = Batch(id="", kind="", label="", started_at="")
+    problems: list[str] = []
+    for table, row in zip((builds, hosts, runs), _rows(record, probe, "", None)):
+        for name, value in row.items():
+            column = table.c[name]
+            where = f"{table.name}.{name}"
+            if isinstance(value, str):
+                if isinstance(column.type, String) and column.type.length and len(value) > column.type.length:
+                    problems.append(f"{where} is {len(value)} characters, over the schema's {column.type.length}")
+                if "\x00" in value:
+                    problems.append(f"{where} holds a NUL character")
+            elif isinstance(column.type, Integer) and isinstance(value, int) and not _INT32[0] <= value <= _INT32[1]:
+                problems.append(f"{where} = {value} is out of the schema's 32-bit range")
+            elif isinstance(column.type, Float) and isinstance(value, float) and not math.isfinite(value):
+                problems.append(f"{where} = {value} is not a finite number")
+    for name in record.metrics:
+        if len(str(name)) > 64:
+            problems.append(f"metric name {str(name)[:40]!r}... is over the schema's 64 characters")
+    return problems
 
 
 class Store:
@@ -158,9 +205,8 @@ class Store:
             build_rows[b["key"]] = b
             host_rows[h["key"]] = h
             run_rows.append(r)
-            metric_rows += [{"run_id": record.run_id, "name": name, "value": float(value)}
-                            for name, value in record.metrics.items()
-                            if isinstance(value, (int, float)) and not isinstance(value, bool)]
+            metric_rows += [{"run_id": record.run_id, "name": name, "value": metric_value(value)}
+                            for name, value in record.metrics.items() if metric_value(value) is not None]
         if not run_rows:
             return 0
         with self._begin(f"cannot record {len(run_rows)} run(s)") as conn:
@@ -285,10 +331,29 @@ def _sqlite_engine(url: URL) -> Engine:
     return engine
 
 
+def check_sqlite_file(path: Path, where: str) -> None:
+    """An SQLite store is a regular file (or absent): SQLite would open a device or a FIFO and write there."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode  # a link to a store file is fine; a link to a device is not
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UserError(f"store {where}: cannot look at it ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(mode):
+        from harness.bounded_read import kind_of_mode
+
+        raise UserError(f"store {where}: {kind_of_mode(mode)}; an SQLite store is a regular file")
+
+
 def open_store(value: str | URL, *, migrate_to_latest: bool = True) -> Store:
     """Open (and create or upgrade) the store at a path or URL; InfraError naming it when it cannot be reached."""
     url = value if isinstance(value, URL) else store_url(value)
     where = redact_url(url)
+    if url.drivername == "sqlite":
+        check_sqlite_file(Path(url.database or ""), where)
     try:
         if url.drivername == "sqlite":
             Path(url.database or "").parent.mkdir(parents=True, exist_ok=True)

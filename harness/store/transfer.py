@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,9 +20,11 @@ from typing import Any
 
 import pandas as pd
 
+from harness.atomic import replace_with
+from harness.bounded_read import walk_files
 from harness.errors import UserError
 from harness.record import RunRecord, read_record
-from harness.store.store import Batch, Store
+from harness.store.store import Batch, Store, metric_value, schema_problems
 
 __all__ = ["EXPORT_FORMATS", "ImportReport", "export_frame", "export_store", "find_records", "hud_records",
            "import_folders"]
@@ -35,16 +38,23 @@ EXPORT_FORMATS = ("parquet", "csv", "hud")
 class ImportReport:
     found: int
     recorded: int
-    skipped: tuple[str, ...]  # "PATH: why" for each result.json that could not be read
+    skipped: tuple[str, ...]  # "PATH: why" for each result.json (or value in one) that was not imported
+
+    @property
+    def some_skipped(self) -> bool:
+        return bool(self.skipped)
 
 
 def find_records(paths: list[Path]) -> Iterator[Path]:
-    """Every ``result.json`` under the given folders (or the files themselves), sorted."""
+    """Every ``result.json`` under the given folders (or the files themselves), sorted; the walk is
+    bounded and does not follow links to folders (:func:`harness.bounded_read.walk_files`)."""
     for path in paths:
-        if path.is_file():
-            yield path
+        if path.is_dir() and not path.is_symlink():
+            yield from sorted(walk_files(path, "result.json"))
         elif path.is_dir():
-            yield from sorted(path.rglob("result.json"))
+            yield from sorted(walk_files(path.resolve(), "result.json"))  # the folder named, not links below it
+        elif os.path.lexists(path):
+            yield path  # a file, or a link, FIFO or device: the bounded reader takes it or says why not
         else:
             raise UserError(f"{path}: no such file or folder")
 
@@ -57,7 +67,10 @@ def _import_batch(record: RunRecord) -> Batch:
 
 
 def import_folders(store: Store, paths: list[Path]) -> ImportReport:
-    """Ingest the run folders under ``paths``; a file that is not a run record is reported, not fatal."""
+    """Ingest the run folders under ``paths``. One bad file never sinks the batch: a file that is not a
+    run record, or whose record does not fit the schema, is skipped and reported with its path and why;
+    a metric that is not a finite number is left out of the metrics rows (and reported) while the run
+    is imported."""
     by_batch: dict[Batch, list[RunRecord]] = {}
     skipped: list[str] = []
     found = 0
@@ -68,6 +81,14 @@ def import_folders(store: Store, paths: list[Path]) -> ImportReport:
         except UserError as exc:
             skipped.append(str(exc))
             continue
+        problems = schema_problems(record)
+        if problems:
+            skipped.append(f"{path}: not imported: {'; '.join(problems)}")
+            continue
+        bad = sorted(str(k) for k, v in record.metrics.items()
+                     if metric_value(v) is None and not isinstance(v, (str, type(None))))
+        if bad:
+            skipped.append(f"{path}: metric(s) {', '.join(bad)} not finite numbers; the run is imported without them")
         by_batch.setdefault(_import_batch(record), []).append(record)
     recorded = sum(store.record_many(recs, batch) for batch, recs in by_batch.items())
     return ImportReport(found=found, recorded=recorded, skipped=tuple(skipped))
@@ -133,12 +154,14 @@ def export_store(store: Store, fmt: str, out: Path) -> int:
         raise UserError(f"--format {fmt}: not one of {', '.join(EXPORT_FORMATS)}")
     frame = export_frame(store)
     out.parent.mkdir(parents=True, exist_ok=True)
+    # Through a temporary file and a rename (replace_with), never through an open of ``out``: that
+    # would follow a link planted there, and write into a device or FIFO.
     if fmt == "parquet":
-        frame.to_parquet(out, index=False, engine="pyarrow")
+        replace_with(out, lambda tmp: frame.to_parquet(tmp, index=False, engine="pyarrow"))
         return len(frame)
     if fmt == "csv":
-        frame.to_csv(out, index=False)
+        replace_with(out, lambda tmp: frame.to_csv(tmp, index=False))
         return len(frame)
     records = hud_records(frame)
-    out.write_text(json.dumps(records, indent=1) + "\n")
+    replace_with(out, lambda tmp: tmp.write_text(json.dumps(records, indent=1) + "\n"))
     return len(records)

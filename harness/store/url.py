@@ -8,6 +8,7 @@ or saved goes through :func:`redact_url`, so a password never reaches a log or a
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from sqlalchemy.engine import URL, make_url
@@ -40,26 +41,33 @@ def store_url(value: str) -> URL:
         return URL.create("sqlite", database=str(Path(text).expanduser().resolve()))
     try:
         url = make_url(text)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number ("h:notaport", "[::1")
         raise UserError(f"--store {redact_url(text)}: not a URL; give {_VALID}") from None
     if url.drivername in ("postgresql", "postgres", "postgresql+psycopg"):
         return url.set(drivername="postgresql+psycopg")
     if url.drivername in ("sqlite", "sqlite+pysqlite"):
         if not url.database:
-            raise UserError(f"--store {text}: an SQLite store needs a file (sqlite:///PATH)")
+            raise UserError(f"--store {redact_url(text)}: an SQLite store needs a file (sqlite:///PATH)")
         return url.set(drivername="sqlite")
     raise UserError(f"--store {redact_url(text)}: unsupported database {url.drivername!r}; give {_VALID}")
 
 
+# Query parameters that carry a credential (libpq's password and sslpassword, and anything named like a secret).
+_SECRET_QUERY = re.compile(r"(?P<key>[?&][^=&#]*(?:pass|token|secret|key|credential|auth)[^=&#]*=)(?P<value>[^&#]*)",
+                           re.IGNORECASE)
+
+
 def redact_url(url: str | URL) -> str:
-    """The URL as a person may see it: the password replaced by ``***``."""
+    """The URL as a person may see it: the password replaced by ``***`` in every form it can take
+    (``user:pw@``, ``?password=``, ``?sslpassword=``), also in a URL that does not parse."""
     if isinstance(url, URL):
-        return url.render_as_string(hide_password=True)
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        # Not parseable: drop whatever stands between "://" and "@", where a password would be.
-        head, sep, rest = url.partition("://")
-        if sep and "@" in rest:
-            return f"{head}://***@{rest.split('@', 1)[1]}"
-        return url
+        shown = url.render_as_string(hide_password=True)
+    else:
+        try:
+            shown = make_url(url).render_as_string(hide_password=True)
+        except (ArgumentError, ValueError):
+            # Not parseable: drop whatever stands between "://" and the last "@", where a password would be.
+            head, sep, rest = url.partition("://")
+            authority, slash, path = rest.partition("/")
+            shown = f"{head}://***@{authority.rsplit('@', 1)[1]}{slash}{path}" if sep and "@" in authority else url
+    return _SECRET_QUERY.sub(lambda m: f"{m.group('key')}***", shown)
