@@ -209,7 +209,8 @@ class Store:
                    runs.c.build_key, builds.c.kind.label("build_kind"), builds.c.spec.label("build_spec"),
                    builds.c.version.label("build_version"), builds.c.commit.label("build_commit"),
                    runs.c.hardware_key, hosts.c.gpu_name, hosts.c.gpu_count, hosts.c.driver_version,
-                   hosts.c.cuda_version, hosts.c.cpu, hosts.c.hostname, runs.c.trial, runs.c.outcome,
+                   hosts.c.cuda_version, hosts.c.cpu, hosts.c.platform.label("host_platform"), hosts.c.hostname,
+                   runs.c.trial, runs.c.outcome,
                    runs.c.signature, runs.c.phase, runs.c.reason, runs.c.started_at, runs.c.duration_s,
                    runs.c.artifacts, runs.c.experiment, runs.c.harness_version)
             .join(batches, batches.c.id == runs.c.batch_id)

@@ -98,5 +98,28 @@ def test_a_kernel_update_keeps_the_series_and_shows_as_a_host_fact(tmp_path) -> 
             store.record_many([type(record)(**{**record.__dict__, "host": host})], batch)
         (cp,) = case_points(store.runs_frame(), store.metrics_frame())
     assert cp.hardware == "cpu:Linux-x86_64" and len(cp.points) == 2
-    assert host_changes(cp) == [(1, "platform cpu:Linux-6.18.44-x86_64-with-glibc2.36 -> "
-                                    "cpu:Linux-6.18.52-x86_64-with-glibc2.36")]
+    assert host_changes(cp) == [(1, "platform Linux-6.18.44-x86_64-with-glibc2.36 -> "
+                                    "Linux-6.18.52-x86_64-with-glibc2.36")]
+
+
+def test_a_series_of_this_host_survives_a_kernel_update(tmp_path) -> None:
+    """This machine's own host facts (its CPU model from /proc/cpuinfo) recorded before and after a kernel
+    update (the platform string changes, nothing else): one series, keyed by core count and CPU model."""
+    import dataclasses
+
+    from harness.hardware import host_info
+    from harness.history.series import case_points, host_changes
+    from harness.record import host_from_dict
+
+    here = host_from_dict(host_info())
+    assert here.cpu, "this host's /proc/cpuinfo names no CPU model"
+    with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
+        for night, kernel in ((1, "6.1.0-40"), (2, "6.1.0-41"), (3, "6.12.9")):
+            batch = new_batch("nightly", f"night-{night}", started_at=f"2026-11-0{night}T02:00:00+00:00")
+            record = make_record(f"n{night}", started_at=batch.started_at)
+            host = dataclasses.replace(here, platform=f"Linux-{kernel}-amd64-x86_64-with-glibc2.36")
+            store.record_many([dataclasses.replace(record, host=host)], batch)
+        (cp,) = case_points(store.runs_frame(), store.metrics_frame())
+    assert cp.hardware == f"cpu:{here.cpu_count}x{here.cpu}" and len(cp.points) == 3
+    assert [i for i, _ in host_changes(cp)] == [1, 2]
+    assert "platform Linux-6.1.0-41-amd64-x86_64-with-glibc2.36 -> Linux-6.12.9" in host_changes(cp)[1][1]
