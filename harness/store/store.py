@@ -252,6 +252,15 @@ class Store:
             _insert_ignore(conn, alerts, fresh)
         return [r["fingerprint"] for r in fresh]
 
+    def set_incident_state(self, incidents: Sequence[str], state: str) -> int:
+        """Set the state of every alert of ``incidents`` (incident fingerprints) at once: an incident has one
+        state. Acknowledging leaves its resolved alerts resolved. The number of alerts changed."""
+        with self._begin("cannot update alerts") as conn:
+            query = update(alerts).where(alerts.c.incident.in_(list(incidents)))
+            if state != "resolved":
+                query = query.where(alerts.c.state != "resolved")
+            return int(conn.execute(query.values(state=state, updated_at=_now())).rowcount or 0)
+
     def set_alert_state(self, fingerprints: Sequence[str], state: str) -> int:
         with self._begin("cannot update alerts") as conn:
             result = conn.execute(update(alerts).where(alerts.c.fingerprint.in_(list(fingerprints)))

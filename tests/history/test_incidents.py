@@ -123,3 +123,31 @@ def test_a_series_of_this_host_survives_a_kernel_update(tmp_path) -> None:
     assert cp.hardware == f"cpu:{here.cpu_count}x{here.cpu}" and len(cp.points) == 3
     assert [i for i, _ in host_changes(cp)] == [1, 2]
     assert "platform Linux-6.1.0-41-amd64-x86_64-with-glibc2.36 -> Linux-6.12.9" in host_changes(cp)[1][1]
+
+
+def test_store_alerts_lists_one_incident_and_ack_resolve_move_all_its_alerts_at_once(run_cli, tmp_path) -> None:
+    rng = random.Random(3)
+    db = tmp_path / "r.db"
+    with open_store(f"sqlite:///{db}") as store:
+        raised = [i for n in range(1, 14) for i in _night(store, n, n >= 7, rng).incidents]
+        fingerprints = {r["fingerprint"] for r in store.alert_rows()}
+    (incident,) = raised
+    assert len(fingerprints) == len(incident.alerts) >= 6  # three cases x (throughput, ITL, E2E)
+    listed = run_cli("store", "alerts", "--store", str(db))
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.count("INCIDENT ") == 1 and f"INCIDENT {incident.fingerprint} new " in listed.stdout
+    assert listed.stdout.count("\n    cases: ") == 1 and listed.stdout.count("\n    moved: ") == 1
+    assert f"    next: {incident.next_step}" in listed.stdout
+    ack = run_cli("store", "ack", incident.fingerprint, "--store", str(db))
+    assert ack.returncode == 0 and f"1 incident(s) acknowledged ({len(fingerprints)} alert(s))" in ack.stdout
+    with open_store(f"sqlite:///{db}") as store:
+        assert {r["state"] for r in store.alert_rows()} == {"acknowledged"}
+    # One of its alerts' fingerprints names the whole incident too.
+    one = sorted(fingerprints)[0]
+    assert run_cli("store", "resolve", one, "--store", str(db)).returncode == 0
+    with open_store(f"sqlite:///{db}") as store:
+        assert {r["state"] for r in store.alert_rows()} == {"resolved"}
+    assert "INCIDENT" not in run_cli("store", "alerts", "--store", str(db)).stdout
+    assert f"INCIDENT {incident.fingerprint} resolved " in run_cli("store", "alerts", "--all", "--store", str(db)).stdout
+    bad = run_cli("store", "ack", "0123456789abcdef0123", "--store", str(db))
+    assert bad.returncode == 2 and "no incident or alert 0123456789abcdef0123" in bad.stderr
