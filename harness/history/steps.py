@@ -32,7 +32,9 @@ night. Per night:
    slope ``t >= Z_DRIFT`` on two nights in a row, a change over the segment of at least the
    minimum effect, and a line that fits better than the best single step (by ``DRIFT_OVER_STEP``
    in units of the noise variance). Named once per segment
-   (its first point is the segment's): a drift that continues is the same drift.
+   (its first point is the segment's): a drift that continues is the same drift; and not at all
+   when the segment began with a step the same way (a slide the step rule caught early, going on:
+   its first bad build is the step's, already raised).
 4. **Suspicious**: the newest one to three points beyond ``SUSPICIOUS_Z`` from the level before
    them and past the minimum effect: shown, never an alert.
 """
@@ -342,8 +344,17 @@ class Tracker:
         if _best_step_rss(y, 1 / var) < rss_line + DRIFT_OVER_STEP:
             return None  # one step fits better than the line: the step rule decides
         self.drift_named = True
+        if self._continues_step(effect):
+            return None  # the step that began the segment, still sliding the same way: the same change
         return Finding("drift", self.segment, float(first), float(last), effect, None,
                        self.rule.is_regression(effect), t)
+
+    def _continues_step(self, effect: float) -> bool:
+        """The segment began with a confirmed step the same way as ``effect``: a slide after it has the
+        step's first bad build, which a person already has as an alert (and the store as an incident)."""
+        last = self.findings[-1] if self.findings else None
+        return (last is not None and last.kind == "step" and last.index == self.segment
+                and np.sign(last.effect) == np.sign(effect))
 
     def suspicious(self) -> Finding | None:
         """The newest 1-3 points, if they sit apart from the level before them: never an alert."""
