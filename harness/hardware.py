@@ -32,6 +32,8 @@ __all__ = [
     "requirement_gap",
     "select_visible",
     "host_info",
+    "cpu_model",
+    "cuda_driver_version",
     "gpu_processes",
     "gpu_memory_used_mib",
     "wait_gpu_released",
@@ -239,22 +241,54 @@ def requirement_gap(
     return f"{wanted}, found {found} (host has: {present})"
 
 
+def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The CPU's model name, as /proc/cpuinfo names it, or None where it does not say.
+
+    x86 writes ``model name``; many arm64 kernels write no model name but ``Hardware`` or ``Model``
+    (a board name), or nothing at all. The model keys a CPU host's series: a kernel update leaves it.
+    """
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(1 << 20)
+    except OSError:
+        return None
+    for field in ("model name", "Hardware", "Model", "cpu model"):
+        match = re.search(rf"^{field}\s*:\s*(.+?)\s*$", text, re.MULTILINE)
+        if match and match.group(1):
+            return " ".join(match.group(1).split())
+    return None
+
+
+def cuda_driver_version(encoded: int) -> str:
+    """NVML's CUDA driver version (``1000 * major + 10 * minor``, e.g. 12040) as nvidia-smi prints it: ``12.4``."""
+    return f"{encoded // 1000}.{(encoded % 1000) // 10}"
+
+
 def host_info() -> HostInfo:
-    """Facts about this host worth recording next to every result."""
-    driver = None
+    """Facts about this host worth recording next to every result.
+
+    ``cuda_version`` is the CUDA version the driver supports (NVML's ``nvmlSystemGetCudaDriverVersion``,
+    the "CUDA Version" of nvidia-smi's header), a fact of the host; the CUDA a build was compiled for is
+    the build's. ``cpu`` is the CPU model (``cpu_model``).
+    """
+    driver = cuda = None
     with _nvml() as nvml:
         if nvml is not None:
             with suppress(nvml.NVMLError):
                 driver = _text(nvml.nvmlSystemGetDriverVersion())
+            with suppress(nvml.NVMLError):
+                cuda = cuda_driver_version(int(nvml.nvmlSystemGetCudaDriverVersion()))
     return HostInfo(
         hostname=socket.gethostname(),
         gpus=tuple(GpuInfo(index=g.index, name=g.name, uuid=g.uuid, memory_gib=g.memory_gib,
                            compute_capability=g.compute_capability) for g in inventory()),
         driver_version=driver,
+        cuda_version=cuda,
         cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
         platform=platform.platform(),
         python=platform.python_version(),
         cpu_count=os.cpu_count(),
+        cpu=cpu_model(),
         python_executable=sys.executable,
     )
 

@@ -30,9 +30,11 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from harness import contract, http
@@ -48,6 +50,7 @@ from harness.request_log import ClientTrace, RequestRecord
 __all__ = [
     "AGGREGATE_KEYS",
     "SERVER_READ_TIMEOUT_S",
+    "Recomputed",
     "ServerFigures",
     "aggregate",
     "gauge_accept_length",
@@ -55,6 +58,7 @@ __all__ = [
     "parse_prometheus",
     "percentile",
     "read_server_figures",
+    "recompute",
     "request_accept_length",
     "request_verify_count",
     "scrape_metrics",
@@ -214,3 +218,54 @@ def read_server_figures(base_url: str, *, metrics_enabled: bool, timeout_s: floa
     server = server_accept_length(base_url, timeout_s=timeout_s, headers=headers)
     gauge = gauge_accept_length(scrape_metrics(base_url, timeout_s=timeout_s)) if metrics_enabled else None
     return ServerFigures(accept_length_server=server, accept_length_gauge=gauge)
+
+
+# --------------------------------------------------------------------------- recompute a run
+
+
+@dataclass(frozen=True)
+class Recomputed:
+    """A run's workload metrics recomputed from its ``requests.jsonl``, and how they compare with its result.json."""
+
+    requests_jsonl: str
+    manifest: dict[str, Any] | None
+    metrics: dict[str, Any]
+    not_comparable: str | None
+    result_json: str | None  # None: the run has no result.json to compare with
+    differs: dict[str, dict[str, Any]]  # name -> {"recomputed": ..., "result_json": ...}
+    not_in_result_json: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return bool(a == b)
+
+
+def recompute(run: Path) -> Recomputed:
+    """Every workload metric of ``run`` (a run folder or its requests.jsonl) from the raw records, by the one
+    function that made them (``derive_metrics``), checked against result.json where it has the same key."""
+    from harness.bounded_read import read_json
+    from harness.derive import not_comparable
+    from harness.errors import UserError
+    from harness.request_log import read_requests_jsonl
+
+    path = run / "requests.jsonl" if run.is_dir() else run
+    if not path.is_file():
+        raise UserError(f"{path}: no such file (a run folder holds requests.jsonl)")
+    log = read_requests_jsonl(path)
+    metrics = derive_metrics(log.records, log.trace, log.manifest)
+    stored: dict[str, Any] | None = None
+    result_path = path.parent / "result.json"
+    if os.path.lexists(result_path):
+        data = read_json(result_path, "record")  # a link to /dev/zero or a FIFO is refused, not read
+        raw = data.get("metrics") if isinstance(data, dict) else None
+        stored = raw if isinstance(raw, dict) else {}
+    differs = {k: {"recomputed": v, "result_json": stored[k]} for k, v in metrics.items()
+               if stored is not None and k in stored and not _same(v, stored[k])}
+    missing = sorted(k for k in metrics if stored is not None and k not in stored)
+    return Recomputed(str(path), log.manifest.to_dict() if log.manifest else None, dict(metrics),
+                      not_comparable(metrics), str(result_path) if stored is not None else None, differs, missing)

@@ -124,11 +124,14 @@ class HostInfo:
 
     @property
     def hardware_key(self) -> str:
-        """What a metric series is keyed by: the GPUs (count x name), or the CPU when there are none."""
+        """What a metric series is keyed by: the GPUs (count x name), or when there are none the CPU
+        (core count x model); the platform string (kernel, glibc) only for a host that names no CPU."""
         if self.gpus:
             names = sorted(set(self.gpu_names))
             return f"{len(self.gpus)}x{'+'.join(names)}"
-        return f"cpu:{self.cpu or self.platform or 'unknown'}"
+        if self.cpu:
+            return f"cpu:{self.cpu_count}x{self.cpu}" if self.cpu_count else f"cpu:{self.cpu}"
+        return f"cpu:{self.platform or 'unknown'}"
 
 
 @dataclass(frozen=True)

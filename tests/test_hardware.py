@@ -97,3 +97,34 @@ def test_no_driver_means_empty_answers(monkeypatch: pytest.MonkeyPatch) -> None:
         began = time.monotonic()
         assert wait_gpu_released([os.getpid()], [0], timeout_s=5) is True
         assert time.monotonic() - began < 1
+
+
+def test_cpu_model_reads_proc_cpuinfo_in_its_x86_and_arm_shapes(tmp_path) -> None:
+    from harness.hardware import cpu_model
+
+    x86 = tmp_path / "x86"
+    x86.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC  7763 64-Core Processor\n"
+                   "processor\t: 1\nmodel name\t: AMD EPYC  7763 64-Core Processor\n")
+    assert cpu_model(str(x86)) == "AMD EPYC 7763 64-Core Processor"
+    arm = tmp_path / "arm"
+    arm.write_text("processor\t: 0\nBogoMIPS\t: 50.00\nCPU part\t: 0xd0c\n\nHardware\t: Neoverse-N1 board\n")
+    assert cpu_model(str(arm)) == "Neoverse-N1 board"
+    bare = tmp_path / "bare"
+    bare.write_text("processor\t: 0\nCPU part\t: 0xd0c\n")
+    assert cpu_model(str(bare)) is None
+    assert cpu_model(str(tmp_path / "missing")) is None
+    with open("/proc/cpuinfo") as fh:  # this machine's own model, as the kernel names it
+        names = [line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")]
+    if names:
+        assert cpu_model() == " ".join(names[0].split())
+
+
+def test_host_info_names_the_cpu_and_the_driver_cuda_version_as_nvidia_smi_prints_it() -> None:
+    from harness.hardware import cpu_model, cuda_driver_version, host_info
+
+    # NVML encodes the CUDA driver version as 1000 * major + 10 * minor (nvml.h NVML_CUDA_DRIVER_VERSION_MAJOR/MINOR).
+    assert [cuda_driver_version(v) for v in (12040, 11080, 13000)] == ["12.4", "11.8", "13.0"]
+    info = host_info()
+    assert info.cpu == cpu_model()
+    if not info.gpus:
+        assert info.cuda_version is None  # no driver, no CUDA version to invent

@@ -28,12 +28,12 @@ def test_metrics_command_recomputes_a_runs_numbers_exactly(tmp_path: Path, run_c
     res = run_cli("metrics", result.artifacts)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "0 figure(s) differ" in res.stdout and "manifest: closed loop" in res.stdout
-    from harness.commands.metrics import recompute
     from harness.errors import UserError
+    from harness.metrics import recompute  # the work, callable without argparse
 
     out = recompute(Path(result.artifacts))
-    assert out["differs"] == {}
-    assert out["metrics"]["output_throughput_tok_s"] == result.metrics["output_throughput_tok_s"]
+    assert out.differs == {}
+    assert out.metrics["output_throughput_tok_s"] == result.metrics["output_throughput_tok_s"]
     # A tampered figure is caught, and named.
     path = Path(result.artifacts) / "result.json"
     data = json.loads(path.read_text())

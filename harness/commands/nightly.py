@@ -5,20 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.argtypes import positive_int
-from harness.build import Builds
 from harness.commands.run import resolve_role
-from harness.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK, UserError
+from harness.errors import UserError
 from harness.executor.options import add_executor_arguments
-from harness.history.review import review
-from harness.metric_registry import relative_tolerances
-from harness.outcome import Outcome
+from harness.nightly import Elsewhere, PlannedCase, run_nightly, shard
 from harness.record import RunRecord
-from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
-from harness.scenario import Case, load_paths, select_cases
-from harness.store.store import new_batch
+from harness.scenario import load_paths, select_cases
 from harness.store.url import default_store
 from harness.store.writer import StoreWriter
 
@@ -47,10 +43,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_executor_arguments(parser)
 
 
-def _tolerances(case: Case) -> dict[str, float]:
-    return relative_tolerances(case.scenario.checks.relative)
-
-
 class _Progress:
     """Cases done / total, elapsed, current case: one redrawn line on a terminal, plain lines in CI logs."""
 
@@ -75,49 +67,31 @@ def main(args: argparse.Namespace) -> int:
     loaded = load_paths(args.scenarios)
     cases = [c for item in loaded for c in select_cases(item, args.case)]
     if args.shard:
-        k, n = args.shard
-        cases = [c for i, c in enumerate(cases) if i % n == k - 1]
+        cases = shard(cases, *args.shard)
     if not cases:
         raise UserError("nightly: no case selected")
-    planned = [(c, *resolve_role(c, args.build, args.reference)) for c in cases]
-    url = args.store or default_store(args.out)
-    batch = new_batch("nightly", args.label)
-    options = RunOptions(out_root=args.out, progress=False)
-    progress = _Progress(len(planned), args.no_progress)
-    records: list[RunRecord] = []
-    builds = Builds()  # each build resolved once for every case and trial
-    with StoreWriter(url, batch) as writer:
-        if args.executor == "slurm":  # every case and trial as a SLURM job (harness.executor)
-            from harness.executor.fanout import nightly_on_slurm
-            if nightly_on_slurm(args, planned, writer, records):
-                return EXIT_INFRA
-        for case, spec, role in (planned if args.executor == "local" else []):
-            progress.show(f"{case.scenario.name} [{case.name}]")
-            build = resolve_for(case, spec, builds)
-            for trial in range(args.trials or case.scenario.workload.trials):
-                try:
-                    record = execute_run(case, build, role=role, trial=trial, options=options)
-                except RunInterrupted as exc:  # stopped by a signal: keep what was done, decide nothing
-                    writer.record(exc.record)
-                    progress.finish()
-                    return EXIT_INFRA
-                writer.record(record)
-                records.append(record)
-            progress.done += 1
-        progress.show("detecting")
-        progress.finish()
-        tolerances = {c.scenario.name: _tolerances(c) for c in cases}
-        found = review(writer.store, batch.id, tolerances=tolerances, scenarios=set(tolerances))
-        where = writer.store.where
-    counts = {o: sum(r.outcome == o for r in records) for o in Outcome}
-    print(f"nightly {batch.label}: {len(records)} runs of {len(planned)} cases on {args.build}: "
-          + ", ".join(f"{n} {o.value}" for o, n in counts.items() if n) + f"; store {where}")
-    for incident in found.incidents:  # one per change, however many cases and metrics it moved
+    planned = [PlannedCase(c, *resolve_role(c, args.build, args.reference)) for c in cases]
+    bar = _Progress(len(planned), args.no_progress)
+
+    def progress(done: int, current: str) -> None:
+        bar.done = done
+        bar.show(current)
+
+    elsewhere: Elsewhere | None = None
+    if args.executor == "slurm":  # every case and trial as a SLURM job (harness.executor)
+        from harness.executor.fanout import nightly_on_slurm
+
+        def elsewhere(planned: Sequence[PlannedCase], writer: StoreWriter, records: list[RunRecord]) -> bool:
+            return nightly_on_slurm(args, [(p.case, p.spec, p.role) for p in planned], writer, records)
+    result = run_nightly(planned, store=args.store or default_store(args.out), label=args.label,
+                         trials=args.trials, out_root=args.out, progress=progress, elsewhere=elsewhere)
+    bar.finish()
+    if result.interrupted:
+        return result.exit_code
+    print(f"nightly {result.label}: {len(result.records)} runs of {result.planned} cases on {args.build}: "
+          + ", ".join(f"{n} {o.value}" for o, n in result.counts.items()) + f"; store {result.where}")
+    for incident in result.incidents:  # one per change, however many cases and metrics it moved
         print(incident.describe())
-    if found.resolved:
-        print(f"resolved: {len(found.resolved)} alert(s)")
-    if found.incidents:
-        return EXIT_FAIL
-    if any(not r.outcome.decided for r in records):
-        return EXIT_INFRA
-    return EXIT_OK
+    if result.found and result.found.resolved:
+        print(f"resolved: {len(result.found.resolved)} alert(s)")
+    return result.exit_code

@@ -1,4 +1,4 @@
-"""sglang-repro store import|export|alerts|ack: move results in and out of the store, and handle alerts."""
+"""sglang-repro store import|export|alerts|ack|resolve: move results in and out of the store, and handle incidents."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from harness.errors import UserError
+from harness.history.incidents import stored_incidents
 from harness.output_path import check_output_file
 from harness.store.schema import ALERT_STATES
 from harness.store.store import open_store
@@ -21,11 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     exp = sub.add_parser("export", help="write the store as parquet, csv or the PyTorch HUD's v3 records")
     exp.add_argument("--format", required=True, choices=EXPORT_FORMATS)
     exp.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
-    al = sub.add_parser("alerts", help="list alerts (default: those not resolved)")
+    al = sub.add_parser("alerts", help="list incidents, each with its alerts (default: those not resolved)")
     al.add_argument("--all", action="store_true", help="also resolved ones")
     for name, state in (("ack", "acknowledged"), ("resolve", "resolved")):
-        p = sub.add_parser(name, help=f"mark alerts {state}")
-        p.add_argument("fingerprints", nargs="+", metavar="FINGERPRINT")
+        p = sub.add_parser(name, help=f"mark incidents {state} (every alert of each at once)")
+        p.add_argument("fingerprints", nargs="+", metavar="FINGERPRINT",
+                       help="an incident's fingerprint (or one of its alerts')")
         p.set_defaults(state=state)
     for p in (imp, exp, al, *(sub.choices[n] for n in ("ack", "resolve"))):
         p.add_argument("--store", metavar="URL", help="default: $SGLANG_REPRO_STORE or reports/results.db")
@@ -51,17 +53,18 @@ def main(args: argparse.Namespace) -> int:
             print(f"wrote {n} {'records' if args.format == 'hud' else 'rows'} to {args.output}")
             return 0
         if args.action == "alerts":
-            for row in store.alert_rows():
-                if args.all or row["state"] != "resolved":
-                    print(f"{row['fingerprint']}  {row['state']:12} {row['kind']:13} {row['scenario']} "
-                          f"[{row['case_name']}] {row['detail']}\n    first bad: {row['first_bad']}\n"
-                          f"    bisect: {row['bisect']}")
+            for incident in stored_incidents(store.alert_rows()):
+                if args.all or incident.state != "resolved":
+                    print(incident.describe())
             return 0
         assert args.state in ALERT_STATES
-        known = {r["fingerprint"] for r in store.alert_rows()}
-        missing = [f for f in args.fingerprints if f not in known]
+        incident_of = {str(r["fingerprint"]): str(r["incident"] or r["fingerprint"]) for r in store.alert_rows()}
+        incident_of.update({i: i for i in incident_of.values()})
+        missing = [f for f in args.fingerprints if f not in incident_of]
         if missing:
-            raise UserError(f"store {store.where}: no alert {', '.join(missing)} (see: sglang-repro store alerts)")
-        store.set_alert_state(args.fingerprints, args.state)
-        print(f"{len(args.fingerprints)} alert(s) {args.state}")
+            raise UserError(f"store {store.where}: no incident or alert {', '.join(missing)} "
+                            "(see: sglang-repro store alerts)")
+        chosen = sorted({incident_of[f] for f in args.fingerprints})
+        n = store.set_incident_state(chosen, args.state)
+        print(f"{len(chosen)} incident(s) {args.state} ({n} alert(s))")
         return 0

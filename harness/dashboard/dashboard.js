@@ -23,10 +23,12 @@
     }
     var shapes = chart.changes.map(function (c) {
       return {type: "line", x0: c.x - 0.5, x1: c.x - 0.5, yref: "paper", y0: 0, y1: 1,
-              line: {color: c.color, width: 2, dash: c.kind === "suspicious" ? "dot" : "solid"}};
+              line: {color: c.color, width: 2,
+                     dash: c.kind === "suspicious" ? "dot" : (c.kind === "incident" ? "dash" : "solid")}};
     });
     var notes = chart.changes.map(function (c) {
-      return {x: c.x - 0.5, yref: "paper", y: 1.02, text: c.text, showarrow: false,
+      // An incident's note sits below the change's, so both stay readable on the same night.
+      return {x: c.x - 0.5, yref: "paper", y: c.kind === "incident" ? 0.92 : 1.02, text: c.text, showarrow: false,
               font: {size: 10, color: c.color}};
     });
     Plotly.newPlot(el, traces, {

@@ -3,9 +3,10 @@
 - ``index.html``: every scenario case x hardware with its latest outcome, sparklines (inline SVG) of
   acceptance length and output throughput, the noise of each (the robust spread of the points around
   their level, %: a step is not noise), and the
-  alerts that are not resolved.
+  incidents that are not resolved.
 - ``scenario-<name>.html``: interactive time series by build (plotly; the x axis names builds, the
-  night's date on hover), change points and host changes (driver, CUDA, kernel) marked, links to
+  night's date on hover), change points, host changes (driver, CUDA, kernel) and every incident that
+  names the case (on each of its charts) marked, links to
   each point's run folders labelled by trial.
 - ``plotly.min.js`` (copied once from the plotly package) and ``dashboard.js`` beside the pages.
 
@@ -33,6 +34,7 @@ import plotly
 
 from harness.atomic import replace_with, write_atomic
 from harness.history.alerts import case_findings
+from harness.history.incidents import StoredIncident, stored_incidents
 from harness.history.series import CasePoints, Point, case_points, host_changes
 from harness.history.steps import noise
 from harness.store.store import Store
@@ -115,8 +117,24 @@ def _build_name(p: Point) -> str:
     return p.build_version if p.build_spec.startswith("pip:") and p.build_version else p.build_spec
 
 
-def _charts(cp: CasePoints, n: int) -> list[_Chart]:
+def _incident_marks(cp: CasePoints, incidents: Sequence[StoredIncident]) -> list[dict[str, Any]]:
+    """A mark at the first bad build of every incident that names this case, on each of its charts: the
+    incident is one change, and the metrics it did not move are part of the picture."""
+    at = {p.build_label: i for i, p in enumerate(cp.points)}
+    marks = []
+    for inc in incidents:
+        here = [r for r in inc.rows if r["scenario"] == cp.scenario and r["case_name"] == cp.case
+                and r["hardware_key"] == cp.hardware and r["first_bad"] in at]
+        if here:
+            marks.append({"x": at[str(here[0]["first_bad"])], "kind": "incident",
+                          "color": "#9e9e9e" if inc.state == "resolved" else "#e65100",
+                          "text": _pe(f"incident {inc.fingerprint[:8]} ({inc.state}, {len(inc.rows)} alert(s))")})
+    return marks
+
+
+def _charts(cp: CasePoints, n: int, incidents: Sequence[StoredIncident] = ()) -> list[_Chart]:
     out: list[_Chart] = []
+    marks = _incident_marks(cp, incidents)
     for sf in case_findings(cp):
         idx = list(sf.indices)
         chart_id = f"c{n}-{len(out)}"
@@ -132,6 +150,7 @@ def _charts(cp: CasePoints, n: int) -> list[_Chart]:
                     "text": _pe(f"{f.kind} {f.effect:+.1%}")} for f in sf.findings]
         # A host fact that changed on a night (driver, CUDA, kernel): shown, so a step that coincides is explained.
         changes += [{"x": i, "kind": "host", "color": "#6a1b9a", "text": _pe(text)} for i, text in host_changes(cp)]
+        changes += marks
         out.append(_Chart({"id": chart_id, "metric": _pe(sf.metric),
                            "title": _pe(f"{cp.case} · {sf.metric} · {cp.hardware}"),
                            "x": idx, "y": values, "ticks": [_pe(_build_name(cp.points[i])) for i in idx],
@@ -142,29 +161,22 @@ def _charts(cp: CasePoints, n: int) -> list[_Chart]:
     return out
 
 
-def _alerts_table(rows: Sequence[dict[str, Any]]) -> str:
-    """Open alerts as incidents: one row per hardware and first bad build, its cases and what moved on
-    one line each (the nightly's grouping, read back from the stored alerts)."""
-    open_rows = [r for r in rows if r["state"] != "resolved"]
-    if not open_rows:
-        return "<p>No open alerts.</p>"
-    incidents: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in open_rows:
-        incidents.setdefault((str(r["hardware_key"]), str(r["first_bad"])), []).append(r)
+def _incidents_table(incidents: Sequence[StoredIncident]) -> str:
+    """Open incidents as the store keeps them (``store alerts``): one row each, its state, its cases and
+    what moved on one line each, its next step and the fingerprint ``store ack`` takes."""
+    open_ones = [i for i in incidents if i.state != "resolved"]
+    if not open_ones:
+        return "<p>No open incidents.</p>"
     body = []
-    for (hardware, first_bad), members in incidents.items():
-        members.sort(key=lambda r: -abs(float(r["effect"])) if r["effect"] is not None else float("-inf"))
-        lead = members[0]
-        cases = ", ".join(sorted({f"{r['scenario']} [{r['case_name']}]" for r in members}))
-        moved = ", ".join(f"{r['metric'] or r['kind']} {float(r['effect']):+.1%}" if r["effect"] is not None
-                          else f"{r['kind']} {r['signature'] or ''}" for r in members)
+    for inc in open_ones:
+        lead = inc.lead
         body.append(
-            f"<tr><td>{_e(lead['state'])}</td><td>{_e(lead['kind'])} ({len(members)} alert(s))</td>"
-            f"<td>{_e(cases)}</td><td>{_e(moved)}</td><td>{_e(lead['last_good'] or '')}</td>"
-            f"<td>{_e(first_bad)} on {_e(hardware)}</td><td><code>{_e(lead['bisect'])}</code></td>"
-            f"<td><code>{_e(' '.join(str(r['fingerprint']) for r in members))}</code></td></tr>")
+            f"<tr><td>{_e(inc.state)}</td><td>{_e(lead['kind'])} ({len(inc.rows)} alert(s))</td>"
+            f"<td>{_e(', '.join(inc.cases))}</td><td>{_e(', '.join(inc.moved))}</td>"
+            f"<td>{_e(lead['last_good'] or '')}</td><td>{_e(lead['first_bad'])} on {_e(lead['hardware_key'])}</td>"
+            f"<td><code>{_e(lead['bisect'])}</code></td><td><code>{_e(inc.fingerprint)}</code></td></tr>")
     return ("<table><tr><th>state</th><th>incident</th><th>cases</th><th>moved</th><th>last good</th>"
-            f"<th>first bad</th><th>bisect</th><th>fingerprints</th></tr>{''.join(body)}</table>")
+            f"<th>first bad</th><th>next step</th><th>fingerprint</th></tr>{''.join(body)}</table>")
 
 
 def _resets(cp: CasePoints) -> str:
@@ -186,13 +198,13 @@ def _artifact_link(path: str, out_dir: Path, label: str) -> str:
     return f'<a href="{_e(href)}/" title="{_e(target.name)}">{_e(label)}</a>'
 
 
-def _scenario_page(name: str, cases: Sequence[CasePoints], alerts: Sequence[dict[str, Any]], out_dir: Path,
+def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[StoredIncident], out_dir: Path,
                    start: int) -> str:
     parts = [f"<p><a href=\"index.html\">&larr; overview</a></p><h1>{_e(name)}</h1>"]
     data: list[dict[str, Any]] = []
     for k, cp in enumerate(cases):
         parts.append(f"<h2>{_e(cp.case)} <span class=\"note\">on {_e(cp.hardware)}</span></h2>")
-        for chart in _charts(cp, start + k):
+        for chart in _charts(cp, start + k, incidents):
             data.append(chart.data)
             parts.append(chart.html)
         parts.append(_resets(cp))
@@ -205,12 +217,13 @@ def _scenario_page(name: str, cases: Sequence[CasePoints], alerts: Sequence[dict
             for j, p in enumerate(last))
         parts.append("<table><tr><th>point</th><th>build</th><th>outcome</th><th>signature</th>"
                      f"<th>artifacts</th></tr>{rows}</table>")
-    parts.append("<h2>Open alerts</h2>" + _alerts_table([a for a in alerts if a["scenario"] == name]))
+    parts.append("<h2>Open incidents</h2>"
+                 + _incidents_table([i for i in incidents if any(r["scenario"] == name for r in i.rows)]))
     parts.append(f'<script type="application/json" id="series-data">{_json_block(data)}</script>')
     return _page(f"{name} · sglang-repro", "".join(parts), scripts=("plotly.min.js", "dashboard.js"))
 
 
-def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], alerts: Sequence[dict[str, Any]],
+def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], incidents: Sequence[StoredIncident],
            where: str) -> str:
     rows = []
     for name, cases in by_scenario.items():
@@ -228,7 +241,7 @@ def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], aler
              "<th>accept length</th><th>noise</th><th>output tok/s</th><th>noise</th></tr>"
              + "".join(rows) + "</table>")
     body = (f"<h1>sglang-repro nightly</h1><p class=\"note\">store: {_e(where)}</p>{table}"
-            f"<h2>Open alerts</h2>{_alerts_table(alerts)}")
+            f"<h2>Open incidents</h2>{_incidents_table(incidents)}")
     return _page("sglang-repro dashboard", body)
 
 
@@ -239,7 +252,7 @@ def build_site(store: Store, out_dir: Path) -> Path:
     for source in (Path(plotly.__file__).parent / "package_data" / "plotly.min.js", Path(__file__).parent / "dashboard.js"):
         replace_with(out_dir / source.name, functools.partial(shutil.copyfile, source))
     cases = case_points(store.runs_frame(), store.metrics_frame())
-    alerts = store.alert_rows()
+    incidents = stored_incidents(store.alert_rows())
     by_scenario: dict[str, list[CasePoints]] = {}
     for cp in cases:
         by_scenario.setdefault(cp.scenario, []).append(cp)
@@ -247,8 +260,8 @@ def build_site(store: Store, out_dir: Path) -> Path:
     start = 0
     for name, group in by_scenario.items():
         pages[name] = f"scenario-{_slug(name)}.html"
-        write_atomic(out_dir / pages[name], _scenario_page(name, group, alerts, out_dir, start))
+        write_atomic(out_dir / pages[name], _scenario_page(name, group, incidents, out_dir, start))
         start += len(group)
     index = out_dir / "index.html"
-    write_atomic(index, _index(by_scenario, pages, alerts, store.where))
+    write_atomic(index, _index(by_scenario, pages, incidents, store.where))
     return index

@@ -40,13 +40,15 @@ class Alert:
     scenario_file: str = ""
     threshold: float | None = None  # a metric alert: the value between the levels before and after
 
-    def row(self, batch_id: str) -> dict[str, Any]:
+    def row(self, batch_id: str, incident: str | None = None) -> dict[str, Any]:
+        """The store's row; ``incident`` is the fingerprint of the incident it belongs to (its own by default)."""
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         return {"fingerprint": self.fingerprint, "kind": self.kind, "scenario": self.scenario,
                 "case_name": self.case, "metric": self.metric, "hardware_key": self.hardware,
                 "signature": self.signature, "last_good": self.last_good.build_label if self.last_good else None,
                 "first_bad": self.first_bad.build_label, "effect": self.effect, "detail": self.detail,
-                "bisect": self.bisect, "state": "new", "batch_id": batch_id, "created_at": now, "updated_at": now}
+                "bisect": self.bisect, "state": "new", "batch_id": batch_id, "created_at": now, "updated_at": now,
+                "incident": incident or self.fingerprint}
 
     def describe(self) -> str:
         good = self.last_good.build_label if self.last_good else "none recorded"

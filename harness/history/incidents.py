@@ -20,11 +20,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from harness.history.alerts import Alert, bisect_command
 from harness.history.series import CasePoints, Point
 
-__all__ = ["Incident", "group", "next_step"]
+__all__ = ["Incident", "StoredIncident", "group", "next_step", "stored_incidents"]
 
 NEARBY_NIGHTS = 2
 EVENT_KINDS = ("new-signature", "pass-to-crash", "pass-to-fail")
@@ -100,3 +101,54 @@ def group(alerts: Sequence[Alert], points: Iterable[Sequence[Point]] = ()) -> li
         fp = hashlib.sha256(f"incident\x1f{g[0].hardware}\x1f{first.batch_id}\x1f{first.build_key}".encode())
         out.append(Incident(fp.hexdigest()[:20], g[0].hardware, tuple(sorted(g, key=_rank))))
     return out
+
+
+@dataclass(frozen=True)
+class StoredIncident:
+    """An incident as the store keeps it: the alert rows that share its fingerprint, ranked as ``Incident``."""
+
+    fingerprint: str
+    rows: tuple[Mapping[str, Any], ...]
+
+    @property
+    def lead(self) -> Mapping[str, Any]:
+        return self.rows[0]
+
+    @property
+    def state(self) -> str:
+        """One state: resolved once every alert is, else acknowledged once every open one is, else new."""
+        open_states = {str(r["state"]) for r in self.rows if r["state"] != "resolved"}
+        if not open_states:
+            return "resolved"
+        return "acknowledged" if open_states == {"acknowledged"} else "new"
+
+    @property
+    def cases(self) -> list[str]:
+        return sorted({f"{r['scenario']} [{r['case_name']}]" for r in self.rows})
+
+    @property
+    def moved(self) -> list[str]:
+        return [f"{r['metric'] or r['kind']} {float(r['effect']):+.1%} [{r['case_name']}]" if r["effect"] is not None
+                else f"{r['kind']} {r['signature'] or ''} [{r['case_name']}]".replace("  ", " ") for r in self.rows]
+
+    def describe(self) -> str:
+        lead = self.lead
+        return (f"INCIDENT {self.fingerprint} {self.state} on {lead['hardware_key']}: {len(self.rows)} alert(s), "
+                f"{str(lead['kind']).upper()} {lead['detail']}\n"
+                f"    cases: {', '.join(self.cases)}\n"
+                f"    moved: {', '.join(self.moved)}\n"
+                f"    last good: {lead['last_good'] or 'none recorded'}\n    first bad: {lead['first_bad']}\n"
+                f"    next: {lead['bisect']}\n"
+                f"    alerts: {' '.join(str(r['fingerprint']) for r in self.rows)}")
+
+
+def _row_rank(r: Mapping[str, Any]) -> tuple[int, float]:
+    return (0 if r["kind"] in EVENT_KINDS else 1, -abs(float(r["effect"] or 0.0)))
+
+
+def stored_incidents(rows: Sequence[Mapping[str, Any]]) -> list[StoredIncident]:
+    """The store's alert rows as incidents (a row recorded before incidents is one of its own), oldest first."""
+    members: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        members.setdefault(str(r.get("incident") or r["fingerprint"]), []).append(r)
+    return [StoredIncident(fp, tuple(sorted(m, key=_row_rank))) for fp, m in members.items()]

@@ -51,13 +51,20 @@ def review(store: Store, batch_id: str, *, tolerances: Mapping[str, Mapping[str,
                     resolved.append(str(row["fingerprint"]))
     points_of = {(cp.scenario, cp.case, cp.hardware): cp.points for cp in cases}
     fresh = new_alerts(candidates, known, points_of)
-    added = set(store.add_alerts([a.row(batch_id) for a in fresh]))
+    # A metric confirmed a night after the others, from the same first bad build, joins the incident
+    # a person already has: recorded in it, not raised again.
+    raised = {(str(r["hardware_key"]), str(r["first_bad"])): str(r["incident"] or r["fingerprint"])
+              for r in known if r["state"] != "resolved"}
+    incident_of: dict[str, str] = {}
+    ringing: list[Incident] = []
+    for inc in group(fresh, points_of.values()):
+        joined = next((raised[k] for a in inc.alerts if (k := (a.hardware, a.first_bad.build_label)) in raised), None)
+        incident_of.update((a.fingerprint, joined or inc.fingerprint) for a in inc.alerts)
+        if joined is None:
+            ringing.append(inc)
+    added = set(store.add_alerts([a.row(batch_id, incident_of[a.fingerprint]) for a in fresh]))
     if resolved:
         store.set_alert_state(resolved, "resolved")
     new = tuple(a for a in fresh if a.fingerprint in added)
-    # A metric confirmed a night after the others, from the same first bad build, joins the incident
-    # a person already has: recorded, not raised again.
-    raised = {(str(r["hardware_key"]), str(r["first_bad"])) for r in known if r["state"] != "resolved"}
-    incidents = tuple(i for i in group(new, points_of.values())
-                      if not any((a.hardware, a.first_bad.build_label) in raised for a in i.alerts))
+    incidents = tuple(i for i in ringing if any(a.fingerprint in added for a in i.alerts))
     return Review(new=new, resolved=tuple(resolved), cases=cases, incidents=incidents)

@@ -95,16 +95,18 @@ def series_hardware(hardware_key: str, gpu_name: object = None, gpu_count: objec
                     cpu: object = None) -> str:
     """What a series is keyed by: what changes performance, and nothing that an update changes.
 
-    GPU model and count; on a CPU host the CPU model, or when the host did not say, the operating
-    system and architecture out of the platform string (``cpu:Linux-6.18.44-...-x86_64-with-glibc2.36``
-    becomes ``cpu:Linux-x86_64``): a kernel or glibc update must not split every series and restart
-    every baseline. The rest stays a host fact of each point (``Point.host``).
+    GPU model and count; on a CPU host the CPU core count and model (``HostInfo.hardware_key``,
+    ``cpu:16xAMD EPYC 7763``), or when the host did not say, the operating system and architecture
+    out of the platform string (``cpu:Linux-6.18.44-...-x86_64-with-glibc2.36`` becomes
+    ``cpu:Linux-x86_64``): a kernel or glibc update must not split every series and restart every
+    baseline. The rest stays a host fact of each point (``Point.host``).
     """
-    name, count = _text(gpu_name), _text(gpu_count)
+    name, count, model = _text(gpu_name), _text(gpu_count), _text(cpu)
     if name and count and count not in ("0", "0.0"):
         return f"{int(float(count))}x{name}"
-    if _text(cpu):
-        return f"cpu:{cpu}"
+    if model:
+        # The key the record wrote holds the core count when the host knew it; an older key holds the platform.
+        return hardware_key if hardware_key.startswith("cpu:") and hardware_key.endswith(f"x{model}") else f"cpu:{model}"
     if hardware_key.startswith("cpu:"):
         words = hardware_key[4:].split("-")
         arch = next((w for w in reversed(words) if w in _ARCHES), None)  # the last: a kernel name may hold one
@@ -113,7 +115,7 @@ def series_hardware(hardware_key: str, gpu_name: object = None, gpu_count: objec
 
 
 def _host_facts(row: tuple[Any, ...]) -> dict[str, str]:
-    facts = {"driver": _text(row[17]), "CUDA": _text(row[18]), "platform": _text(row[3])}
+    facts = {"driver": _text(row[17]), "CUDA": _text(row[18]), "platform": _text(row[22]) or _text(row[3])}
     return {k: v for k, v in facts.items() if v}
 
 
@@ -149,7 +151,8 @@ def case_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[CasePoints]:
                 by_run.setdefault(run_id, {})[name] = float(value)
     cols = ["scenario", "scenario_file", "case_name", "hardware_key", "batch_id", "build_key", "batch_label",
             "batch_started_at", "started_at", "build_spec", "build_version", "build_commit", "trial", "outcome",
-            "signature", "run_id", "artifacts", "driver_version", "cuda_version", "gpu_name", "gpu_count", "cpu"]
+            "signature", "run_id", "artifacts", "driver_version", "cuda_version", "gpu_name", "gpu_count", "cpu",
+            "host_platform"]
     cases: dict[tuple[str, str, str], dict[tuple[str, str], list[tuple[Any, ...]]]] = {}
     files: dict[tuple[str, str, str], str] = {}
     for row in runs[cols].itertuples(index=False, name=None):

@@ -21,7 +21,9 @@ night. Per night:
    on the new side; ``z >= Z_WITHOUT_NEWEST`` without the newest two points (a change in the last
    two points is at most suspicious, and cannot carry an earlier split alone); a step on top of a
    straight line over the segment at ``t >= T_TREND`` with the same sign and no slope the same way
-   before it (``t < SLIDE_T``): a slide cut in two is drift; and the night before had its best split
+   before it (``t < SLIDE_T``): a slide cut in two is drift; no ramp of ``RAMP_MIN`` or more nights
+   that fits better by ``RAMP_OVER_STEP`` and no slope the same way after it (``t < SLIDE_AFTER_T``):
+   a level that slides into its new place is drift; and the night before had its best split
    within 2 points at ``z >= Z_PREV``, same sign. That is how the many looks at one series are
    controlled: one fixed threshold on a statistic that must hold on two nights in a row, set on the
    tuning seed set of ``benchmarks/bench_nightly_alerts.py`` for a false-alarm rate per
@@ -30,7 +32,9 @@ night. Per night:
    slope ``t >= Z_DRIFT`` on two nights in a row, a change over the segment of at least the
    minimum effect, and a line that fits better than the best single step (by ``DRIFT_OVER_STEP``
    in units of the noise variance). Named once per segment
-   (its first point is the segment's): a drift that continues is the same drift.
+   (its first point is the segment's): a drift that continues is the same drift; and not at all
+   when the segment began with a step the same way (a slide the step rule caught early, going on:
+   its first bad build is the step's, already raised).
 4. **Suspicious**: the newest one to three points beyond ``SUSPICIOUS_Z`` from the level before
    them and past the minimum effect: shown, never an alert.
 """
@@ -62,6 +66,9 @@ CLIP = 3.0
 SLIDE_T = 3.0
 Z_WITHOUT_NEWEST = 3.0
 DRIFT_OVER_STEP = 4.0
+RAMP_MIN = 4  # nights a ramp takes at least: one that takes fewer is a step
+RAMP_OVER_STEP = 4.0
+SLIDE_AFTER_T = 2.5
 
 
 @dataclass(frozen=True)
@@ -156,6 +163,25 @@ def _step_rss(y: np.ndarray, w: np.ndarray, cuts: np.ndarray) -> np.ndarray:
     wb, yb = sw[cuts - 1], swy[cuts - 1]
     wa, ya = sw[-1] - wb, swy[-1] - yb
     return np.asarray(float(np.sum(w * y ** 2)) - yb ** 2 / wb - ya ** 2 / wa)
+
+
+def _ramp_rss(y: np.ndarray, w: np.ndarray, min_width: int) -> float:
+    """The least weighted RSS of a ramp: one level, a straight slide over ``min_width`` or more points,
+    another level (the slide may run to the newest point), every (start, end) at once."""
+    m = len(y)
+    k1, k2 = np.meshgrid(np.arange(1, m), np.arange(1, m + 1), indexing="ij")
+    keep = k2 - k1 >= min_width
+    k1, k2 = k1[keep], k2[keep]
+    if not len(k1):
+        return float("inf")
+    t = np.arange(m, dtype=float)[None, :]
+    r = np.clip((t - k1[:, None] + 1) / (k2 - k1 + 1)[:, None], 0.0, 1.0)
+    q = 1.0 - r
+    s00, s01, s11 = (w * q * q).sum(axis=1), (w * q * r).sum(axis=1), (w * r * r).sum(axis=1)
+    t0, t1 = (w * y * q).sum(axis=1), (w * y * r).sum(axis=1)
+    det = np.maximum(s00 * s11 - s01 * s01, 1e-300)
+    explained = (s11 * t0 * t0 - 2 * s01 * t0 * t1 + s00 * t1 * t1) / det
+    return float(np.sum(w * y * y) - np.max(explained))
 
 
 def _best_step_rss(y: np.ndarray, w: np.ndarray) -> float:
@@ -261,11 +287,23 @@ class Tracker:
     def _slope_before(self, c: int, sign: float) -> float:
         """t of the slope of the points before ``c``, signed toward ``sign``: a level already sliding that
         way before the supposed step is a drift the search cut."""
-        lo = max(self.segment, c - MAX_BEFORE)
-        x = np.arange(lo, c, dtype=float)
-        coef, se, _ = _wls(np.column_stack([np.ones(len(x)), x - x.mean()]), np.asarray(self.y[lo:c]),
-                           self._variances(lo, c))
+        return self._slope(max(self.segment, c - MAX_BEFORE), c, sign)
+
+    def _slope(self, lo: int, hi: int, sign: float) -> float:
+        """t of the slope of the points in [lo, hi), signed toward ``sign``."""
+        x = np.arange(lo, hi, dtype=float)
+        coef, se, _ = _wls(np.column_stack([np.ones(len(x)), x - x.mean()]), np.asarray(self.y[lo:hi]),
+                           self._variances(lo, hi))
         return float(np.sign(sign) * coef[1] / se[1])
+
+    def _ramp_fits_better(self, c: int) -> bool:
+        """A ramp of RAMP_MIN or more nights fits the segment better than the step at ``c`` by RAMP_OVER_STEP
+        (in units of the noise variance): a level that slides into its new place is drift, not a step."""
+        n = len(self.y)
+        lo = max(self.segment, n - DRIFT_WINDOW)
+        y, w = np.asarray(self.y[lo:]), 1.0 / self._variances(lo, n)
+        step = float(_step_rss(y, w, np.array([c - lo]))[0])
+        return _ramp_rss(y, w, RAMP_MIN) + RAMP_OVER_STEP < step
 
     def _step(self) -> Finding | None:
         # One search over splits with MIN_LOOK or more points after: a split forced to have MIN_AFTER
@@ -283,6 +321,8 @@ class Tracker:
             return None
         if self._over_trend(c, z) < T_TREND or self._slope_before(c, z) >= SLIDE_T:
             return None
+        if self._ramp_fits_better(c) or self._slope(c, len(self.y), z) >= SLIDE_AFTER_T:
+            return None  # a slide that began near c and goes on: the drift rule names it, once
         self.segment, self.drift_named, self._prev = c, False, None
         return Finding("step", c, before, after, effect, None, self.rule.is_regression(effect), float(z))
 
@@ -304,8 +344,17 @@ class Tracker:
         if _best_step_rss(y, 1 / var) < rss_line + DRIFT_OVER_STEP:
             return None  # one step fits better than the line: the step rule decides
         self.drift_named = True
+        if self._continues_step(effect):
+            return None  # the step that began the segment, still sliding the same way: the same change
         return Finding("drift", self.segment, float(first), float(last), effect, None,
                        self.rule.is_regression(effect), t)
+
+    def _continues_step(self, effect: float) -> bool:
+        """The segment began with a confirmed step the same way as ``effect``: a slide after it has the
+        step's first bad build, which a person already has as an alert (and the store as an incident)."""
+        last = self.findings[-1] if self.findings else None
+        return (last is not None and last.kind == "step" and last.index == self.segment
+                and np.sign(last.effect) == np.sign(effect))
 
     def suspicious(self) -> Finding | None:
         """The newest 1-3 points, if they sit apart from the level before them: never an alert."""

@@ -94,10 +94,18 @@ def _v3_search_key(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX ix_runs_search ON runs (search_key)"))
 
 
+def _v4_incidents(conn: Connection) -> None:
+    # An alert recorded before incidents existed is an incident of its own.
+    conn.execute(text("ALTER TABLE alerts ADD COLUMN incident VARCHAR(32)"))
+    conn.execute(text("UPDATE alerts SET incident = fingerprint"))
+    conn.execute(text("CREATE INDEX ix_alerts_incident ON alerts (incident)"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "builds, hosts, batches, runs, metrics (long format)", _v1_runs),
     Migration(2, "alerts with fingerprints and states", _v2_alerts),
     Migration(3, "runs.search_key: what a bisect or minimize asked a run to answer", _v3_search_key),
+    Migration(4, "alerts.incident: the alerts of one change share one fingerprint and one state", _v4_incidents),
 )
 
 

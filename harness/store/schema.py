@@ -115,4 +115,5 @@ alerts = Table(
     Column("batch_id", String(64), nullable=False),
     Column("created_at", String(40), nullable=False),
     Column("updated_at", String(40), nullable=False),
+    Column("incident", String(32), index=True),  # the incident's fingerprint: its alerts share one state
 )

@@ -255,7 +255,8 @@ class Store:
                    runs.c.build_key, builds.c.kind.label("build_kind"), builds.c.spec.label("build_spec"),
                    builds.c.version.label("build_version"), builds.c.commit.label("build_commit"),
                    runs.c.hardware_key, hosts.c.gpu_name, hosts.c.gpu_count, hosts.c.driver_version,
-                   hosts.c.cuda_version, hosts.c.cpu, hosts.c.hostname, runs.c.trial, runs.c.outcome,
+                   hosts.c.cuda_version, hosts.c.cpu, hosts.c.platform.label("host_platform"), hosts.c.hostname,
+                   runs.c.trial, runs.c.outcome,
                    runs.c.signature, runs.c.phase, runs.c.reason, runs.c.started_at, runs.c.duration_s,
                    runs.c.artifacts, runs.c.experiment, runs.c.harness_version)
             .join(batches, batches.c.id == runs.c.batch_id)
@@ -296,6 +297,15 @@ class Store:
             fresh = [r for r in rows if r["fingerprint"] not in known]
             _insert_ignore(conn, alerts, fresh)
         return [r["fingerprint"] for r in fresh]
+
+    def set_incident_state(self, incidents: Sequence[str], state: str) -> int:
+        """Set the state of every alert of ``incidents`` (incident fingerprints) at once: an incident has one
+        state. Acknowledging leaves its resolved alerts resolved. The number of alerts changed."""
+        with self._begin("cannot update alerts") as conn:
+            query = update(alerts).where(alerts.c.incident.in_(list(incidents)))
+            if state != "resolved":
+                query = query.where(alerts.c.state != "resolved")
+            return int(conn.execute(query.values(state=state, updated_at=_now())).rowcount or 0)
 
     def set_alert_state(self, fingerprints: Sequence[str], state: str) -> int:
         with self._begin("cannot update alerts") as conn:

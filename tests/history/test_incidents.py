@@ -98,5 +98,56 @@ def test_a_kernel_update_keeps_the_series_and_shows_as_a_host_fact(tmp_path) -> 
             store.record_many([type(record)(**{**record.__dict__, "host": host})], batch)
         (cp,) = case_points(store.runs_frame(), store.metrics_frame())
     assert cp.hardware == "cpu:Linux-x86_64" and len(cp.points) == 2
-    assert host_changes(cp) == [(1, "platform cpu:Linux-6.18.44-x86_64-with-glibc2.36 -> "
-                                    "cpu:Linux-6.18.52-x86_64-with-glibc2.36")]
+    assert host_changes(cp) == [(1, "platform Linux-6.18.44-x86_64-with-glibc2.36 -> "
+                                    "Linux-6.18.52-x86_64-with-glibc2.36")]
+
+
+def test_a_series_of_this_host_survives_a_kernel_update(tmp_path) -> None:
+    """This machine's own host facts (its CPU model from /proc/cpuinfo) recorded before and after a kernel
+    update (the platform string changes, nothing else): one series, keyed by core count and CPU model."""
+    import dataclasses
+
+    from harness.hardware import host_info
+    from harness.history.series import case_points, host_changes
+    from harness.record import host_from_dict
+
+    here = host_from_dict(host_info())
+    assert here.cpu, "this host's /proc/cpuinfo names no CPU model"
+    with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
+        for night, kernel in ((1, "6.1.0-40"), (2, "6.1.0-41"), (3, "6.12.9")):
+            batch = new_batch("nightly", f"night-{night}", started_at=f"2026-11-0{night}T02:00:00+00:00")
+            record = make_record(f"n{night}", started_at=batch.started_at)
+            host = dataclasses.replace(here, platform=f"Linux-{kernel}-amd64-x86_64-with-glibc2.36")
+            store.record_many([dataclasses.replace(record, host=host)], batch)
+        (cp,) = case_points(store.runs_frame(), store.metrics_frame())
+    assert cp.hardware == f"cpu:{here.cpu_count}x{here.cpu}" and len(cp.points) == 3
+    assert [i for i, _ in host_changes(cp)] == [1, 2]
+    assert "platform Linux-6.1.0-41-amd64-x86_64-with-glibc2.36 -> Linux-6.12.9" in host_changes(cp)[1][1]
+
+
+def test_store_alerts_lists_one_incident_and_ack_resolve_move_all_its_alerts_at_once(run_cli, tmp_path) -> None:
+    rng = random.Random(3)
+    db = tmp_path / "r.db"
+    with open_store(f"sqlite:///{db}") as store:
+        raised = [i for n in range(1, 14) for i in _night(store, n, n >= 7, rng).incidents]
+        fingerprints = {r["fingerprint"] for r in store.alert_rows()}
+    (incident,) = raised
+    assert len(fingerprints) == len(incident.alerts) >= 6  # three cases x (throughput, ITL, E2E)
+    listed = run_cli("store", "alerts", "--store", str(db))
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.count("INCIDENT ") == 1 and f"INCIDENT {incident.fingerprint} new " in listed.stdout
+    assert listed.stdout.count("\n    cases: ") == 1 and listed.stdout.count("\n    moved: ") == 1
+    assert f"    next: {incident.next_step}" in listed.stdout
+    ack = run_cli("store", "ack", incident.fingerprint, "--store", str(db))
+    assert ack.returncode == 0 and f"1 incident(s) acknowledged ({len(fingerprints)} alert(s))" in ack.stdout
+    with open_store(f"sqlite:///{db}") as store:
+        assert {r["state"] for r in store.alert_rows()} == {"acknowledged"}
+    # One of its alerts' fingerprints names the whole incident too.
+    one = sorted(fingerprints)[0]
+    assert run_cli("store", "resolve", one, "--store", str(db)).returncode == 0
+    with open_store(f"sqlite:///{db}") as store:
+        assert {r["state"] for r in store.alert_rows()} == {"resolved"}
+    assert "INCIDENT" not in run_cli("store", "alerts", "--store", str(db)).stdout
+    assert f"INCIDENT {incident.fingerprint} resolved " in run_cli("store", "alerts", "--all", "--store", str(db)).stdout
+    bad = run_cli("store", "ack", "0123456789abcdef0123", "--store", str(db))
+    assert bad.returncode == 2 and "no incident or alert 0123456789abcdef0123" in bad.stderr

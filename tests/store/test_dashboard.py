@@ -37,13 +37,14 @@ def _store_with_history(url: str, tmp_path: Path) -> None:
         for night in range(1, 13):
             batch = new_batch("nightly", f"night-{night:02d}", started_at=f"2026-11-{night:02d}T02:00:00+00:00")
             tput = 200.0 if night <= 8 else 150.0
+            spec = "sim:post-fix" if night <= 8 else "sim:post-fix,step-cost-ms=20"  # the slow build
             art = tmp_path / "runs" / f"n{night}"
             art.mkdir(parents=True)
-            recs = [make_record(f"n{night}-t{t}", trial=t, started_at=batch.started_at, artifacts=str(art),
+            recs = [make_record(f"n{night}-t{t}", trial=t, spec=spec, started_at=batch.started_at, artifacts=str(art),
                                 metrics={"accept_length": 1.84 * (1 + 0.01 * rng.gauss(0, 1)),
                                          "output_throughput_tok_s": tput * (1 + 0.02 * rng.gauss(0, 1))})
                     for t in range(3)]
-            recs.append(make_record(f"n{night}-crash", case=f"case {EVIL}", started_at=batch.started_at,
+            recs.append(make_record(f"n{night}-crash", case=f"case {EVIL}", spec=spec, started_at=batch.started_at,
                                     outcome=Outcome.CRASH if night > 10 else Outcome.PASS,
                                     signature=EVIL if night > 10 else None, reason=f"log line {EVIL}",
                                     metrics={} if night > 10 else {"accept_length": 1.8}))
@@ -82,11 +83,16 @@ def test_dashboard_renders_offline_with_the_step_and_nothing_unescaped(run_cli, 
     shot = tmp_path / "dashboard.png"
     _chromium()
     probe = ("JSON.stringify([document.querySelectorAll('.main-svg').length, "
-             "Array.from(document.querySelectorAll('.xtick text')).map(function (t) { return t.textContent; })])")
+             "Array.from(document.querySelectorAll('.xtick text')).map(function (t) { return t.textContent; }), "
+             "Array.from(document.querySelectorAll('.js-plotly-plot')).map(function (el) { return "
+             "Array.from(el.querySelectorAll('.annotation-text')).map(function (t) { return t.textContent; }); })])")
     seen = visit(page.as_uri(), evaluate=probe, screenshot=shot)
-    charts, ticks = json.loads(seen.value)
+    charts, ticks, notes = json.loads(seen.value)
     assert charts >= 4, "plotly did not draw the charts"
-    assert ticks and set(ticks) == {"sim:post-fix"}, ticks  # the x axis names builds, not point indices
+    # The x axis names builds, not point indices: both builds of the history are there.
+    assert ticks and set(ticks) == {"sim:post-fix", "sim:post-fix,step-cost-ms=20"}, ticks
+    # Every chart drawn shows the incident that names its case (the step's, the new signature's).
+    assert len(notes) >= 3 and all(any(n.startswith("incident ") for n in chart) for chart in notes), notes
     assert not seen.exceptions, seen.exceptions
     assert not [c for c in seen.console if c.startswith(("error", "warning"))], seen.console
     assert seen.requests and all(u.startswith("file://") for u in seen.requests), seen.requests

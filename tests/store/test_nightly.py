@@ -120,3 +120,20 @@ def test_store_cli_import_export_alerts_ack(run_cli, tmp_path: Path) -> None:
     assert run_cli("store", "ack", "nope", "--store", db).returncode == 2
     with open_store(db) as store:
         assert [r["state"] for r in store.alert_rows()] == ["acknowledged"]
+
+
+def test_run_nightly_is_callable_without_argparse(tmp_path: Path) -> None:
+    """The night's work lives in harness.nightly: planned cases in, a record out, the store written."""
+    from harness.nightly import PlannedCase, run_nightly, shard
+    from harness.scenario import load_paths, select_cases
+
+    cases = [c for item in load_paths([Path(CRASH)]) for c in select_cases(item, "tokens=276")]
+    assert len(cases) >= 2 and shard(cases, 2, 2) == cases[1::2]
+    seen: list[tuple[int, str]] = []
+    db = tmp_path / "r.db"
+    result = run_nightly([PlannedCase(cases[0], f"python:{sys.executable}")], store=str(db), label="n1", trials=1,
+                         out_root=tmp_path, progress=lambda done, now: seen.append((done, now)))
+    assert result.exit_code == 3 and result.counts == {Outcome.INFRA: 1} and result.found is not None
+    assert seen[0][0] == 0 and seen[-1] == (1, "detecting")
+    with open_store(str(db)) as store:
+        assert [r.run_id for r in store.records()] == [result.records[0].run_id]

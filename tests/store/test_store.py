@@ -68,6 +68,27 @@ def test_migrations_upgrade_an_old_store_and_keep_its_runs(store_url: str) -> No
         assert migrations.migrate(store.engine) == migrations.latest_version()  # twice is a no-op
 
 
+def test_migration_4_makes_each_older_alert_an_incident_of_its_own(store_url: str) -> None:
+    from sqlalchemy import text
+
+    engine = create_engine(parse_store_url(store_url))
+    assert migrations.migrate(engine, target=3) == 3
+    with engine.begin() as conn:  # an alert as a v3 store holds it: no incident column
+        conn.execute(text(
+            "INSERT INTO alerts (fingerprint, kind, scenario, case_name, hardware_key, first_bad, detail, bisect, "
+            "state, batch_id, created_at, updated_at) VALUES ('fp-old', 'step', 'sc', 'c', 'cpu:x', 'b (n2)', "
+            "'d', 'sglang-repro compare', 'acknowledged', 'b1', '2026-11-01', '2026-11-01')"))
+    engine.dispose()
+    with open_store(store_url) as store:
+        (row,) = store.alert_rows()
+        assert row["incident"] == "fp-old" and row["state"] == "acknowledged"
+        assert store.set_incident_state(["fp-old"], "resolved") == 1
+        assert [r["state"] for r in store.alert_rows()] == ["resolved"]
+        assert store.set_incident_state(["fp-old"], "acknowledged") == 0  # a resolved alert stays resolved
+        with store.engine.connect() as conn:
+            assert "ix_alerts_incident" in {i["name"] for i in inspect(conn).get_indexes("alerts")}
+
+
 def test_a_store_newer_than_the_harness_is_refused(tmp_path: Path) -> None:
     path = str(tmp_path / "r.db")
     with open_store(path) as store, store.engine.begin() as conn:
