@@ -9,7 +9,6 @@ from pathlib import Path
 
 from harness.argtypes import positive_int
 from harness.build import Builds
-from harness.commands.run import resolve_role
 from harness.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK, UserError
 from harness.history.review import review
 from harness.metric_registry import relative_tolerances
@@ -17,6 +16,7 @@ from harness.outcome import Outcome
 from harness.record import RunRecord
 from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario import Case, load_paths, select_cases
+from harness.scenario.roles import resolve_role
 from harness.store.store import new_batch
 from harness.store.url import default_store
 from harness.store.writer import StoreWriter

@@ -7,13 +7,12 @@ import argparse
 from harness.build import Builds
 from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.commands._store_args import add_store_arguments, finish_store, store_choice
-from harness.errors import UserError
 from harness.outcome import Outcome, exit_code_for
 from harness.paths import reports_root
 from harness.preflight_batch import check_flags_up_front
 from harness.record import RunRecord
 from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
-from harness.scenario import Case
+from harness.scenario.roles import resolve_role
 from harness.server_pool import ServerPool
 from harness.store.store import new_batch
 from harness.store.writer import DeferredWriter
@@ -30,16 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with a role: run the role's reference-server revision (CPU) instead of its real build")
     parser.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
     add_store_arguments(parser)
-
-
-def resolve_role(case: Case, build: str, reference: bool) -> tuple[str, str | None]:
-    """(build spec, role) for a --build value that is a spec or a role name."""
-    roles = case.scenario.builds
-    if build in roles:
-        return (roles[build].sim_spec if reference else roles[build].spec), build
-    if reference:
-        raise UserError(f"--reference needs --build ROLE, one of: {', '.join(roles)}")
-    return build, None
 
 
 def summary_line(record: RunRecord) -> str:
