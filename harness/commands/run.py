@@ -7,6 +7,7 @@ import argparse
 from harness.build import Builds
 from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.commands._store_args import add_store_arguments, finish_store, store_choice
+from harness.metric_registry import ACCEPT_LENGTH, OUTPUT_THROUGHPUT
 from harness.outcome import Outcome, exit_code_for
 from harness.paths import reports_root
 from harness.preflight_batch import check_flags_up_front
@@ -37,7 +38,7 @@ def summary_line(record: RunRecord) -> str:
         parts.append(f"phase={record.phase.value}")
     if record.signature:
         parts.append(f"signature={record.signature}")
-    accept, tput = record.metric("accept_length"), record.metric("output_throughput_tok_s")
+    accept, tput = record.metric(ACCEPT_LENGTH.name), record.metric(OUTPUT_THROUGHPUT.name)
     if accept is not None:
         parts.append(f"accept_length={accept:.3f}")
     if tput is not None:
