@@ -12,6 +12,7 @@ from harness.compare_runner import compare_cases, role_specs
 from harness.comparison import ComparisonReport
 from harness.errors import UserError
 from harness.executor.options import add_executor_arguments
+from harness.metric_registry import ACCEPT_LENGTH, OUTPUT_THROUGHPUT
 from harness.preflight_batch import check_flags_up_front
 from harness.record import RunRecord
 from harness.report import write_reports
@@ -60,8 +61,8 @@ def summary(report: ComparisonReport) -> list[str]:
             text = f"{role.role}: {role.outcome}"
             if role.signature:
                 text += f" ({role.signature})"
-            acc = role.passing_values("accept_length")
-            tput = role.passing_values("output_throughput_tok_s")
+            acc = role.passing_values(ACCEPT_LENGTH.name)
+            tput = role.passing_values(OUTPUT_THROUGHPUT.name)
             if acc:
                 text += f", accept length {sum(acc) / len(acc):.2f}"
             if tput:

@@ -9,12 +9,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.argtypes import positive_int
-from harness.commands.run import resolve_role
 from harness.errors import UserError
 from harness.executor.options import add_executor_arguments
 from harness.nightly import Elsewhere, PlannedCase, run_nightly, shard
 from harness.record import RunRecord
 from harness.scenario import load_paths, select_cases
+from harness.scenario.roles import resolve_role
 from harness.store.url import default_store
 from harness.store.writer import StoreWriter
 
