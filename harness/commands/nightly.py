@@ -75,6 +75,10 @@ class _Progress:
 
 
 def main(args: argparse.Namespace) -> int:
+    from harness.build import parse_build_spec
+    from harness.commands._store_args import check_store_value
+    from harness.output_path import check_output_folder
+
     loaded = load_paths(args.scenarios)
     cases = [c for item in loaded for c in select_cases(item, args.case)]
     if args.shard:
@@ -84,6 +88,10 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("nightly: no case selected")
     planned = [(c, *resolve_role(c, args.build, args.reference)) for c in cases]
     url = args.store or default_store(args.out)
+    check_output_folder(args.out, "--out")  # issue 24: outputs and the store checked before any run
+    check_store_value(url)
+    for spec in {spec for _, spec, _ in planned}:
+        parse_build_spec(spec)
     batch = new_batch("nightly", args.label)
     options = RunOptions(out_root=args.out, progress=False)
     progress = _Progress(len(planned), args.no_progress)
