@@ -33,7 +33,7 @@ def _refused(argv: list[str], capsys: pytest.CaptureFixture[str], *, within_s: f
     try:
         code = main(argv)
     except SystemExit as exc:  # argparse's own refusals (a bad --budget): the usage, then one line
-        code = exc.code
+        code = exc.code if isinstance(exc.code, int) else 99
     took = time.monotonic() - began
     lines = [ln for ln in capsys.readouterr().err.strip().splitlines() if not ln.startswith(("usage:", " "))]
     err = "\n".join(lines)
