@@ -7,6 +7,7 @@ quick command starts without the statistics, HTTP and server stack of ``run`` an
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Sequence
@@ -91,6 +92,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in getattr(exc, "lines", None) or [f"sglang-repro: {exc}"]:
             print(line, file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:
+        # A path no file system can hold (a name over 255 bytes, a loop of links) met by a plain stat():
+        # the user's input, not a bug; anything else is one and keeps its traceback.
+        if exc.errno not in (errno.ENAMETOOLONG, errno.ELOOP):
+            raise
+        print(f"sglang-repro: {str(exc.filename)[:200]}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # e.g. `sglang-repro list ... | head`

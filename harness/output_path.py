@@ -31,8 +31,8 @@ def nonempty(value: str | os.PathLike[str] | None, flag: str) -> None:
 def _lstat(path: Path) -> os.stat_result | None:
     try:
         return os.lstat(path)
-    except FileNotFoundError:
-        return None
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # absent, or under a file: the folder check that follows says which
     except OSError as exc:
         raise UserError(f"{path}: cannot look at it ({exc.strerror or exc})") from None
 

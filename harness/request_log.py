@@ -203,14 +203,25 @@ def _record_fields(rec: RequestRecord) -> dict[str, Any]:
     }
 
 
+def _opt_int(value: Any) -> int | None:
+    """An optional time or status as read back: None, or a whole number (a string or a float is refused:
+    the metrics would otherwise fail deep inside their arithmetic, far from the line at fault)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected a whole number or null, got {type(value).__name__}")
+    return value
+
+
 def _record(obj: Mapping[str, Any]) -> RequestRecord:
     kind = obj.get("error_kind")
     return RequestRecord(
         index=int(obj["index"]), warmup=bool(obj["warmup"]), prompt_tokens=int(obj["prompt_tokens"]),
-        stream=bool(obj["stream"]), ok=bool(obj["ok"]), status=obj.get("status"),
+        stream=bool(obj["stream"]), ok=bool(obj["ok"]), status=_opt_int(obj.get("status")),
         error_kind=ErrorKind(kind) if kind else None, error=obj.get("error"), due_ns=int(obj["due_ns"]),
-        sent_ns=int(obj["sent_ns"]), written_ns=obj.get("written_ns"), headers_ns=obj.get("headers_ns"),
-        chunks=tuple((int(t), int(n)) for t, n in obj.get("chunks") or ()), done_ns=obj.get("done_ns"),
+        sent_ns=int(obj["sent_ns"]), written_ns=_opt_int(obj.get("written_ns")),
+        headers_ns=_opt_int(obj.get("headers_ns")),
+        chunks=tuple((int(t), int(n)) for t, n in obj.get("chunks") or ()), done_ns=_opt_int(obj.get("done_ns")),
         closed_ns=int(obj["closed_ns"]), finish_reason=obj.get("finish_reason"),
         completion_tokens=int(obj["completion_tokens"]), meta_info=dict(obj.get("meta_info") or {}),
         text=str(obj.get("text") or ""), started_at=float(obj.get("started_at") or 0.0),
@@ -225,7 +236,8 @@ def _trace_fields(trace: ClientTrace) -> dict[str, Any]:
 
 
 def _trace(obj: Mapping[str, Any]) -> ClientTrace:
-    return ClientTrace(measured_start_ns=obj.get("measured_start_ns"), measured_end_ns=obj.get("measured_end_ns"),
+    return ClientTrace(measured_start_ns=_opt_int(obj.get("measured_start_ns")),
+                       measured_end_ns=_opt_int(obj.get("measured_end_ns")),
                        cpu_ns=int(obj["cpu_ns"]), loop_lag_us=tuple(int(x) for x in obj.get("loop_lag_us") or ()),
                        lag_tick_ns=int(obj["lag_tick_ns"]), aborted=obj.get("aborted"))
 
@@ -313,7 +325,7 @@ def read_requests_jsonl(path: Path) -> RequestLog:
             else:
                 raise UserError(f"{path}:{lineno}: kind {kind!r} is not one of workload, request, client "
                                 f"(a requests.jsonl from before schema {JSONL_SCHEMA} has no raw timings)")
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise UserError(f"{path}:{lineno}: bad {kind} line: {type(exc).__name__}: {exc}") from None
     records.sort(key=lambda r: r.index)
     return RequestLog(records=tuple(records), manifest=manifest, trace=trace, epoch_wall=epoch, meta=meta)

@@ -362,7 +362,8 @@ def _parse_catalogue(text: str, path: Path) -> list[Signature]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise UserError(f"{where}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+        why = " ".join(str(getattr(exc, "problem", None) or exc).split())  # one line, whatever the parser said
+        raise UserError(f"{where}: not valid YAML ({why})") from None
     if not isinstance(data, dict) or set(data) != {"version", "signatures"}:
         raise UserError(f"{path}: expected a mapping with exactly the keys 'version' (1) and 'signatures' (a list)")
     if data["version"] != 1:

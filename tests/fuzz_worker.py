@@ -1,9 +1,10 @@
-"""A fork server for the scenario fuzz test: ``sglang-repro validate FILE`` per request, each in a
-forked child bounded in memory (RLIMIT_AS), CPU time (RLIMIT_CPU) and wall time (alarm).
+"""A fork server for the fuzz tests: ``sglang-repro validate FILE`` (or any command line, ``argv``) per
+request, each in a forked child bounded in memory (RLIMIT_AS), CPU time (RLIMIT_CPU) and wall time (alarm).
 
 The harness is imported once, here; a fork per example costs milliseconds where a fresh
 interpreter costs a second. Protocol: one JSON request per stdin line,
-``{"file": PATH, "cwd": DIR, "out": DIR}``; one JSON answer per stdout line with the exit status
+``{"file": PATH, "cwd": DIR, "out": DIR}`` or ``{"argv": [...], "cwd": DIR, "out": DIR}`` (optionally
+``"env": {...}`` set in the child); one JSON answer per stdout line with the exit status
 (negative: killed by that signal), the child's CPU seconds, wall seconds and its stdout/stderr.
 """
 
@@ -19,6 +20,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 CPU_LIMIT_S = 10
 WALL_LIMIT_S = 20
@@ -32,12 +34,13 @@ def _vm_size() -> int:
     return 0
 
 
-def _child(file: str, cwd: str, out: str) -> None:
+def _child(argv: list[str], cwd: str, out: str, env: dict[str, str]) -> None:
     limit = _vm_size() + MEMORY_HEADROOM
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     resource.setrlimit(resource.RLIMIT_CPU, (CPU_LIMIT_S, CPU_LIMIT_S))
     signal.alarm(WALL_LIMIT_S)
     os.chdir(cwd)
+    os.environ.update(env)
     for fd, name in ((1, "stdout"), (2, "stderr")):
         target = os.open(os.path.join(out, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(target, fd)
@@ -48,7 +51,7 @@ def _child(file: str, cwd: str, out: str) -> None:
     try:
         from harness.cli import main
 
-        code = main(["validate", file])
+        code = main(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 98
     except BaseException:  # anything escaping main is the bug this records, shown as a traceback
@@ -61,11 +64,12 @@ def _child(file: str, cwd: str, out: str) -> None:
         os._exit(code)
 
 
-def _serve(request: dict[str, str]) -> dict[str, object]:
+def _serve(request: dict[str, Any]) -> dict[str, object]:
     began = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        _child(request["file"], request["cwd"], request["out"])
+        argv = request.get("argv") or ["validate", request["file"]]
+        _child(list(argv), request["cwd"], request["out"], dict(request.get("env") or {}))
     _, status, usage = os.wait4(pid, 0)
     wall = time.monotonic() - began
     code = os.waitstatus_to_exitcode(status)
@@ -82,6 +86,8 @@ def main() -> int:
         from harness.cli import main as cli_main
 
         cli_main(["validate", str(warm)])
+        for name in sys.argv[2:]:  # more modules a fuzz test's commands import, loaded once before forking
+            __import__(name)
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         if line.strip():

@@ -30,6 +30,7 @@ Run ``sglang-repro prepare SPEC`` to create a build's environment ahead of time.
 
 from __future__ import annotations
 
+import math
 import re
 import types
 from collections.abc import Mapping, Sequence
@@ -98,6 +99,44 @@ def _sim_knobs() -> tuple[str, ...]:
     return tuple(SIM_KNOBS)
 
 
+_SEED_BITS = 63  # torch.manual_seed takes 64 bits; a seed is a whole number, not "1e23"
+_STEP_COST_MAX_MS = 60_000.0  # a minute per step: beyond it a run only meets its timeout
+
+
+def _finite(spec: str, key: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise bad_spec(spec, f"{key}={text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise bad_spec(spec, f"{key}={text!r} is not a finite number")
+    return value
+
+
+def _check_sim_knobs(spec: str, knobs: dict[str, str]) -> None:
+    """The reference server's knob values, checked here (bad input, one line) rather than by the server at
+    start-up, where a refusal would look like a crash of the build."""
+    if "draft-agreement" in knobs and not 0.0 <= _finite(spec, "draft-agreement", knobs["draft-agreement"]) <= 1.0:
+        raise bad_spec(spec, f"draft-agreement={knobs['draft-agreement']} must be within [0, 1]")
+    if "step-cost-ms" in knobs:
+        cost = _finite(spec, "step-cost-ms", knobs["step-cost-ms"])
+        if not 0.0 <= cost <= _STEP_COST_MAX_MS:
+            raise bad_spec(spec, f"step-cost-ms={knobs['step-cost-ms']} must be within [0, {_STEP_COST_MAX_MS:g}]")
+    if "seed" in knobs:
+        text = knobs["seed"].strip()
+        if not re.fullmatch(r"\d{1,19}", text) or int(text) >= 2**_SEED_BITS:
+            raise bad_spec(spec, f"seed={knobs['seed']} must be a whole number in [0, 2**{_SEED_BITS})")
+    if "device" in knobs:
+        device = knobs["device"].strip()
+        if device not in ("cpu", "cuda"):
+            raise bad_spec(spec, f"device={device!r} is not cpu or cuda")
+        if device == "cuda":
+            from harness.hardware import inventory
+
+            if not inventory():
+                raise bad_spec(spec, "device=cuda, but this machine shows no CUDA GPU (nvidia-smi/NVML see none)")
+
+
 def parse_build_spec(spec: str) -> BuildSpec:
     """Parse ``spec`` (syntax in the module docstring); raise UserError naming what is valid."""
     if not isinstance(spec, str) or ":" not in spec:
@@ -110,6 +149,7 @@ def parse_build_spec(spec: str) -> BuildSpec:
         revision, knobs = _split_options(spec, rest, _sim_knobs())
         if revision not in SIM_REVISIONS:
             raise bad_spec(spec, f"unknown revision {revision!r} (valid: {', '.join(SIM_REVISIONS)})")
+        _check_sim_knobs(spec, knobs)
         return BuildSpec("sim", spec, {"revision": revision, **knobs})
     if kind == "python":
         return BuildSpec("python", spec, {"path": rest.strip()})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.build import Builds
+from harness.build import Builds, parse_build_spec
 from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.commands._store_args import add_store_arguments, finish_store, store_choice
 from harness.compare_runner import compare_cases, role_specs
@@ -94,12 +94,15 @@ def verdict_line(report: ComparisonReport) -> str:
 
 def main(args: argparse.Namespace) -> int:
     loaded, cases = selected_cases(args)
+    store = store_choice(args)  # a store that can never be opened is bad input, before anything is said or run
     specs = role_specs(loaded, overrides=_overrides(args), reference=args.reference)
+    for spec in specs.values():
+        parse_build_spec(spec)  # a bad spec is one line, before anything is said or run
     print(f"comparing {loaded.scenario.name}: {len(cases)} case(s), roles "
           + ", ".join(f"{r}={s}" for r, s in specs.items()), file=sys.stderr, flush=True)
     builds = Builds()  # each build resolved once for the whole comparison
     check_flags_up_front(cases, specs.values(), builds)  # one parser process per build, not one per run
-    writer = DeferredWriter(store_choice(args), new_batch("compare"))
+    writer = DeferredWriter(store, new_batch("compare"))
 
     def progress(record: RunRecord) -> None:
         _progress(record)

@@ -64,6 +64,10 @@ class _Progress:
 
 
 def main(args: argparse.Namespace) -> int:
+    from harness.build import parse_build_spec
+    from harness.commands._store_args import check_store_value
+    from harness.output_path import check_output_folder
+
     loaded = load_paths(args.scenarios)
     cases = [c for item in loaded for c in select_cases(item, args.case)]
     if args.shard:
@@ -71,6 +75,11 @@ def main(args: argparse.Namespace) -> int:
     if not cases:
         raise UserError("nightly: no case selected")
     planned = [PlannedCase(c, *resolve_role(c, args.build, args.reference)) for c in cases]
+    store = args.store or default_store(args.out)
+    check_output_folder(args.out, "--out")  # issue 24: outputs and the store checked before any run
+    check_store_value(store)
+    for spec in {p.spec for p in planned}:
+        parse_build_spec(spec)
     bar = _Progress(len(planned), args.no_progress)
 
     def progress(done: int, current: str) -> None:
@@ -83,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
 
         def elsewhere(planned: Sequence[PlannedCase], writer: StoreWriter, records: list[RunRecord]) -> bool:
             return nightly_on_slurm(args, [(p.case, p.spec, p.role) for p in planned], writer, records)
-    result = run_nightly(planned, store=args.store or default_store(args.out), label=args.label,
+    result = run_nightly(planned, store=store, label=args.label,
                          trials=args.trials, out_root=args.out, progress=progress, elsewhere=elsewhere)
     bar.finish()
     if result.interrupted:

@@ -44,8 +44,11 @@ def triage(
     """The first match of each log, in the order given, with the near misses seen before it.
     Raises UserError on a missing file, before matching any."""
     for path in paths:
-        if not path.exists():
-            raise UserError(f"{path}: no such log file")
+        try:
+            if not path.exists():
+                raise UserError(f"{path}: no such log file")
+        except OSError as exc:  # a name too long, a loop of links
+            raise UserError(f"{path}: cannot look at it ({exc.strerror or exc})") from None
         if not path.is_file():
             raise UserError(f"{path}: not a regular file")
     results = []

@@ -356,13 +356,37 @@ def check_sqlite_file(path: Path, where: str) -> None:
         from harness.bounded_read import kind_of_mode
 
         raise UserError(f"store {where}: {kind_of_mode(mode)}; an SQLite store is a regular file")
+    _refuse_foreign_sqlite(path, where)
+
+
+def _refuse_foreign_sqlite(path: Path, where: str) -> None:
+    """Look, read-only, at an existing SQLite file before the store's engine opens it: that open already
+    writes (WAL mode changes the file header), so another application's database must be refused first."""
+    import sqlite3
+
+    if path.stat().st_size == 0:
+        return
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+        try:
+            names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        finally:
+            conn.close()
+    except sqlite3.OperationalError:
+        return  # busy (a writer creating it right now) or not readable: the engine's open says what it is
+    except sqlite3.DatabaseError as exc:
+        raise UserError(f"store {where}: not an SQLite database ({exc})") from None
+    ours = {"builds", "hosts", "batches", "runs", "metrics", "alerts"}
+    if names & ours and "store_version" not in names:
+        raise UserError(f"store {where}: not a sglang-repro store (it has table(s) {', '.join(sorted(names & ours))} "
+                        "but no store_version); refused, nothing changed")
 
 
 def open_store(value: str | URL, *, migrate_to_latest: bool = True) -> Store:
     """Open (and create or upgrade) the store at a path or URL; InfraError naming it when it cannot be reached."""
     url = value if isinstance(value, URL) else store_url(value)
     where = redact_url(url)
-    if url.drivername == "sqlite":
+    if url.drivername == "sqlite":  # a device, a FIFO or another application's database: refused before opening
         check_sqlite_file(Path(url.database or ""), where)
     try:
         if url.drivername == "sqlite":
