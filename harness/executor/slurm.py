@@ -97,8 +97,11 @@ def _parameters(hardware: Hardware, deadline_s: float, options: SlurmOptions) ->
     gres = gres_for(hardware, options.gpu_types)
     if gres:
         params["gres"] = gres
-    if options.extra:
-        params["additional_parameters"] = {k.replace("-", "_"): v for k, v in options.extra.items()}
+    # submitit asks SLURM for USR2 90 s before the time limit (sent up to 60 s earlier still), to requeue or
+    # checkpoint; with a short limit it arrives before the job's Python has a handler, and kills it with no
+    # reason. SIGCONT in its place is harmless: the run ends on SLURM's own SIGTERM at the limit (TIMEOUT).
+    params["additional_parameters"] = {"signal": "CONT@30",
+                                       **{k.replace("-", "_"): v for k, v in options.extra.items()}}
     return params
 
 
