@@ -19,7 +19,7 @@ from harness.executor.job import RunJob
 from harness.executor.slurm import ExecutorInterrupted, SlurmExecutor, SlurmOptions
 from harness.paths import reports_root
 from harness.record import RunRecord
-from harness.store.url import redact_url, store_url
+from harness.store.url import store_url
 
 __all__ = ["add_executor_arguments", "dispatch", "slurm_executor", "slurm_store"]
 
@@ -80,7 +80,3 @@ def dispatch(executor: SlurmExecutor, jobs: Sequence[RunJob],
         return executor.run_all(jobs, on_record), False
     except ExecutorInterrupted as exc:
         return exc.records, True
-
-
-def describe_store(url: str | None) -> str:
-    return redact_url(url) if url else "no store"

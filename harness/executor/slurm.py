@@ -15,18 +15,22 @@ from __future__ import annotations
 
 import math
 import re
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from harness import __version__
 from harness.artifacts import write_record
 from harness.build.spec import parse_build_spec
-from harness.errors import UserError
+from harness.errors import InfraError, UserError
 from harness.executor.job import RunJob, run_job
 from harness.outcome import Outcome
 from harness.record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo
@@ -93,8 +97,11 @@ def _parameters(hardware: Hardware, deadline_s: float, options: SlurmOptions) ->
     gres = gres_for(hardware, options.gpu_types)
     if gres:
         params["gres"] = gres
-    if options.extra:
-        params["additional_parameters"] = {k.replace("-", "_"): v for k, v in options.extra.items()}
+    # submitit asks SLURM for USR2 90 s before the time limit (sent up to 60 s earlier still), to requeue or
+    # checkpoint; with a short limit it arrives before the job's Python has a handler, and kills it with no
+    # reason. SIGCONT in its place is harmless: the run ends on SLURM's own SIGTERM at the limit (TIMEOUT).
+    params["additional_parameters"] = {"signal": "CONT@30",
+                                       **{k.replace("-", "_"): v for k, v in options.extra.items()}}
     return params
 
 
@@ -117,16 +124,22 @@ class SlurmExecutor:
     def run_all(self, jobs: Sequence[RunJob], on_record: Callable[[RunRecord], None] | None = None) -> list[RunRecord]:
         """Submit ``jobs`` and wait; their records in the order of ``jobs`` (``on_record`` sees each as it
         arrives). Raises :class:`ExecutorInterrupted` on Ctrl-C, after cancelling the jobs."""
-        tracked = self._submit(jobs)
-        try:
-            self._wait(tracked, on_record)
-        except KeyboardInterrupt:
-            raise ExecutorInterrupted(self._cancel(tracked, on_record)) from None
+        with _sigterm_as_ctrl_c():
+            submitted: dict[int, Any] = {}
+            try:
+                tracked = self._submit(jobs, submitted)
+            except KeyboardInterrupt:  # between two arrays: what was submitted already is cancelled too
+                tracked = [_Tracked(job, submitted[i]) for i, job in enumerate(jobs) if i in submitted]
+                raise ExecutorInterrupted(self._cancel(tracked, on_record)) from None
+            try:
+                self._wait(tracked, on_record)
+            except KeyboardInterrupt:
+                raise ExecutorInterrupted(self._cancel(tracked, on_record)) from None
         return [t.record for t in tracked if t.record is not None]
 
     # ------------------------------------------------------------------ submission
 
-    def _submit(self, jobs: Sequence[RunJob]) -> list[_Tracked]:
+    def _submit(self, jobs: Sequence[RunJob], handles: dict[int, Any]) -> list[_Tracked]:
         import submitit
 
         if not jobs:
@@ -138,7 +151,6 @@ class SlurmExecutor:
             key = repr(sorted(params.items()))
             groups.setdefault(key, []).append(i)
             params_of[key] = params
-        handles: dict[int, Any] = {}
         self.options.folder.mkdir(parents=True, exist_ok=True)
         for key, indices in groups.items():
             executor = submitit.SlurmExecutor(folder=self.options.folder / "%j", max_num_timeout=0)
@@ -147,11 +159,16 @@ class SlurmExecutor:
             except ValueError as exc:  # an unknown --slurm-arg, a bad value
                 raise UserError(f"--executor slurm: {first_line(exc)}") from None
             # One array per group of equal requests (submitit's batch), single jobs alone.
-            if len(indices) > 1:
-                with executor.batch():
-                    subs = [executor.submit(run_job, jobs[i]) for i in indices]
-            else:
-                subs = [executor.submit(run_job, jobs[indices[0]])]
+            try:
+                if len(indices) > 1:
+                    with executor.batch():
+                        subs = [executor.submit(run_job, jobs[i]) for i in indices]
+                else:
+                    subs = [executor.submit(run_job, jobs[indices[0]])]
+            except (submitit.core.utils.FailedJobError, OSError) as exc:  # sbatch said no (partition, account...)
+                for handle in handles.values():
+                    handle.cancel(check=False)
+                raise InfraError(f"--executor slurm: sbatch refused the jobs: {_last_line(exc)}") from None
             for i, sub in zip(indices, subs):
                 handles[i] = sub
         tracked = [_Tracked(job, handles[i]) for i, job in enumerate(jobs)]
@@ -225,6 +242,23 @@ class SlurmExecutor:
                     on_record(t.record)
         _say("slurm: interrupted; every unfinished job is cancelled")
         return [t.record for t in tracked if t.record is not None]
+
+
+@contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM (a CI runner stopping the submitter) cancels the jobs as Ctrl-C does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _job_folder(t: _Tracked) -> Path:

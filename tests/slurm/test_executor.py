@@ -229,3 +229,15 @@ def test_the_local_executor_runs_the_same_jobs_here(tmp_path: Path) -> None:
     assert seen == [record] and record.outcome is Outcome.CRASH
     assert record.signature == "frozen-kv-mtp-stale-out-cache-loc"
     assert Path(record.artifacts).resolve().is_relative_to(tmp_path.resolve())
+
+
+def test_jobs_sbatch_refuses_end_the_command_as_infra_in_one_line(slurm_conf: str, pg_url: str,
+                                                                  tmp_path: Path) -> None:
+    res = _cli("run", _scenario(tmp_path, "nowhere"), "--build", "sim:post-fix", "--out", tmp_path, "--store", pg_url,
+               "--executor", "slurm", "--partition", "no-such-partition")
+    assert res.returncode == 3, res.stdout + res.stderr
+    lines = res.stderr.strip().splitlines()  # sbatch's own error lines (submitit lets them through), then ours
+    assert lines[-1].startswith("sglang-repro: --executor slurm: sbatch refused the jobs")
+    assert "partition" in lines[-1].lower() and sum(line.startswith("sglang-repro:") for line in lines) == 1
+    with open_store(pg_url) as store:
+        assert store.count_runs() == 0
