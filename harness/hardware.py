@@ -269,7 +269,9 @@ def host_info() -> HostInfo:
 
     ``cuda_version`` is the CUDA version the driver supports (NVML's ``nvmlSystemGetCudaDriverVersion``,
     the "CUDA Version" of nvidia-smi's header), a fact of the host; the CUDA a build was compiled for is
-    the build's. ``cpu`` is the CPU model (``cpu_model``).
+    the build's (SGLang's ``check_env`` reports the driver via ``nvidia-smi --query-gpu=driver_version`` and
+    the toolkit via ``nvcc -V``: sglang 0.5.15 ``check_env.py:156-202``, ``srt/utils/common.py:1058-1073``).
+    ``cpu`` is the CPU model (``cpu_model``).
     """
     driver = cuda = None
     with _nvml() as nvml:
