@@ -32,6 +32,8 @@ __all__ = [
     "ENV_FALSE",
     "ENV_TRUE",
     "FACTS",
+    "NEEDS",
+    "needs",
     "FIX_MARKER",
     "FROZEN_KV_MTP_MAX_RUNNING_DEFAULT",
     "AUTH_EXEMPT_PREFIXES",
@@ -426,3 +428,30 @@ FACTS: Final[tuple[Fact, ...]] = (
        "[:n] (the only test, :642, is for None): torch raises 'The size of tensor a (48) must match the size of "
        "tensor b (N)'; triton skips it"),
 )
+
+
+# Which runs depend on a fact (pre-flight ends a run on a release where a fact it depends on drifted,
+# harness.preflight_contract): every run (readiness, health, the stream, logs, crash markers, the
+# warm-up phase) unless listed here; "speculative": a scenario with --speculative-algorithm (its
+# acceptance figures, the draft's quantization, and the Frozen-KV MTP crash paths the catalogue and
+# the reference server model); "metrics": --enable-metrics or a check on the gauge; "auth": --api-key.
+NEEDS: Final[dict[str, str]] = {
+    "SPEC_META_INFO_KEYS": "speculative",
+    "AVG_ACCEPT_LENGTH_KEY": "speculative",
+    "DRAFT_QUANTIZATION_UNQUANT": "speculative",
+    "FIX_MARKER": "speculative",
+    "FROZEN_KV_MTP_MAX_RUNNING_DEFAULT": "speculative",
+    "DRAFT_TOPK_BACKEND": "speculative",
+    "DRAFT_EAGER_CHOICE": "speculative",
+    "DRAFT_GRAPH_PATH": "speculative",
+    "STALE_ONLY_IN_A_FRESH_RUNNING_BATCH": "speculative",
+    "DRAFT_GRAPH_SWA_REFILL": "speculative",
+    "METRIC_NAMES": "metrics",
+    "AUTH_EXEMPT_PREFIXES": "auth",
+    "UNAUTHORIZED_ERROR": "auth",
+}
+
+
+def needs(fact: Fact) -> str:
+    """Which runs depend on ``fact``: "every run", "speculative", "metrics" or "auth"."""
+    return NEEDS.get(fact.name, "every run")

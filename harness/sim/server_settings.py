@@ -40,6 +40,9 @@ _DEFAULT_CONTEXT = 8192
 _DEFAULT_MAX_RUNNING = 32
 _DISABLED = "disabled"
 _DEFAULT_TOTAL_TOKENS = 16384
+# SGLang's --chunked-prefill-size when unset and the GPU memory is unknown (server_args.py 0.5.14 :3207;
+# 4096 too for 35-60 GB GPUs such as L40S, :3171); -1 (or 0) turns chunking off.
+_DEFAULT_CHUNKED_PREFILL = 4096
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,10 @@ class SchedulerSettings:
     seed: int
     log_level: str = "info"
     decode_log_interval: int = 40
+    chunked_prefill_size: int = _DEFAULT_CHUNKED_PREFILL
+    disable_radix_cache: bool = False
+    hierarchical_cache: bool = False
+    hicache_ratio: float = 2.0
 
 
 class SettingsError(ValueError):
@@ -161,8 +168,8 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
     total = args.max_total_tokens or max(_DEFAULT_TOTAL_TOKENS, 2 * context)
     hybrid_swa = target.has_sliding_window and not args.disable_hybrid_swa_memory
     if args.enable_hierarchical_cache:
-        logger.info("%s HiCache flags accepted (ratio %.1f); the model keeps all KV on one tier",
-                    SIM_LABEL, args.hicache_ratio)
+        logger.info("%s HiCache: evicted prefixes kept on a host tier of %.1f x the KV pool and loaded back "
+                    "on a hit (harness.sim.radix_cache)", SIM_LABEL, args.hicache_ratio)
     if args.tp_size > 1:
         logger.info("%s --tp-size %d accepted; the model runs one CPU process", SIM_LABEL, args.tp_size)
     return SchedulerSettings(
@@ -176,4 +183,8 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
         draft_agreement=args.sim_draft_agreement, step_cost_ms=args.sim_step_cost_ms, device=args.sim_device,
         seed=args.sim_seed if args.random_seed is None else args.random_seed, log_level=args.log_level,
         decode_log_interval=args.decode_log_interval,
+        chunked_prefill_size=_DEFAULT_CHUNKED_PREFILL if args.chunked_prefill_size is None else args.chunked_prefill_size,
+        disable_radix_cache=bool(args.disable_radix_cache),
+        hierarchical_cache=bool(args.enable_hierarchical_cache) and not args.disable_radix_cache,
+        hicache_ratio=float(args.hicache_ratio),
     )
