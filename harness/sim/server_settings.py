@@ -8,7 +8,8 @@ draft CUDA graph is skipped (eager path) when CUDA graphs are disabled for both 
 (``--disable-cuda-graph``, or ``--cuda-graph-backend-decode/-prefill disabled``) or
 ``--speculative-num-steps <= 1``; the draft's attention backend is
 ``--speculative-draft-attention-backend``, else ``--decode-attention-backend``, else
-``--attention-backend`` (default triton: SGLang picks trtllm_mha for Gemma-4 only on SM100), and
+``--attention-backend`` (Gemma-4's default: trtllm_mha on SM100, triton elsewhere, as SGLang; the
+model's "GPU" is ``--sim-gpu-sm``, else its device's: CPU is none), and
 Frozen-KV MTP with topk > 1 supports only triton; ``--max-running-requests`` defaults to 48 for
 Frozen-KV MTP (harness.contract.FROZEN_KV_MTP_MAX_RUNNING_DEFAULT).
 """
@@ -40,6 +41,7 @@ _DEFAULT_CONTEXT = 8192
 _DEFAULT_MAX_RUNNING = 32
 _DISABLED = "disabled"
 _DEFAULT_TOTAL_TOKENS = 16384
+_GEMMA4_ARCHS = ("Gemma4ForConditionalGeneration", "Gemma4ForCausalLM", "Gemma4UnifiedForConditionalGeneration")
 # SGLang's --chunked-prefill-size when unset and the GPU memory is unknown (server_args.py 0.5.14 :3207;
 # 4096 too for 35-60 GB GPUs such as L40S, :3171); -1 (or 0) turns chunking off.
 _DEFAULT_CHUNKED_PREFILL = 4096
@@ -140,6 +142,30 @@ def _cuda_graph_fully_disabled(args: argparse.Namespace) -> bool:
     return decode == _DISABLED and prefill == _DISABLED
 
 
+def _gpu_sm(args: argparse.Namespace) -> int | None:
+    if args.sim_gpu_sm is not None:
+        return int(args.sim_gpu_sm)
+    if args.sim_device != "cuda":
+        return None
+    import torch
+
+    return int(torch.cuda.get_device_capability()[0])
+
+
+def _attention_backend(args: argparse.Namespace, target: TinyConfig) -> str:
+    """``--attention-backend``, else SGLang's default: for Gemma-4 trtllm_mha on SM100 and triton elsewhere
+    (harness.contract GEMMA4_DEFAULT_ATTENTION_BACKEND, server_args.py 0.5.14 :4061-4069; 0.5.15
+    arg_groups/overrides.py :609-616); the reference server's triton for any other model."""
+    if args.attention_backend:
+        return str(args.attention_backend)
+    if target.architecture not in _GEMMA4_ARCHS:
+        return "triton"
+    default = "trtllm_mha" if _gpu_sm(args) == 10 else "triton"
+    if not (args.prefill_attention_backend or args.decode_attention_backend):
+        logger.info("%s Use %s as default attention backend for Gemma4", SIM_LABEL, default)
+    return default
+
+
 def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
     """Raise ``SettingsError`` (or ``ModelNotFoundError``) for what cannot start."""
     target = resolve_model(args.model_path)
@@ -152,7 +178,7 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
     num_steps = args.speculative_num_steps or 3
     topk = args.speculative_eagle_topk or 1
     num_draft_tokens = args.speculative_num_draft_tokens or (num_steps * topk + 1)
-    backend = args.decode_attention_backend or args.attention_backend or "triton"
+    backend = args.decode_attention_backend or _attention_backend(args, target)
     draft_backend = args.speculative_draft_attention_backend or backend
     if speculative and topk > 1 and draft_backend != "triton":
         # SGLang raises this ValueError in the draft worker (frozen_kv_mtp_worker_v2.py 0.5.14 :246-251).

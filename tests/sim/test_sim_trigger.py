@@ -213,3 +213,27 @@ def test_a_batch_mate_finishing_at_prefill_drops_the_stale_value():
     _add(s, "long", _prompt(276, 9))
     _drain(s)
     assert s.snapshot()["completion_tokens"] == 9
+
+
+# -- the attention backend SGLang picks for Gemma-4 when none is given --------------------------------
+
+def test_gemma4_defaults_to_trtllm_mha_only_on_sm100():
+    no_backend = [a for a in NVFP4_TRTLLM if a not in ("--attention-backend", "trtllm_mha")]
+    assert _scheduler(no_backend).s.draft_attention_backend == "triton"  # CPU, L40S, H100: triton
+    assert _scheduler([*no_backend, "--sim-gpu-sm", "9"]).s.draft_attention_backend == "triton"
+    assert _scheduler([*no_backend, "--sim-gpu-sm", "10"]).s.draft_attention_backend == "trtllm_mha"
+    assert _scheduler([*no_backend, "--sim-gpu-sm", "10", "--attention-backend", "triton"]).s.attention_backend == "triton"
+
+
+def test_the_28264_graph_case_crashes_on_sm100_where_the_default_is_trtllm_mha():
+    """The #28264 scenario's graph case gives no backend: on L40S (triton, guarded) it passes; the same flags on
+    an SM100 GPU get trtllm_mha, whose unguarded SWA refill takes the stale value."""
+    from tests.sim.sim_helpers import GRAPH_28264
+
+    s = _scheduler(GRAPH_28264)
+    _add(s, "p", _prompt(276, 10))
+    _drain(s)
+    s = _scheduler([*GRAPH_28264, "--sim-gpu-sm", "10"])
+    _add(s, "p", _prompt(276, 10))
+    with pytest.raises(RuntimeError, match=GRAPH_MSG.format(limit=FROZEN_KV_MTP_MAX_RUNNING_DEFAULT, n=276)):
+        _drain(s)
