@@ -32,6 +32,8 @@ __all__ = [
     "ENV_FALSE",
     "ENV_TRUE",
     "FACTS",
+    "NEEDS",
+    "needs",
     "FIX_MARKER",
     "FROZEN_KV_MTP_MAX_RUNNING_DEFAULT",
     "AUTH_EXEMPT_PREFIXES",
@@ -171,6 +173,11 @@ SAMPLING_PARAMS: Final = ("max_new_tokens", "temperature", "ignore_eos", "stop")
 STREAM_DATA_PREFIX: Final = "data: "
 STREAM_DONE: Final = "data: [DONE]"
 META_INFO_KEYS: Final = ("finish_reason", "prompt_tokens", "completion_tokens", "cached_tokens", "e2e_latency")
+# The three acceptance lengths, different quantities never compared with one another (README "metrics"):
+# - per request (the harness's accept_length): meta_info spec_accept_length = completion_tokens / spec_verify_ct,
+#   bonus token included, on the finished chunk; the harness sums tokens and verify steps over its requests;
+# - the server's (accept_length_server): /server_info internal_states[0].avg_spec_accept_length, below;
+# - the gauge (accept_length_gauge): /metrics sglang:spec_accept_length, the last decode log interval only.
 SPEC_META_INFO_KEYS: Final = ("spec_accept_length", "spec_verify_ct")  # accept length = completion / verify
 ABORT_TYPE: Final = "abort"
 ABORT_KEYS: Final = ("type", "message", "status_code", "err_type")  # FINISH_ABORT.to_json()
@@ -314,7 +321,7 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_TM, 2301, 2334, "def _calculate_spec_decoding_metrics("),
         Cite(_TM, 2329, 2362, 'meta_info["spec_accept_length"] = ('),
         Cite(_TM, 2335, 2368, 'meta_info["spec_verify_ct"] = recv_obj.spec_verify_ct[i]'),
-    ), "per request, bonus token included"),
+    ), "per request: completion_tokens / spec_verify_ct, bonus token included, on the finished chunk only"),
     Fact("ABORT_KEYS", ABORT_KEYS, (
         Cite("srt/managers/schedule_batch.py", 202, 202, "class FINISH_ABORT(BaseFinishReason):"),
         Cite("srt/managers/schedule_batch.py", 211, 211, '"type": "abort",'),
@@ -340,7 +347,7 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_METRICS, 1429, 1430, 'name="sglang:prompt_tokens_total",'),
         Cite(_METRICS, 1434, 1435, 'name="sglang:generation_tokens_total",'),
         Cite(_METRICS, 1514, 1515, 'name="sglang:num_requests_total",'),
-    )),
+    ), "sglang:spec_accept_length is a gauge of the last decode log interval (per tp_rank), not a lifetime figure"),
     Fact("LOG_RANK_TAGS", LOG_RANK_TAGS, (
         Cite(_SCHED, 4135, 4237, 'prefix += f" DP{dp_rank}"'),
         Cite(_SCHED, 4137, 4239, 'prefix += f" PP{pp_rank}"'),
@@ -418,6 +425,35 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite("srt/managers/schedule_batch.py", 2779, 2790, "self.out_cache_loc = None"),
     ), "a finished prefill becomes the running batch as it is (keeping its out_cache_loc) only when none is "
        "running; merged into a running batch, out_cache_loc is None, and the stale value is gone"),
+    Fact("EXTEND_TOKENS_ONLY", "max_prefix_len = input_len - 1", (
+        Cite("srt/managers/schedule_batch.py", 1223, 1226, "def _compute_max_prefix_len(self, input_len: int) -> int:"),
+        Cite("srt/managers/schedule_batch.py", 1225, 1228, "max_prefix_len = input_len - 1"),
+        Cite("srt/managers/schedule_batch.py", 2044, 2056,
+             "out_cache_loc, req_pool_indices_tensor, req_pool_indices_cpu = alloc_for_extend("),
+        Cite("srt/managers/schedule_batch.py", 2208, 2220, "self.out_cache_loc = out_cache_loc"),
+        Cite("srt/mem_cache/radix_cache.py", 358, 355, "def match_prefix(self, params: MatchPrefixParams) -> MatchResult:"),
+        Cite("srt/mem_cache/radix_cache.py", 438, 437, "def cache_finished_req(self, req: Req, is_insert: bool = True):"),
+        Cite("srt/mem_cache/hiradix_cache.py", 1141, 1237, "def load_back("),
+    ), "a prefill allocates out_cache_loc for its extend tokens only: a radix or HiCache (loaded back) prefix hit "
+       "shrinks the N of the crash message, and a fully cached prompt still extends one token (N = 1)"),
+    Fact("CHUNKED_PREFILL", 4096, (
+        Cite(_ARGS, 3207, 3554, "self.chunked_prefill_size = 4096"),
+        Cite(_ARGS, 3171, 3518, "self.chunked_prefill_size = 4096"),
+        Cite(_SCHED, 2576, 2619, "chunked_req_to_exclude.add(self.chunked_req)"),
+        Cite(_SCHED, 2613, 2657, "self.last_batch.filter_batch("),
+        Cite(_SCHED, 2798, 2837, "self.chunked_req = adder.add_chunked_req(self.chunked_req)"),
+        Cite("srt/managers/schedule_batch.py", 2728, 2739, "self.out_cache_loc = None"),
+    ), "--chunked-prefill-size unset: 4096 on a 35-60 GB GPU (L40S) or an unknown one; a chunked request leaves "
+       "its batch until its last chunk (a real filter_batch, which drops out_cache_loc), so N is the last chunk"),
+    Fact("GEMMA4_DEFAULT_ATTENTION_BACKEND", ("trtllm_mha", "triton"), (
+        Cite(_ARGS, 4063, None, '"trtllm_mha" if is_sm100_supported() else "triton"'),
+        Cite("srt/arg_groups/overrides.py", None, 611, '"trtllm_mha" if is_sm100_supported() else "triton"'),
+        Cite(_ARGS, 4068, None, "as default attention backend for Gemma4"),
+        Cite("srt/arg_groups/overrides.py", None, 614, "as default attention backend for Gemma4"),
+        Cite(_ARGS, 6578, 6480, "def is_attention_backend_not_set(self):"),
+        Cite("srt/utils/common.py", 282, 285, "is_sm100_supported = lru_cache(maxsize=1)("),
+    ), "Gemma-4 with no attention backend flag: trtllm_mha on SM100 (B200/GB200, compute capability 10.x), triton "
+       "elsewhere (L40S, H100, CPU); moved from server_args.py to arg_groups/overrides.py in 0.5.15"),
     Fact("DRAFT_GRAPH_SWA_REFILL", DRAFT_GRAPH_SWA_REFILL, (
         Cite(_TRT, 645, None, DRAFT_GRAPH_SWA_REFILL),
         Cite(_TRT, 325, 327, "torch.zeros(max_num_tokens, dtype=torch.int64, device=self.device)"),
@@ -426,3 +462,33 @@ FACTS: Final[tuple[Fact, ...]] = (
        "[:n] (the only test, :642, is for None): torch raises 'The size of tensor a (48) must match the size of "
        "tensor b (N)'; triton skips it"),
 )
+
+
+# Which runs depend on a fact (pre-flight ends a run on a release where a fact it depends on drifted,
+# harness.preflight_contract): every run (readiness, health, the stream, logs, crash markers, the
+# warm-up phase) unless listed here; "speculative": a scenario with --speculative-algorithm (its
+# acceptance figures, the draft's quantization, and the Frozen-KV MTP crash paths the catalogue and
+# the reference server model); "metrics": --enable-metrics or a check on the gauge; "auth": --api-key.
+NEEDS: Final[dict[str, str]] = {
+    "SPEC_META_INFO_KEYS": "speculative",
+    "AVG_ACCEPT_LENGTH_KEY": "speculative",
+    "DRAFT_QUANTIZATION_UNQUANT": "speculative",
+    "FIX_MARKER": "speculative",
+    "FROZEN_KV_MTP_MAX_RUNNING_DEFAULT": "speculative",
+    "DRAFT_TOPK_BACKEND": "speculative",
+    "DRAFT_EAGER_CHOICE": "speculative",
+    "DRAFT_GRAPH_PATH": "speculative",
+    "STALE_ONLY_IN_A_FRESH_RUNNING_BATCH": "speculative",
+    "DRAFT_GRAPH_SWA_REFILL": "speculative",
+    "EXTEND_TOKENS_ONLY": "speculative",
+    "CHUNKED_PREFILL": "speculative",
+    "GEMMA4_DEFAULT_ATTENTION_BACKEND": "speculative",
+    "METRIC_NAMES": "metrics",
+    "AUTH_EXEMPT_PREFIXES": "auth",
+    "UNAUTHORIZED_ERROR": "auth",
+}
+
+
+def needs(fact: Fact) -> str:
+    """Which runs depend on ``fact``: "every run", "speculative", "metrics" or "auth"."""
+    return NEEDS.get(fact.name, "every run")

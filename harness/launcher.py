@@ -19,6 +19,7 @@ from harness.errors import InfraError
 from harness.http import get_json, post
 from harness.paths import resolve_fixture
 from harness.preflight import ARGPARSE_ERROR, FlagCheck, check_flag_sets, model_gap
+from harness.preflight_contract import contract_gap
 from harness.prompts import Prompt, fit_token_ids, prompt_lengths, random_id_prompts, text_prompts
 from harness.scenario import Case
 from harness.scenario.model import TokenRange
@@ -94,6 +95,10 @@ class SGLangLauncher:
         return check_flag_sets(self.build, flag_sets)
 
     def missing(self, case: Case) -> str | None:
+        # First the contract: a release whose facts drifted would report nothing, silently (cached per build).
+        drift = contract_gap(self.build, case)
+        if drift:
+            return drift
         sc = case.scenario
         load_format = sc.server.args.get("load-format")
         for model in filter(None, (sc.server.model, sc.server.draft_model)):

@@ -35,8 +35,12 @@ def test_every_citation_is_on_its_line(release: RealSGLang) -> None:
     wrong = []
     for fact in contract.FACTS:
         for cite in fact.cites:
-            lines = release.source(cite.file).splitlines()
             where = cite.line(release.version)
+            if not (release.package / cite.file).is_file():  # a file one release lacks (arg_groups/overrides.py)
+                if where is not None:
+                    wrong.append(f"{fact.name}: {cite.file} is missing")
+                continue
+            lines = release.source(cite.file).splitlines()
             if where is None:
                 if any(cite.text in line for line in lines):
                     wrong.append(f"{fact.name}: {cite.text!r} should be absent from {cite.file}")

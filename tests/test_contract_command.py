@@ -23,6 +23,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _copy_cited(package: Path, dest: Path) -> Path:
     for name in {c.file for f in contract.FACTS for c in f.cites}:
+        if not (package / name).is_file():  # cited for the other release only
+            continue
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(package / name, dest / name)
     return dest

@@ -14,6 +14,9 @@ Two things are kept, in one small JSON file per build interpreter under ``<cache
   build whose sglang location is unknown is never cached. (A ``src:`` checkout used as it is can
   still change other modules the parser reads choices from, e.g. the function-call parsers, without
   a commit; those edits are not seen.)
+- **answers about the build's sources** (:func:`cached_answer`, e.g. pre-flight's contract check):
+  kept under a section name, stamped with whatever identity the caller gives (it includes the size and
+  mtime of the files the answer was read from), recomputed when that identity changes.
 - **the environment description** (``env.json``): the package list of the build's interpreter,
   read by a subprocess (about 0.2 s). Stamped with the interpreter, overlay, sglang version and
   commit, and the mtime of every directory on the interpreter's ``sys.path``: installing,
@@ -38,7 +41,7 @@ from harness.atomic import write_atomic
 from harness.build.environments import default_cache_dir
 from harness.build.resolve import Build
 
-__all__ = ["cache_file", "cached_environment", "cached_flag_checks", "flag_set_key"]
+__all__ = ["cache_file", "cached_answer", "cached_environment", "cached_flag_checks", "file_stamps", "flag_set_key"]
 
 log = logging.getLogger(__name__)
 
@@ -197,3 +200,25 @@ def cached_environment(
             data["environment"] = {**kept, digest: {"identity": identity, "dirs": dirs, "facts": facts}}
             _write(path, data)
     return facts
+
+
+def file_stamps(paths: Sequence[Path]) -> dict[str, list[int] | None]:
+    """Size and mtime of each path (None when absent): an identity that changes when a file does."""
+    return {str(p): _stat(p) for p in paths}
+
+
+def cached_answer(build: Build, section: str, identity: Mapping[str, Any], compute: Callable[[], Any], *,
+                  cache_dir: Path | None = None) -> Any:
+    """``compute()``'s JSON-able answer for ``build``, kept under ``section`` while ``identity`` holds."""
+    ident = json.loads(json.dumps(identity))  # as it reads back from the file
+    path = cache_file(build, cache_dir)
+    with _locked(path) as data:
+        entry = (data or {}).get(section) or {}
+    if entry.get("identity") == ident and "answer" in entry:
+        return entry["answer"]
+    answer = compute()
+    with _locked(path) as data:
+        if data is not None:
+            data[section] = {"identity": ident, "answer": answer}
+            _write(path, data)
+    return answer

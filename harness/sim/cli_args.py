@@ -148,6 +148,9 @@ SIM_KNOBS: dict[str, dict[str, Any]] = {
                      "help": "extra time per target forward step (a draft step costs a tenth), modelling GPU time"},
     "device": {"choices": ("cpu", "cuda"), "default": "cpu"},
     "seed": {"type": int, "default": 0},
+    "gpu-sm": {"type": int, "default": None,
+               "help": "compute capability major of the GPU the model stands for (10: SM100, B200), for SGLang's "
+                       "hardware-dependent defaults (Gemma-4's attention backend); unset: the --sim-device's own"},
 }
 
 

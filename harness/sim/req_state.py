@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from harness.sim.radix_cache import MatchResult
+
 __all__ = ["Req"]
 
 
@@ -24,6 +26,8 @@ class Req:
     generator: torch.Generator | None = None
     req_pool_idx: int = -1
     seq_len: int = 0
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache (meta_info.cached_tokens)
+    prefix_match: MatchResult | None = None  # the cached path it holds locked
     pending: int = -1
     output_ids: list[int] = field(default_factory=list)
     drafts: torch.Tensor | None = None  # [topk, chain_len] proposed by the last draft
@@ -40,7 +44,7 @@ class Req:
             "id": self.rid,
             "prompt_tokens": len(self.input_ids),
             "completion_tokens": len(self.output_ids),
-            "cached_tokens": 0,
+            "cached_tokens": self.cached_tokens,
             "finish_reason": self.finish_reason,
         }
         if speculative:

@@ -30,6 +30,7 @@ from harness.sim.memory_pool import KVPool, ReqToTokenPool, TokenToKVPoolAllocat
 from harness.sim.metrics_reporter import MetricsReporter
 from harness.sim.model import FrozenKVDraftHead, TinyTransformer
 from harness.sim.model_runner import GraphLikeRunner, ModelRunner
+from harness.sim.radix_cache import RadixCache
 from harness.sim.req_state import Req
 from harness.sim.sampling import sample
 from harness.sim.server_settings import SchedulerSettings
@@ -51,6 +52,9 @@ class Scheduler:
         torch.manual_seed(settings.seed)
         self.waiting: list[Req] = []
         self.running: list[Req] = []
+        # The request whose prompt is being prefilled chunk by chunk (SGLang's scheduler.chunked_req): it
+        # holds slots but joins the running batch only with its last chunk.
+        self.chunked_req: Req | None = None
         self.reset_stats()
         self.metrics_reporter = MetricsReporter(settings.decode_log_interval)  # what /server_info reports
         self.worker: FrozenKVMTPWorker | None = None
@@ -58,7 +62,7 @@ class Scheduler:
 
     def reset_stats(self) -> bool:
         """Start a new ground-truth window (a trial on a server shared between trials); refused in flight."""
-        if getattr(self, "running", None) or getattr(self, "waiting", None):
+        if getattr(self, "running", None) or getattr(self, "waiting", None) or getattr(self, "chunked_req", None):
             return False
         self._first_arrival: float | None = None
         self._last_finish: float | None = None
@@ -99,6 +103,11 @@ class Scheduler:
         target_model = TargetBatchModel(self.model, self.pool, self.req_pool)
         target_graph = None if s.disable_cuda_graph else GraphLikeRunner(
             target_model, s.cuda_graph_max_bs, BUFFER_FIELDS, self.device)
+        # SGLang keeps its radix cache on for Frozen-KV MTP (0.5.14 sets disable_radix_cache only for
+        # other features); with --enable-hierarchical-cache the host tier holds hicache_ratio x the pool.
+        self.tree_cache = None if s.disable_radix_cache else RadixCache(
+            self.allocator, self.pool, hierarchical=s.hierarchical_cache,
+            host_capacity=int(s.hicache_ratio * s.max_total_tokens))
         self.target_runner = ModelRunner(target_model, CudaGraphBufferRegistry(s.max_running_requests, self.device),
                                          target_graph, cost)
         logger.info("%s KV pool: %d token slots, %d request slots, max_running_requests=%d",
@@ -149,6 +158,11 @@ class Scheduler:
         self.waiting.append(r)
 
     def abort(self, rid: str) -> None:
+        if self.chunked_req is not None and self.chunked_req.rid == rid:
+            r, self.chunked_req = self.chunked_req, None
+            r.finish_reason = {"type": "abort", "message": "aborted"}
+            self._release(r)
+            self._send(r)
         for queue in (self.waiting, self.running):
             for r in list(queue):
                 if r.rid == rid:
@@ -159,9 +173,26 @@ class Scheduler:
                     self._send(r)
 
     def _release(self, r: Req) -> None:
-        self.allocator.free(self.req_pool.req_to_token[r.req_pool_idx, : r.seq_len].clone())
+        slots = self.req_pool.req_to_token[r.req_pool_idx, : r.seq_len].clone()
+        if self.tree_cache is None:
+            self.allocator.free(slots)
+        else:
+            # cache_finished_req: the tokens that have KV (the last output token has none yet) go to the
+            # prefix cache; a verify step cut short by max_new_tokens can hold slots past the output.
+            tokens = (r.input_ids + r.output_ids)[: r.seq_len]
+            self.tree_cache.insert(tokens, slots[: len(tokens)])
+            self.allocator.free(slots[len(tokens):])
+            if r.prefix_match is not None:
+                self.tree_cache.lock(r.prefix_match, -1)
+                r.prefix_match = None
         self.req_pool.free(r.req_pool_idx)
         r.req_pool_idx = -1
+
+    def _alloc(self, n: int) -> torch.Tensor:
+        short = n - self.allocator.available_size()
+        if short > 0 and self.tree_cache is not None:
+            self.tree_cache.evict(short)
+        return self.allocator.alloc(n)
 
     def _send(self, r: Req) -> None:
         self.out.send(("out", r.rid, r.output_ids[r.sent_len:], r.meta_info(self.s.speculative), r.finish_reason))
@@ -182,27 +213,63 @@ class Scheduler:
 
     # -- one iteration ------------------------------------------------------------------------
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running)
+        return bool(self.waiting or self.running or self.chunked_req)
 
-    def _admit(self) -> list[Req]:
-        committed = sum(self._budget(r) for r in self.running)
-        batch: list[Req] = []
+    def _admit(self) -> list[tuple[Req, int]]:
+        """The next prefill batch: (request, tokens it extends now). SGLang's PrefillAdder: the chunked
+        request's next chunk first (``add_chunked_req``), then waiting requests, each extending what its
+        cached prefix leaves; one that does not fit the chunk budget is cut to it and becomes the chunked
+        request (``add_one_req``, schedule_policy.py 0.5.14 :704-725, :986-1015)."""
+        chunk = self.s.chunked_prefill_size if self.s.chunked_prefill_size > 0 else None
+        batch: list[tuple[Req, int]] = []
         tokens = 0
+        if self.chunked_req is not None:
+            r = self.chunked_req
+            left = len(r.input_ids) - r.seq_len
+            take = min(left, chunk) if chunk else left
+            batch.append((r, take))
+            tokens += take
+            if take < left:
+                return batch
+            self.chunked_req = None
+        committed = sum(self._budget(r) for r in self.running) + sum(self._budget(r) for r, _ in batch)
+        admitted: list[Req] = []
         for r in list(self.waiting):
             need = self._budget(r)
             if len(self.running) + len(batch) >= self.s.max_running_requests or committed + need > self.s.max_total_tokens:
                 break
+            if chunk is not None and tokens >= chunk:
+                break
             if batch and tokens + len(r.input_ids) > self.s.max_prefill_tokens:
                 break
-            batch.append(r)
+            self._match(r)
+            extend = len(r.input_ids) - r.seq_len
+            take = min(extend, chunk - tokens) if chunk is not None else extend
+            batch.append((r, take))
+            admitted.append(r)
             committed += need
-            tokens += len(r.input_ids)
-        for r in batch:
+            tokens += take
+            if take < extend:
+                self.chunked_req = r
+                break
+        for r in admitted:
             self.waiting.remove(r)
         return batch
 
+    def _match(self, r: Req) -> None:
+        """Give ``r`` its request slot and its cached prefix (locked while it runs)."""
+        r.req_pool_idx = self.req_pool.alloc()
+        if self.tree_cache is None:
+            return
+        match = self.tree_cache.match_prefix(r.input_ids)
+        if len(match):
+            self.tree_cache.lock(match, +1)
+            self.req_pool.req_to_token[r.req_pool_idx, : len(match)] = self.tree_cache.slots_of(match)
+            r.prefix_match = match
+            r.seq_len = r.cached_tokens = len(match)
+
     def step(self) -> None:
-        batch = self._admit() if self.waiting else []
+        batch = self._admit() if (self.waiting or self.chunked_req) else []
         if batch:
             self.run_prefill(batch)
         elif self.running:
@@ -217,43 +284,47 @@ class Scheduler:
             if len(r.output_ids) > r.sent_len or r.finish_reason is not None:
                 self._send(r)
 
-    def run_prefill(self, reqs: list[Req]) -> None:
+    def run_prefill(self, batch: list[tuple[Req, int]]) -> None:
         dev = self.device
         ids: list[int] = []
         positions: list[int] = []
         spans: list[SeqSpan] = []
-        for r in reqs:
-            r.req_pool_idx = self.req_pool.alloc()
-            spans.append(SeqSpan(start=len(ids), length=len(r.input_ids), req_pool_idx=r.req_pool_idx, prefix_len=0))
-            ids.extend(r.input_ids)
-            positions.extend(range(len(r.input_ids)))
-            if r.count_in_stats:
+        for r, take in batch:
+            if r.seq_len == r.cached_tokens and r.count_in_stats:  # its first chunk
                 self.stats["prompt_tokens"] += len(r.input_ids)
-        slots = self.allocator.alloc(len(ids))
-        for r, span in zip(reqs, spans):
-            self.req_pool.req_to_token[r.req_pool_idx, : span.length] = slots[span.start : span.start + span.length]
-            r.seq_len = span.length
+            spans.append(SeqSpan(start=len(ids), length=take, req_pool_idx=r.req_pool_idx, prefix_len=r.seq_len))
+            ids.extend(r.input_ids[r.seq_len : r.seq_len + take])
+            positions.extend(range(r.seq_len, r.seq_len + take))
+        # One slot per extend token (schedule_batch.py 0.5.14 :2044, :2208): cached prefixes take none.
+        slots = self._alloc(len(ids))
+        for (r, take), span in zip(batch, spans):
+            self.req_pool.req_to_token[r.req_pool_idx, r.seq_len : r.seq_len + take] = slots[span.start : span.start + take]
+            r.seq_len += take
         fb = ForwardBatch(
-            forward_mode=ForwardMode.EXTEND, batch_size=len(reqs),
+            forward_mode=ForwardMode.EXTEND, batch_size=len(batch),
             input_ids=torch.tensor(ids, dtype=torch.int64, device=dev),
             positions=torch.tensor(positions, dtype=torch.int64, device=dev),
-            seq_lens=torch.tensor([len(r.input_ids) for r in reqs], dtype=torch.int64, device=dev),
-            req_pool_indices=torch.tensor([r.req_pool_idx for r in reqs], dtype=torch.int64, device=dev),
+            seq_lens=torch.tensor([r.seq_len for r, _ in batch], dtype=torch.int64, device=dev),
+            req_pool_indices=torch.tensor([r.req_pool_idx for r, _ in batch], dtype=torch.int64, device=dev),
             out_cache_loc=slots, spans=spans,
         )
         logits = self.target_runner.forward(fb)
         self.stats["forward_steps"] += 1
-        for r, span in zip(reqs, spans):
+        done = [(r, span) for (r, _), span in zip(batch, spans) if r is not self.chunked_req]
+        for r, span in done:
             tok = int(sample(logits[span.start + span.length - 1 : span.start + span.length], r.temperature, r.generator))
             self._append(r, [tok])
-        # SGLang: a prefill batch becomes the running batch as it is when none is running, and keeps its
-        # out_cache_loc (the stale value); merged into a running batch it gets out_cache_loc = None
-        # (scheduler.py 0.5.14 :2619-2625, schedule_batch.py merge_batch :2779).
+        # SGLang (scheduler.py 0.5.14 :2599-2625): the finished prefill batch is filtered (the chunked
+        # request and finished requests leave it) and becomes the running batch as it is when none is
+        # running, keeping its out_cache_loc (the stale value); a real filter_batch (schedule_batch.py
+        # :2728) or a merge into a running batch (merge_batch :2779) sets it to None.
         merged = bool(self.running)
+        filtered = len(done) < len(batch) or any(r.finish_reason is not None for r, _ in done)
+        reqs = [r for r, _ in done]
         self.running.extend(reqs)
         alive = [r for r in reqs if r.finish_reason is None]
         if self.worker is not None and alive:
-            self._draft(alive, None if merged else slots)  # the draft inherits the batch's out_cache_loc
+            self._draft(alive, None if merged or filtered else slots)  # the draft inherits the batch's out_cache_loc
 
     def _draft(self, reqs: list[Req], last_out_cache_loc: torch.Tensor | None) -> None:
         assert self.worker is not None
@@ -266,6 +337,9 @@ class Scheduler:
     def run_decode(self) -> None:
         reqs = self.running
         if self.worker is not None:
+            short = len(reqs) * self.worker.topk * (self.worker.chain_len + 1) - self.allocator.available_size()
+            if short > 0 and self.tree_cache is not None:
+                self.tree_cache.evict(short)
             new_tokens, last_locs = self.worker.verify(reqs)
             self.stats["forward_steps"] += 1
             self.metrics_reporter.on_decode_batch(sum(len(t) - 1 for t in new_tokens), len(reqs))
@@ -280,7 +354,7 @@ class Scheduler:
                 self._draft([reqs[i] for i in alive], last_locs[alive])
             return
         dev = self.device
-        slots = self.allocator.alloc(len(reqs))
+        slots = self._alloc(len(reqs))
         fb = ForwardBatch(
             forward_mode=ForwardMode.DECODE, batch_size=len(reqs),
             input_ids=torch.tensor([r.pending for r in reqs], dtype=torch.int64, device=dev),
@@ -321,10 +395,12 @@ class Scheduler:
         return st
 
     def flush_cache(self) -> bool:
-        # No prefix cache is modelled; like SGLang, refuse while requests are in flight, and reset the
-        # metrics reporter's counters (scheduler.py 0.5.14 :3649).
+        # Like SGLang, refuse while requests are in flight; empty the prefix cache (both tiers) and reset
+        # the metrics reporter's counters (scheduler.py 0.5.14 :3649).
         if self.has_work():
             return False
+        if self.tree_cache is not None:
+            self.tree_cache.reset()
         self.metrics_reporter.reset_metrics()
         return True
 

@@ -8,7 +8,8 @@ draft CUDA graph is skipped (eager path) when CUDA graphs are disabled for both 
 (``--disable-cuda-graph``, or ``--cuda-graph-backend-decode/-prefill disabled``) or
 ``--speculative-num-steps <= 1``; the draft's attention backend is
 ``--speculative-draft-attention-backend``, else ``--decode-attention-backend``, else
-``--attention-backend`` (default triton: SGLang picks trtllm_mha for Gemma-4 only on SM100), and
+``--attention-backend`` (Gemma-4's default: trtllm_mha on SM100, triton elsewhere, as SGLang; the
+model's "GPU" is ``--sim-gpu-sm``, else its device's: CPU is none), and
 Frozen-KV MTP with topk > 1 supports only triton; ``--max-running-requests`` defaults to 48 for
 Frozen-KV MTP (harness.contract.FROZEN_KV_MTP_MAX_RUNNING_DEFAULT).
 """
@@ -40,6 +41,10 @@ _DEFAULT_CONTEXT = 8192
 _DEFAULT_MAX_RUNNING = 32
 _DISABLED = "disabled"
 _DEFAULT_TOTAL_TOKENS = 16384
+_GEMMA4_ARCHS = ("Gemma4ForConditionalGeneration", "Gemma4ForCausalLM", "Gemma4UnifiedForConditionalGeneration")
+# SGLang's --chunked-prefill-size when unset and the GPU memory is unknown (server_args.py 0.5.14 :3207;
+# 4096 too for 35-60 GB GPUs such as L40S, :3171); -1 (or 0) turns chunking off.
+_DEFAULT_CHUNKED_PREFILL = 4096
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,10 @@ class SchedulerSettings:
     seed: int
     log_level: str = "info"
     decode_log_interval: int = 40
+    chunked_prefill_size: int = _DEFAULT_CHUNKED_PREFILL
+    disable_radix_cache: bool = False
+    hierarchical_cache: bool = False
+    hicache_ratio: float = 2.0
 
 
 class SettingsError(ValueError):
@@ -133,6 +142,30 @@ def _cuda_graph_fully_disabled(args: argparse.Namespace) -> bool:
     return decode == _DISABLED and prefill == _DISABLED
 
 
+def _gpu_sm(args: argparse.Namespace) -> int | None:
+    if args.sim_gpu_sm is not None:
+        return int(args.sim_gpu_sm)
+    if args.sim_device != "cuda":
+        return None
+    import torch
+
+    return int(torch.cuda.get_device_capability()[0])
+
+
+def _attention_backend(args: argparse.Namespace, target: TinyConfig) -> str:
+    """``--attention-backend``, else SGLang's default: for Gemma-4 trtllm_mha on SM100 and triton elsewhere
+    (harness.contract GEMMA4_DEFAULT_ATTENTION_BACKEND, server_args.py 0.5.14 :4061-4069; 0.5.15
+    arg_groups/overrides.py :609-616); the reference server's triton for any other model."""
+    if args.attention_backend:
+        return str(args.attention_backend)
+    if target.architecture not in _GEMMA4_ARCHS:
+        return "triton"
+    default = "trtllm_mha" if _gpu_sm(args) == 10 else "triton"
+    if not (args.prefill_attention_backend or args.decode_attention_backend):
+        logger.info("%s Use %s as default attention backend for Gemma4", SIM_LABEL, default)
+    return default
+
+
 def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
     """Raise ``SettingsError`` (or ``ModelNotFoundError``) for what cannot start."""
     target = resolve_model(args.model_path)
@@ -145,7 +178,7 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
     num_steps = args.speculative_num_steps or 3
     topk = args.speculative_eagle_topk or 1
     num_draft_tokens = args.speculative_num_draft_tokens or (num_steps * topk + 1)
-    backend = args.decode_attention_backend or args.attention_backend or "triton"
+    backend = args.decode_attention_backend or _attention_backend(args, target)
     draft_backend = args.speculative_draft_attention_backend or backend
     if speculative and topk > 1 and draft_backend != "triton":
         # SGLang raises this ValueError in the draft worker (frozen_kv_mtp_worker_v2.py 0.5.14 :246-251).
@@ -161,8 +194,8 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
     total = args.max_total_tokens or max(_DEFAULT_TOTAL_TOKENS, 2 * context)
     hybrid_swa = target.has_sliding_window and not args.disable_hybrid_swa_memory
     if args.enable_hierarchical_cache:
-        logger.info("%s HiCache flags accepted (ratio %.1f); the model keeps all KV on one tier",
-                    SIM_LABEL, args.hicache_ratio)
+        logger.info("%s HiCache: evicted prefixes kept on a host tier of %.1f x the KV pool and loaded back "
+                    "on a hit (harness.sim.radix_cache)", SIM_LABEL, args.hicache_ratio)
     if args.tp_size > 1:
         logger.info("%s --tp-size %d accepted; the model runs one CPU process", SIM_LABEL, args.tp_size)
     return SchedulerSettings(
@@ -176,4 +209,8 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
         draft_agreement=args.sim_draft_agreement, step_cost_ms=args.sim_step_cost_ms, device=args.sim_device,
         seed=args.sim_seed if args.random_seed is None else args.random_seed, log_level=args.log_level,
         decode_log_interval=args.decode_log_interval,
+        chunked_prefill_size=_DEFAULT_CHUNKED_PREFILL if args.chunked_prefill_size is None else args.chunked_prefill_size,
+        disable_radix_cache=bool(args.disable_radix_cache),
+        hierarchical_cache=bool(args.enable_hierarchical_cache) and not args.disable_radix_cache,
+        hicache_ratio=float(args.hicache_ratio),
     )

@@ -1,0 +1,133 @@
+"""Pre-flight's contract check: a release whose facts drifted ends the run as infra, naming the fact, before a start."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness import contract, preflight_contract
+from harness.build import Build
+from harness.outcome import Outcome, Phase
+from harness.preflight_contract import contract_gap, needed_by
+from harness.run import RunOptions, execute_run
+from harness.scenario import load_file, select_cases
+
+REPO = Path(__file__).resolve().parent.parent
+LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
+EAGER = "tokens=276,path=eager"
+
+
+def _case(path: Path, name: str = EAGER):
+    (case,) = select_cases(load_file(path), name)
+    return case
+
+
+def _scenario_with(tmp_path: Path, **args: object) -> Path:
+    data = yaml.safe_load(LONG.read_text())
+    data["server"]["args"].update(args)
+    path = tmp_path / "changed.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _copy_cited(package: Path, dest: Path) -> Path:
+    for name in {c.file for f in contract.FACTS for c in f.cites}:
+        if not (package / name).is_file():  # cited for the other release only
+            continue
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(package / name, dest / name)
+    return dest
+
+
+def _build_at(package: Path, version: str) -> Build:
+    return Build("python", f"python:{package}", "/nonexistent/python", ("python", "-m", "sglang.launch_server"),
+                 version=version, location=str(package))
+
+
+def _replace(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_what_a_case_depends_on(tmp_path: Path) -> None:
+    assert needed_by(_case(LONG)) == {"every run", "speculative"}
+    assert needed_by(_case(_scenario_with(tmp_path, **{"enable-metrics": True, "api-key": "k"}))) == {
+        "every run", "speculative", "metrics", "auth"}
+    assert set(contract.NEEDS) <= {f.name for f in contract.FACTS}  # every tagged name is a fact
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", contract.VERSIONS)
+def test_the_real_releases_hold_every_fact_a_seed_case_depends_on(version: str, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.real_sglang import real_sglang
+
+    package = real_sglang(version).package  # before the cache moves: the shared environment
+    monkeypatch.setenv("SGLANG_REPRO_CACHE", str(tmp_path / "cache"))
+    build = _build_at(package, version)
+    assert contract_gap(build, _case(LONG)) is None
+
+
+@pytest.mark.slow
+def test_a_drifted_fact_is_named_only_for_the_cases_that_depend_on_it(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.real_sglang import real_sglang
+
+    package = _copy_cited(real_sglang("0.5.15").package, tmp_path / "sglang")
+    monkeypatch.setenv("SGLANG_REPRO_CACHE", str(tmp_path / "cache"))
+    _replace(package / "srt/observability/metrics_collector.py", 'name="sglang:spec_accept_length"',
+             'name="sglang:spec_decode_accept_length"')  # a release renames the gauge
+    build = _build_at(package, "0.5.15")
+    assert contract_gap(build, _case(LONG)) is None  # no --enable-metrics: the gauge is not read
+    gap = contract_gap(build, _case(_scenario_with(tmp_path, **{"enable-metrics": True})))
+    assert gap is not None and "contract fact METRIC_NAMES" in gap and "sglang:spec_accept_length" in gap
+    assert "sglang/srt/observability/metrics_collector.py:415" in gap
+
+
+@pytest.mark.slow
+def test_the_answer_is_kept_per_build_until_a_cited_file_changes(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.real_sglang import real_sglang
+
+    package = _copy_cited(real_sglang("0.5.14").package, tmp_path / "sglang")
+    monkeypatch.setenv("SGLANG_REPRO_CACHE", str(tmp_path / "cache"))
+    calls: list[Path] = []
+    real_check = preflight_contract.check_package
+
+    def counting(package: Path, version: str):  # a spy: the real check, counted
+        calls.append(package)
+        return real_check(package, version)
+
+    monkeypatch.setattr(preflight_contract, "check_package", counting)
+    build = _build_at(package, "0.5.14")
+    case = _case(LONG)
+    assert contract_gap(build, case) is None and contract_gap(build, case) is None
+    assert len(calls) == 1
+    _replace(package / "srt/entrypoints/http_server.py", contract.READY_LINE, "The server is up.")
+    gap = contract_gap(build, case)
+    assert len(calls) == 2 and gap is not None and "contract fact READY_LINE" in gap
+    assert contract_gap(build, case) == gap and len(calls) == 2
+
+
+@pytest.mark.slow
+def test_a_run_on_a_release_whose_facts_changed_is_infra_before_a_server_starts(tmp_path: Path) -> None:
+    """A whole sglang whose fix-path file lost a cited line: its own parser accepts the flags, then
+    pre-flight names the fact, and no server is started (no log)."""
+    from tests.real_sglang import real_sglang
+
+    real = real_sglang("0.5.15")
+    copy = tmp_path / "site" / "sglang"
+    shutil.copytree(real.package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    _replace(copy / "srt/speculative/frozen_kv_mtp_worker_v2.py", contract.FIX_MARKER, "forward_batch.out_cache_loc = ()")
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{copy.parent}" exec "{real.python}" "$@"\n')
+    wrapper.chmod(0o755)
+    result = execute_run(_case(LONG), f"python:{wrapper}", role="after",
+                         options=RunOptions(out_root=tmp_path / "out", progress=False))
+    assert result.outcome is Outcome.INFRA and result.phase is Phase.PREFLIGHT, result.reason
+    assert "contract fact FIX_MARKER" in result.reason and "frozen_kv_mtp_worker_v2.py:439" in result.reason
+    assert not Path(result.server.log).exists(), "nothing may be launched"
