@@ -109,9 +109,8 @@ def test_a_series_of_this_host_survives_a_kernel_update(tmp_path) -> None:
 
     from harness.hardware import host_info
     from harness.history.series import case_points, host_changes
-    from harness.record import host_from_dict
 
-    here = host_from_dict(host_info())
+    here = host_info()
     assert here.cpu, "this host's /proc/cpuinfo names no CPU model"
     with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
         for night, kernel in ((1, "6.1.0-40"), (2, "6.1.0-41"), (3, "6.12.9")):
