@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from harness.history.alerts import Alert
-from harness.history.incidents import group, next_step
+from harness.history.incidents import Incident, group, next_step
 from harness.history.review import review
 from harness.history.series import Point
 from harness.outcome import Outcome
@@ -150,3 +152,39 @@ def test_store_alerts_lists_one_incident_and_ack_resolve_move_all_its_alerts_at_
     assert f"INCIDENT {incident.fingerprint} resolved " in run_cli("store", "alerts", "--all", "--store", str(db)).stdout
     bad = run_cli("store", "ack", "0123456789abcdef0123", "--store", str(db))
     assert bad.returncode == 2 and "no incident or alert 0123456789abcdef0123" in bad.stderr
+
+
+@pytest.mark.slow
+def test_the_incidents_next_step_runs_as_printed(run_cli, tmp_path) -> None:
+    """A slowdown of one build on a real scenario's two cases: one incident, and its printed next step (a
+    compare of two reference-server specs) runs: the CLI accepts it, the case resolves, both builds start."""
+    import dataclasses
+    import shlex
+
+    from harness.record import ScenarioRef
+
+    ref = ScenarioRef("frozen-kv-mtp-accept-length-guard", "scenarios/frozen_kv_mtp/accept_length_guard.yaml")
+    rng = random.Random(5)
+    incidents: list[Incident] = []
+    with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
+        for night in range(1, 14):
+            batch = new_batch("nightly", f"night-{night:02d}", started_at=f"2026-11-{night:02d}T02:00:00+00:00")
+            slow = night >= 7
+            spec, factor = ("sim:post-fix,step-cost-ms=20", 0.75) if slow else ("sim:post-fix", 1.0)
+            records = [dataclasses.replace(make_record(
+                f"n{night}-{case}-t{t}", case=case, spec=spec, trial=t, started_at=batch.started_at,
+                metrics={"output_throughput_tok_s": 200.0 * factor * (1 + 0.02 * rng.gauss(0, 1)),
+                         "itl_ms_p50": 20.0 / factor * (1 + 0.02 * rng.gauss(0, 1))}), scenario=ref)
+                for case in ("draft=topk1", "draft=topk3") for t in range(3)]
+            store.record_many(records, batch)
+            incidents += review(store, batch.id).incidents
+    (incident,) = incidents
+    assert {a.case for a in incident.alerts} == {"draft=topk1", "draft=topk3"}
+    argv = shlex.split(incident.next_step)
+    assert argv[:3] == ["sglang-repro", "compare", ref.file]
+    proc = run_cli(*argv[1:], "--trials", "1", "--out", str(tmp_path / "out"), "--no-store", timeout=600)
+    # 0 or 1: the scenario's expectations held or not; never 2 (the command as printed was bad) or 3 (infra).
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "before: pass" in proc.stdout and "after: pass" in proc.stdout  # both builds started and served
+    (report,) = (tmp_path / "out" / "compare").glob("*/report.html")
+    assert "sim:post-fix,step-cost-ms=20" in report.read_text()  # the after build is the slow one, as printed
