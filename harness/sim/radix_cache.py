@@ -10,7 +10,8 @@ short, unlocked leaves are evicted, least recently used first (``evict`` :558).
 
 With ``--enable-hierarchical-cache`` (``hiradix_cache.py``) an evicted node keeps its KV on the host
 tier (up to ``--hicache-ratio`` x the device pool) and still matches; a hit there is loaded back
-into fresh device slots (``load_back`` :1141) and counts as prefix, so HiCache hits shrink N too.
+into fresh device slots (``load_back`` :1141) and joins the prefix (``schedule_policy.py`` :939: the
+extend length is what is left), so HiCache hits shrink N too.
 The host copy is made at eviction here (SGLang's default write-through makes it earlier; for what
 matches it is the same). Without HiCache an evicted prefix is gone and the prompt extends in full.
 ``/flush_cache`` empties both tiers (``reset`` :335). Node per token, not per run of tokens: the
