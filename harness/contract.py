@@ -434,6 +434,7 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite("srt/mem_cache/radix_cache.py", 358, 355, "def match_prefix(self, params: MatchPrefixParams) -> MatchResult:"),
         Cite("srt/mem_cache/radix_cache.py", 438, 437, "def cache_finished_req(self, req: Req, is_insert: bool = True):"),
         Cite("srt/mem_cache/hiradix_cache.py", 1141, 1237, "def load_back("),
+        Cite("srt/managers/schedule_policy.py", 939, 1053, "req.prefix_indices = torch.cat([req.prefix_indices, new_indices])"),
     ), "a prefill allocates out_cache_loc for its extend tokens only: a radix or HiCache (loaded back) prefix hit "
        "shrinks the N of the crash message, and a fully cached prompt still extends one token (N = 1)"),
     Fact("CHUNKED_PREFILL", 4096, (

@@ -62,19 +62,24 @@ def test_seed_scenarios_expand_as_the_issue_describes():
     loaded = {item.scenario.name: item for item in load_paths([SEEDS])}
     long = loaded["frozen-kv-mtp-long-prompt-28264"]
     names = {c.name for c in long.cases}
-    assert {"tokens=276,path=eager", "tokens=271,path=eager", "tokens=276,path=graph"} <= names
+    assert {"tokens=276,path=eager", "tokens=271,path=eager", "tokens=276,path=graph",
+            "tokens=276+chunk256,path=eager", "tokens=257+chunk256,path=eager"} <= names
     for case in long.cases:
         before = case.scenario.expect["before"]
         args = case.scenario.server.args
         # prompt-length cases skip SGLang's own warm-up, so the crash is the workload's; 276+warmup keeps it
         keeps_warmup = case.values["tokens"] == "276+warmup"
         assert ("skip-server-warmup" not in args) == keeps_warmup
-        if case.values["path"] == "eager":
+        # a prompt longer than the chunked-prefill size: N is its last chunk (20 crashes; 1 fits: no crash)
+        chunked = args.get("chunked-prefill-size") == 256
+        if case.values["path"] == "eager" and chunked and case.values["tokens"] == "257+chunk256":
+            assert run_holds(before, Outcome.PASS, None, None) and before.status == "hypothesis"
+        elif case.values["path"] == "eager":
             assert args["speculative-num-steps"] == 1 and args["disable-cuda-graph"] is True
             at, elsewhere = (Phase.WARMUP, Phase.WORKLOAD) if keeps_warmup else (Phase.WORKLOAD, Phase.WARMUP)
             assert run_holds(before, Outcome.CRASH, "frozen-kv-mtp-stale-out-cache-loc", at)
             assert not run_holds(before, Outcome.CRASH, "frozen-kv-mtp-stale-out-cache-loc", elsewhere)
-            assert before.status == ("hypothesis" if keeps_warmup else "confirmed")
+            assert before.status == ("hypothesis" if keeps_warmup or chunked else "confirmed")
         else:
             assert args["speculative-num-steps"] == 5 and "disable-cuda-graph" not in args
             assert run_holds(before, Outcome.PASS, None, None)

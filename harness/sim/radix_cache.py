@@ -10,7 +10,8 @@ short, unlocked leaves are evicted, least recently used first (``evict`` :558).
 
 With ``--enable-hierarchical-cache`` (``hiradix_cache.py``) an evicted node keeps its KV on the host
 tier (up to ``--hicache-ratio`` x the device pool) and still matches; a hit there is loaded back
-into fresh device slots (``load_back`` :1141) and counts as prefix, so HiCache hits shrink N too.
+into fresh device slots (``load_back`` :1141) and joins the prefix (``schedule_policy.py`` :939: the
+extend length is what is left), so HiCache hits shrink N too.
 The host copy is made at eviction here (SGLang's default write-through makes it earlier; for what
 matches it is the same). Without HiCache an evicted prefix is gone and the prompt extends in full.
 ``/flush_cache`` empties both tiers (``reset`` :335). Node per token, not per run of tokens: the
@@ -19,6 +20,7 @@ tiny models' prompts are short, and the shape of the tree does not change what m
 
 from __future__ import annotations
 
+import heapq
 import itertools
 
 import torch
@@ -110,13 +112,13 @@ class RadixCache:
         # Along any path device nodes come first (eviction takes device leaves), so these are its tail.
         self.evict(len(nodes) - self.allocator.available_size())
         slots = self.allocator.alloc(len(nodes))
+        for layer in range(len(self.pool.k)):
+            rows = [n.host_kv[layer] for n in nodes if n.host_kv]
+            self.pool.k[layer][slots] = torch.stack([k for k, _ in rows])
+            self.pool.v[layer][slots] = torch.stack([v for _, v in rows])
         for node, slot in zip(nodes, slots.tolist()):
-            assert node.host_kv is not None
-            for layer, (k, v) in enumerate(node.host_kv):
-                self.pool.k[layer][slot] = k
-                self.pool.v[layer][slot] = v
             node.slot, node.host_kv = slot, None
-            self.host_size -= 1
+        self.host_size -= len(nodes)
 
     def slots_of(self, match: MatchResult) -> torch.Tensor:
         return torch.tensor([n.slot for n in match.path], dtype=torch.int64)
@@ -146,31 +148,46 @@ class RadixCache:
             self.allocator.free(torch.tensor(duplicate, dtype=torch.int64))
 
     def evict(self, num_tokens: int) -> int:
-        """Free at least ``num_tokens`` device slots from unlocked leaves, least recently used first."""
-        freed = 0
-        while freed < num_tokens:
-            leaves = [n for n in self._nodes() if n.slot is not None and n.lock_ref == 0
-                      and all(c.slot is None for c in n.children.values())]
-            if not leaves:
-                break
-            leaves.sort(key=lambda n: n.last_access)
-            for n in leaves[: num_tokens - freed]:
-                self._evict_one(n)
-                freed += 1
-        return freed
+        """Free at least ``num_tokens`` device slots from unlocked leaves, least recently used first; a parent
+        whose last device child went becomes a leaf in turn (one walk of the tree and a heap, as SGLang's)."""
+        if num_tokens <= 0:
+            return 0
 
-    def _evict_one(self, node: _Node) -> None:
-        assert node.slot is not None
-        slot = node.slot
-        if self.hierarchical and self.host_size < self.host_capacity:
-            node.host_kv = [(self.pool.k[i][slot].clone(), self.pool.v[i][slot].clone())
-                            for i in range(len(self.pool.k))]
-            node.slot = None
-            self.host_size += 1
-        else:
-            node.slot = None
-            self._drop(node)
-        self.allocator.free(torch.tensor([slot], dtype=torch.int64))
+        def evictable(n: _Node) -> bool:
+            return (n.slot is not None and n.lock_ref == 0 and n.parent is not None
+                    and all(c.slot is None for c in n.children.values()))
+
+        order = itertools.count()  # ties in last_access: first found first
+        heap = [(n.last_access, next(order), n) for n in self._nodes() if evictable(n)]
+        heapq.heapify(heap)
+        freed: list[int] = []
+        to_host: list[tuple[_Node, int]] = []
+        while len(freed) < num_tokens and heap:
+            _, _, node = heapq.heappop(heap)
+            if not evictable(node):
+                continue
+            parent = node.parent
+            assert node.slot is not None
+            freed.append(node.slot)
+            if self.hierarchical and self.host_size < self.host_capacity:
+                to_host.append((node, node.slot))
+                node.host_kv = []  # filled below: the slot is not reused before the free at the end
+                self.host_size += 1
+                node.slot = None
+            else:
+                node.slot = None
+                self._drop(node)
+            if parent is not None and parent is not self.root and evictable(parent):
+                heapq.heappush(heap, (parent.last_access, next(order), parent))
+        if to_host:  # one gather per layer, not one per token
+            index = torch.tensor([slot for _, slot in to_host], dtype=torch.int64)
+            ks = [k[index].clone() for k in self.pool.k]
+            vs = [v[index].clone() for v in self.pool.v]
+            for j, (node, _) in enumerate(to_host):
+                node.host_kv = [(k[j], v[j]) for k, v in zip(ks, vs)]
+        if freed:
+            self.allocator.free(torch.tensor(freed, dtype=torch.int64))
+        return len(freed)
 
     def _drop(self, node: _Node) -> None:
         # A node leaves the tree with everything below it (host-only nodes under it lose their parent).
