@@ -13,11 +13,18 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.scenario import load_paths, select_cases
 from harness.store.store import new_batch, open_store
 from tests.store.records import make_record
 
 REPO = Path(__file__).resolve().parent.parent
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
+
+
+def _long_cases() -> list[str]:
+    """The repository's own #28264 scenario's cases, however many it has today."""
+    (loaded,) = load_paths([LONG])
+    return [c.name for c in select_cases(loaded, None)]
 
 
 def _cli(*args: object) -> subprocess.CompletedProcess[str]:
@@ -46,21 +53,21 @@ def _matrix(res: subprocess.CompletedProcess[str]) -> list[dict]:
 
 def test_groups_by_hardware_and_shards_to_fit_by_the_durations_the_store_has_seen(tmp_path: Path) -> None:
     folder = _scenarios(tmp_path)
-    # Without a store every run counts --default-minutes: 8 cases of 10 min on L40S, one each on H200.
+    cases = _long_cases()
+    assert len(cases) % 4 == 0, "the shard counts below assume a multiple of 4 cases"
+    # Without a store every run counts --default-minutes: each L40S case 10 min (two a shard), one each on H200.
     jobs = _matrix(_cli("ci-matrix", folder, "--format", "github", "--max-minutes", "25"))
     l40s = [j for j in jobs if j["runner"] == "gpu-l40s-x4"]
     h200 = [j for j in jobs if j["runner"] == "gpu-h200-x2"]
-    assert [j["shard"] for j in l40s] == ["1/4", "2/4", "3/4", "4/4"] and all(j["cases"] == 2 for j in l40s)
-    assert all(j["minutes"] <= 25 for j in jobs) and sum(j["cases"] for j in l40s) == 8
+    n = len(cases) // 2
+    assert [j["shard"] for j in l40s] == [f"{k}/{n}" for k in range(1, n + 1)] and all(j["cases"] == 2 for j in l40s)
+    assert all(j["minutes"] <= 25 for j in jobs) and sum(j["cases"] for j in l40s) == len(cases)
     assert [j["shard"] for j in h200] == ["1/1"] and h200[0]["cases"] == 2 and h200[0]["minutes"] == 20
     assert "h1.yaml" in h200[0]["command"] and "h2.yaml" in h200[0]["command"] and "long.yaml" not in h200[0]["command"]
-    assert re.search(r'nightly .*long\.yaml --build "\$BUILD" --shard 3/4 --store "\$SGLANG_REPRO_STORE"',
+    assert re.search(rf'nightly .*long\.yaml --build "\$BUILD" --shard 3/{n} --store "\$SGLANG_REPRO_STORE"',
                      l40s[2]["command"])
-    # The store has seen the L40S cases take 2 minutes a run: two shards of four cases fit 10 minutes.
+    # The store has seen the L40S cases take 2 minutes a run: shards of four cases fit 10 minutes.
     db = tmp_path / "seen.db"
-    cases = ["tokens=271,path=eager", "tokens=271,path=graph", "tokens=276,path=eager", "tokens=276,path=graph",
-             "tokens=2048,path=eager", "tokens=2048,path=graph", "tokens=276+warmup,path=eager",
-             "tokens=276+warmup,path=graph"]
     with open_store(str(db)) as store:
         store.record_many([dataclasses.replace(make_record(f"r{i}-{t}", case=case, trial=t,
                                                            scenario="frozen-kv-mtp-long-prompt-28264"),
@@ -68,7 +75,8 @@ def test_groups_by_hardware_and_shards_to_fit_by_the_durations_the_store_has_see
                           new_batch("nightly"))
     jobs = _matrix(_cli("ci-matrix", folder, "--format", "github", "--max-minutes", "10", "--store", db))
     l40s = [j for j in jobs if j["runner"] == "gpu-l40s-x4"]
-    assert [j["shard"] for j in l40s] == ["1/2", "2/2"] and [j["cases"] for j in l40s] == [4, 4]
+    n = len(cases) // 4
+    assert [j["shard"] for j in l40s] == [f"{k}/{n}" for k in range(1, n + 1)] and [j["cases"] for j in l40s] == [4] * n
     assert all(8.0 <= j["minutes"] <= 8.1 for j in l40s)
 
 
