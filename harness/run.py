@@ -38,6 +38,7 @@ from harness.auth import admin_headers, request_headers
 from harness.build import Build, BuildFailure, Builds, describe_environment
 from harness.errors import HarnessError, UserError
 from harness.expectation import judge_run
+from harness.interrupts import Shield
 from harness.launcher import Launcher, hardware_gap, launcher_for
 from harness.lease import DEFAULT_GPU_LEASE_TIMEOUT_S, gpu_env, lease_gpus, lease_port
 from harness.metrics import aggregate, read_server_figures
@@ -584,12 +585,13 @@ def execute_run(
             interrupted = _serve_guarded(resolved, paths, deadline, opts, catalogue, attempt, trial, pool)
         assert attempt.verdict is not None
         verdict, checks = _judge(attempt.verdict, sc.checks, attempt.metrics)
-        if attempt.live is not None and pool is not None and verdict.outcome is not Outcome.PASS:
-            # A fresh server after any crash, failed check or interruption: never carry a broken one on.
-            with attempt.timed("teardown"):
-                attempt.teardown = pool.evict(attempt.live.key)
-        record = _record(resolved, attempt, verdict, checks, paths, role=role, trial=trial, started=started,
-                         started_at=started_at)
-    if interrupted:
+        with Shield(reraise=False) as late:  # issue 24: from here a signal only hurries; the record is written
+            if attempt.live is not None and pool is not None and verdict.outcome is not Outcome.PASS:
+                # A fresh server after any crash, failed check or interruption: never carry a broken one on.
+                with attempt.timed("teardown"):
+                    attempt.teardown = pool.evict(attempt.live.key)
+            record = _record(resolved, attempt, verdict, checks, paths, role=role, trial=trial, started=started,
+                             started_at=started_at)
+    if interrupted or late.count:
         raise RunInterrupted(record)
     return record
