@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 GAP_S = float(os.environ.get("SGLANG_REPRO_DOUBLE_SIGNAL_GAP_S", "1.0"))
 
 
-@pytest.mark.parametrize("command", ["run", "compare", "nightly"])
+@pytest.mark.parametrize("command", ["run", "compare", "nightly", "minimize"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
 def test_a_second_signal_during_teardown_loses_no_record(tmp_path: Path, command: str, sig: int) -> None:
     out = tmp_path / "out"
@@ -58,6 +58,10 @@ def test_a_second_signal_during_teardown_loses_no_record(tmp_path: Path, command
         assert harness.returncode in (3, 130), (harness.returncode, stdout[-2000:], stderr[-2000:])
         if command == "compare":
             assert list(out.glob("compare/*/report.json")), "compare wrote no report"
+        if command == "minimize":
+            (report,) = list(out.glob("minimize/*/report.md"))
+            assert "interrupted" in report.read_text().splitlines()[0], report.read_text()[:500]
+            assert harness.returncode == 3
         print(f"{command} {signal.Signals(sig).name}: exit {harness.returncode}, ended {took:.2f} s after the "
               f"second signal, teardown {record['server']['teardown']}")
     finally:
