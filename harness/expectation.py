@@ -11,7 +11,8 @@ Rules:
   the expected ones (when named);
 - a role holds it only when every trial does: a fix that still crashes one trial in five has not held;
 - a role whose trials could not even try (every trial infra or interrupted, when neither was expected) is
-  *not run*: it is reported with the reason, never as an expectation that failed;
+  *not run*: it is reported with the reason, never as an expectation that failed; so is a role one of whose
+  trials was interrupted (the comparison was cut short), even if an earlier trial passed;
 - a hypothesis that does not hold is an observation, never a failure.
 """
 
@@ -131,8 +132,13 @@ def judge_role(role: str, exp: Expectation, runs: Sequence[RunRecord]) -> Expect
     signature = next((r.signature for r in runs if r.signature), None)
     not_run = ""
     expected_not_tried = any(o in exp.outcomes for o in (Outcome.INFRA.value, Outcome.INTERRUPTED.value))
+    interrupted = next((r for r in runs if r.outcome is Outcome.INTERRUPTED), None)
     if not held and not expected_not_tried and (not runs or all(r.outcome in _NOT_TRIED for r in runs)):
         not_run = runs[0].reason if runs else "no trial ran"
+    elif not held and not expected_not_tried and interrupted is not None:
+        # An interrupted trial cut the role short: what ran does not decide it (exit 3, as any interrupt),
+        # even when an earlier trial passed.
+        not_run = interrupted.reason
     phase = next((r.phase for r in runs if r.phase and r.outcome is outcome), None)
     expected = "|".join(exp.outcomes) + (f" at {'|'.join(exp.phases)}" if exp.phases else "")
     actual = outcome.value + (f" at {phase.value}" if exp.phases and phase else "")

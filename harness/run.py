@@ -38,6 +38,7 @@ from harness.auth import admin_headers, request_headers
 from harness.build import Build, BuildFailure, Builds, describe_environment
 from harness.errors import HarnessError, UserError
 from harness.expectation import judge_run
+from harness.interrupts import Shield
 from harness.launcher import Launcher, hardware_gap, launcher_for
 from harness.lease import DEFAULT_GPU_LEASE_TIMEOUT_S, gpu_env, lease_gpus, lease_port
 from harness.manifest import Manifest
@@ -664,13 +665,14 @@ def execute_run(
     with _sigterm_as_interrupt():
         served = resolved.verdict if isinstance(resolved, Unresolved) else _serve_guarded(resolved, ctx, trail)
         verdict, checks = _judge(served, sc.checks, trail.metrics)
-        live = trail.live
-        if live is not None and pool is not None and verdict.outcome is not Outcome.PASS:
-            # A fresh server after any crash, failed check or interruption: never carry a broken one on.
-            with trail.timed("teardown"):
-                trail.teardown = pool.evict(live.key)
-        record = _record(resolved, trail, verdict, checks, paths, role=role, trial=trial, started=started,
-                         started_at=started_at)
-    if served.outcome is Outcome.INTERRUPTED:
+        with Shield(reraise=False) as late:  # issue 24: from here a signal only hurries; the record is written
+            live = trail.live
+            if live is not None and pool is not None and verdict.outcome is not Outcome.PASS:
+                # A fresh server after any crash, failed check or interruption: never carry a broken one on.
+                with trail.timed("teardown"):
+                    trail.teardown = pool.evict(live.key)
+            record = _record(resolved, trail, verdict, checks, paths, role=role, trial=trial, started=started,
+                             started_at=started_at)
+    if served.outcome is Outcome.INTERRUPTED or late.count:
         raise RunInterrupted(record)
     return record

@@ -36,6 +36,7 @@ import psutil
 from harness import hardware, http
 from harness.contract import HEALTH_PATH, HEALTH_PROBE_TIMEOUT_S, READY_LINE
 from harness.errors import EXIT_INFRA, HarnessError, InfraError
+from harness.interrupts import Shield
 from harness.lease import port_is_free
 from harness.net import url_for
 from harness.reaper import TAG_VAR, Watchdog, kill_run
@@ -328,9 +329,11 @@ class ServerProcess:
     ) -> TeardownReport:
         """TERM the run, KILL what is left after ``grace_s``, then wait for the port and GPUs to be free.
 
-        Idempotent: a second call returns the first report.
+        Idempotent: a second call returns the first report. A SIGINT or SIGTERM that arrives meanwhile does not
+        cut the teardown short of its record: it SIGKILLs the server's group at once (the grace is over) and
+        is raised when the teardown is done (:class:`harness.interrupts.Shield`).
         """
-        with self._lock:
+        with Shield(on_signal=self._hurry), self._lock:
             if self._report is not None:
                 return self._report
             began = time.monotonic()
@@ -373,6 +376,12 @@ class ServerProcess:
             )
             log.info("stopped server pid %d: %s", proc.pid, self._report)
             return self._report
+
+    def _hurry(self) -> None:
+        """A later signal during teardown: no more grace, SIGKILL the server's process group now."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
 
     # ----- log and health -----
 

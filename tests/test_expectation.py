@@ -57,3 +57,17 @@ def test_the_phase_shows_in_what_was_expected_and_got() -> None:
 def test_expectation_lists_cannot_be_empty() -> None:
     with pytest.raises(ValueError, match="an empty list accepts nothing"):
         Expectation(outcome="crash", phase=[])
+
+
+def test_a_role_cut_short_by_an_interrupt_is_not_run_even_after_a_passing_trial() -> None:
+    """Issue 24: compare interrupted in its second trial exited 1 (a role 'failed'), not 3 (an interrupt)."""
+    from harness.expectation import judge_role
+    from harness.scenario.model import Expectation
+    from tests.run_records import make_record
+
+    runs = [make_record("pass", trial=0), make_record("interrupted", trial=1, reason="interrupted (SIGINT)")]
+    check = judge_role("after", Expectation(outcome="pass"), runs)
+    assert not check.held and check.not_run == "interrupted (SIGINT)"
+    # Every trial passed: held, nothing "not run".
+    ok = judge_role("after", Expectation(outcome="pass"), runs[:1])
+    assert ok.held and ok.not_run == ""

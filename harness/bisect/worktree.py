@@ -10,6 +10,7 @@ harness dies, even by SIGKILL, the guard ends the search's processes and removes
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -23,7 +24,10 @@ from types import TracebackType
 from harness.errors import UserError
 from harness.proc import commit_of, git
 
-__all__ = ["BisectWorktree", "layout_of", "resolve_commit"]
+__all__ = ["BisectWorktree", "clean_stale", "layout_of", "resolve_commit"]
+
+_PREFIX = "sglang-repro-bisect-"
+_LOCK = "session.lock"  # held (flock) by the bisect that owns the worktree beside it, for its whole life
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -51,7 +55,11 @@ class BisectWorktree:
     def __init__(self, repo: Path, commit: str, *, tag: str) -> None:
         self.repo = repo
         self.tag = tag
-        self.path = Path(tempfile.mkdtemp(prefix="sglang-repro-bisect-")) / "tree"
+        clean_stale(repo)  # what an earlier bisect left when it and its guard were killed together
+        self.path = Path(tempfile.mkdtemp(prefix=_PREFIX)) / "tree"
+        # The lock tells a later bisect this worktree is alive; the kernel drops it when this process dies.
+        self._lock_fd: int | None = os.open(self.path.parent / _LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         common = Path(git(repo, "rev-parse", "--git-common-dir"))
         packed = (common if common.is_absolute() else repo / common) / "packed-refs"
         # ``git bisect start`` creates an empty packed-refs file in the shared .git (git 2.39): one we
@@ -92,6 +100,9 @@ class BisectWorktree:
     def close(self) -> None:
         """Remove the worktree and its registration; then stop the guard quietly."""
         remove_worktree(self.repo, self.path, self._new_packed_refs)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
         guard = self._guard
         if guard is not None:
             self.tell_guard("disarm")
@@ -110,6 +121,40 @@ class BisectWorktree:
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
+
+
+def _is_alive(folder: Path) -> bool:
+    """True while the bisect that made ``folder`` still holds its lock."""
+    try:
+        fd = os.open(folder / _LOCK, os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return False  # no lock file: a bisect of an older harness, or its folder is gone: not alive
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def clean_stale(repo: Path) -> list[str]:
+    """Remove the worktrees an earlier bisect registered in ``repo`` and could not remove (it and its guard
+    were SIGKILLed together, e.g. a CI cancel of the whole cgroup): those under a ``sglang-repro-bisect-``
+    folder whose owner no longer holds its lock. Their ``refs/bisect/*`` and ``BISECT_*`` files live in
+    ``.git/worktrees/<name>/`` and go with them. The paths removed."""
+    listing = git(repo, "worktree", "list", "--porcelain", check=False) or ""
+    removed = []
+    for line in listing.splitlines():
+        if not line.startswith("worktree "):
+            continue
+        path = Path(line.removeprefix("worktree "))
+        if path.name != "tree" or not path.parent.name.startswith(_PREFIX) or _is_alive(path.parent):
+            continue
+        remove_worktree(repo, path)
+        removed.append(str(path))
+    git(repo, "worktree", "prune", check=False)
+    return removed
 
 
 def remove_worktree(repo: Path, path: Path, new_packed_refs: Path | None = None) -> None:

@@ -26,7 +26,8 @@ def _fraction(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", type=Path, metavar="SCENARIO", help="a scenario file")
+    parser.add_argument("scenario", type=Path, nargs="?", metavar="SCENARIO",
+                        help="a scenario file (not needed with --cleanup)")
     parser.add_argument("--case", metavar="NAME", help="the one case to search (axis=label[,axis=label])")
     parser.add_argument("--repo", type=Path, metavar="CHECKOUT",
                         help="an SGLang checkout (python/sglang/) or a checkout of sglang-repro (harness/sim/)")
@@ -56,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     memory.add_argument("--no-cache", action="store_true",
                         help="neither read nor write known trials (no results store is used)")
     parser.add_argument("--out", type=Path, metavar="DIR", help="output root (default: reports/)")
+    parser.add_argument("--cleanup", action="store_true",
+                        help="with --repo: only remove what an earlier bisect killed with its guard left in the "
+                             "checkout (its worktree, with its refs/bisect and BISECT_* files), and exit")
 
 
 def known_metrics() -> frozenset[str]:
@@ -90,6 +94,18 @@ def main(args: argparse.Namespace) -> int:
     from harness.output_path import check_output_folder
     from harness.store.url import default_store
 
+    if args.cleanup:
+        from harness.bisect.worktree import clean_stale
+
+        if args.repo is None:
+            raise UserError("--cleanup needs --repo CHECKOUT")
+        removed = clean_stale(args.repo)
+        for path in removed:
+            print(f"removed the stale bisect worktree {path}")
+        print(f"{len(removed)} stale bisect worktree(s) removed from {args.repo}")
+        return 0
+    if args.scenario is None:
+        raise UserError("bisect needs SCENARIO (a scenario file)")
     if args.releases is None and (args.repo is None or args.good is None or args.bad is None):
         raise UserError("bisect needs --repo CHECKOUT --good REV --bad REV, or --releases A..B")
     if args.releases is not None and (args.good or args.bad):

@@ -13,6 +13,7 @@ from harness.atomic import write_atomic
 from harness.build import resolve_build
 from harness.commands._store_args import store_choice
 from harness.errors import UserError
+from harness.interrupts import Shield
 from harness.output_path import check_output_file, check_output_folder
 from harness.run import RunInterrupted
 from harness.scenario import load_file, select_cases
@@ -83,7 +84,8 @@ def main(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 130
     report = render_report(result)
-    write_atomic(result.session_dir / "report.md", report)
+    with Shield(reraise=False):  # a second Ctrl-C must not leave half a report
+        write_atomic(result.session_dir / "report.md", report)
     print(report, flush=True)
     print(f"report: {result.session_dir / 'report.md'}", flush=True)
     return result.exit_code

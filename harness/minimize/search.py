@@ -73,7 +73,7 @@ class MinimizeOptions:
 
 @dataclass(frozen=True)
 class MinimizeResult:
-    status: str  # written | no-failure | not-reproducible | infra | bad-input
+    status: str  # written | no-failure | not-reproducible | infra | bad-input | interrupted
     exit_code: int
     message: str
     session_dir: Path
@@ -272,7 +272,25 @@ def _cap_timeouts(original: Timeouts, baseline: list[Observation], target: Targe
 
 
 def minimize(case: Case, build: Build, options: MinimizeOptions | None = None) -> MinimizeResult:
-    """Minimize ``case`` on ``build`` (already resolved). Never raises for a failing product."""
+    """Minimize ``case`` on ``build`` (already resolved). Never raises for a failing product.
+
+    Interrupted (SIGINT, SIGTERM) during a run, it returns what it had tried so far as status
+    ``interrupted`` (exit 3, as for any interrupt), so the report is still written.
+    """
+    from harness.run import RunInterrupted
+
+    partial: dict[str, Callable[..., MinimizeResult]] = {}
+    try:
+        return _minimize(case, build, options, partial)
+    except RunInterrupted as exc:
+        if "result" not in partial:
+            raise
+        return partial["result"]("interrupted", 3, f"interrupted during a run ({exc.record.artifacts}); what was "
+                                 "tried until then is below, nothing was confirmed")
+
+
+def _minimize(case: Case, build: Build, options: MinimizeOptions | None,
+              partial: dict[str, Callable[..., MinimizeResult]]) -> MinimizeResult:
     opts = options or MinimizeOptions()
     case = launcher_for(build).case_for(case)  # the reference server applies the scenario's `reference:`
     session = _session_dir(opts.out_root, case)
@@ -289,6 +307,7 @@ def minimize(case: Case, build: Build, options: MinimizeOptions | None = None) -
                                                   if a.verdict == Verdict.NOT_INTERESTING and a.detail != "pass"})),
                               **extra)
 
+    partial["result"] = result
     # Baseline: the case as given, BASELINE_RUNS times.
     loaded = oracle.materialize(s.original)
     if isinstance(loaded, str):

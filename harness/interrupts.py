@@ -1,0 +1,63 @@
+"""Later signals hurry a teardown, never lose its record: SIGINT and SIGTERM counted, not raised, for a while.
+
+The first Ctrl-C of a run raises KeyboardInterrupt and the run tears its server down and writes its record.
+A second Ctrl-C about a second later used to land in that teardown or that write, and the run was lost:
+exit 130, no ``result.json``, nothing in the store. Inside a :class:`Shield` a signal only counts (and
+calls ``on_signal``, e.g. to SIGKILL the server group at once instead of waiting out the grace); when
+the outermost shield closes, a signal it deferred is raised as KeyboardInterrupt if ``reraise``, so a
+first Ctrl-C that arrives during a normal teardown still interrupts the command, after the teardown.
+Shields nest: an inner one defers to the outer, which decides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType, TracebackType
+from typing import Any
+
+__all__ = ["Shield"]
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_active: list[Shield] = []
+
+
+class Shield:
+    """Defer SIGINT/SIGTERM in the main thread while the block runs; elsewhere (a worker thread) a no-op."""
+
+    def __init__(self, *, on_signal: Callable[[], None] | None = None, reraise: bool = True) -> None:
+        self.on_signal = on_signal
+        self.reraise = reraise
+        self.count = 0
+        self._previous: dict[int, Any] = {}
+        self._installed = False
+
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
+        for shield in _active:  # every open shield learns of it; the outermost decides what it means
+            shield.count += 1
+        for shield in reversed(_active):
+            if shield.on_signal is not None:
+                with contextlib.suppress(Exception):  # hurrying is best effort: the teardown runs its course
+                    shield.on_signal()
+
+    def __enter__(self) -> Shield:
+        if threading.current_thread() is threading.main_thread():
+            if not _active:
+                for sig in _SIGNALS:
+                    self._previous[sig] = signal.signal(sig, self._handler)
+                self._installed = True
+            _active.append(self)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self not in _active:
+            return
+        _active.remove(self)
+        if self._installed:
+            for sig, previous in self._previous.items():
+                signal.signal(sig, previous)
+            if self.count and self.reraise and exc_type is None:
+                raise KeyboardInterrupt(f"{self.count} signal(s) during teardown")

@@ -1,0 +1,65 @@
+"""Issue 24, item 5: a bisect killed together with its guard leaves a registered worktree (with its
+``refs/bisect/*`` and ``BISECT_*`` files) in the user's repository; the next bisect, or ``bisect --cleanup``,
+removes it, and never one whose bisect is still alive. Real git, real worktrees."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from harness.bisect.worktree import clean_stale
+from harness.cli import main
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@x.invalid"}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    for i in range(3):
+        (repo / "f").write_text(str(i))
+        _git(repo, "add", "f")
+        _git(repo, "commit", "-qm", f"c{i}")
+    return repo
+
+
+def _left_behind(repo: Path) -> Path:
+    """What a SIGKILLed bisect and guard leave: a worktree in a sglang-repro-bisect- folder, mid-bisect."""
+    tree = Path(tempfile.mkdtemp(prefix="sglang-repro-bisect-")) / "tree"
+    _git(repo, "worktree", "add", "--detach", str(tree), "HEAD")
+    _git(tree, "bisect", "start", "HEAD", "HEAD~2")
+    (tree.parent / "session.lock").write_text("")  # its owner is dead: nobody holds the lock
+    return tree
+
+
+def test_the_next_bisect_or_cleanup_removes_what_a_killed_one_left(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    repo = _repo(tmp_path)
+    stale = _left_behind(repo)
+    alive = _left_behind(repo)
+    fd = os.open(alive.parent / "session.lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # this one's bisect is still running
+    try:
+        assert len(list((repo / ".git" / "worktrees").iterdir())) == 2
+        assert main(["bisect", "--cleanup", "--repo", str(repo)]) == 0
+        assert "1 stale bisect worktree(s) removed" in capsys.readouterr().out
+        listing = _git(repo, "worktree", "list", "--porcelain")
+        assert str(stale) not in listing and str(alive) in listing
+        assert not stale.parent.exists()
+        assert len(list((repo / ".git" / "worktrees").iterdir())) == 1  # its BISECT_* and refs/bisect went with it
+    finally:
+        os.close(fd)
+    assert clean_stale(repo) == [str(alive)]  # its owner gone now: the next bisect cleans it
+    assert not (repo / ".git" / "worktrees").exists() or not list((repo / ".git" / "worktrees").iterdir())
+    assert _git(repo, "status", "--porcelain") == ""  # the user's checkout untouched
