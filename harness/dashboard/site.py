@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 import plotly
 
-from harness.history.alerts import case_findings
+from harness.history.alerts import SeriesFindings
+from harness.history.detections import findings_of
 from harness.history.series import CasePoints, Point, case_points, host_changes
 from harness.history.steps import noise
 from harness.store.store import Store
@@ -101,9 +102,9 @@ def _build_name(p: Point) -> str:
     return p.build_version if p.build_spec.startswith("pip:") and p.build_version else p.build_spec
 
 
-def _charts(cp: CasePoints, n: int) -> list[_Chart]:
+def _charts(cp: CasePoints, n: int, found: Sequence[SeriesFindings]) -> list[_Chart]:
     out: list[_Chart] = []
-    for sf in case_findings(cp):
+    for sf in found:
         idx = list(sf.indices)
         chart_id = f"c{n}-{len(out)}"
         values = [cp.points[i].value(sf.metric) for i in idx]
@@ -151,10 +152,10 @@ def _alerts_table(rows: Sequence[dict[str, Any]]) -> str:
             f"<th>first bad</th><th>bisect</th><th>fingerprints</th></tr>{''.join(body)}</table>")
 
 
-def _resets(cp: CasePoints) -> str:
+def _resets(cp: CasePoints, found: Sequence[SeriesFindings]) -> str:
     """When each series' baseline was reset (a confirmed step starts a new segment) and why."""
     items = [f"{sf.metric}: from {cp.points[sf.indices[f.index]].build_label}, {f.kind} {f.effect:+.1%}"
-             for sf in case_findings(cp) for f in sf.findings if f.kind == "step"]
+             for sf in found for f in sf.findings if f.kind == "step"]
     if not items:
         return '<p class="note">Baselines: never reset (no confirmed step).</p>'
     return '<p class="note">Baseline reset: ' + "; ".join(_e(i) for i in items) + "</p>"
@@ -171,15 +172,16 @@ def _artifact_link(path: str, out_dir: Path, label: str) -> str:
 
 
 def _scenario_page(name: str, cases: Sequence[CasePoints], alerts: Sequence[dict[str, Any]], out_dir: Path,
-                   start: int) -> str:
+                   start: int, findings: dict[tuple[str, str, str], list[SeriesFindings]]) -> str:
     parts = [f"<p><a href=\"index.html\">&larr; overview</a></p><h1>{_e(name)}</h1>"]
     data: list[dict[str, Any]] = []
     for k, cp in enumerate(cases):
         parts.append(f"<h2>{_e(cp.case)} <span class=\"note\">on {_e(cp.hardware)}</span></h2>")
-        for chart in _charts(cp, start + k):
+        found = findings[(cp.scenario, cp.case, cp.hardware)]
+        for chart in _charts(cp, start + k, found):
             data.append(chart.data)
             parts.append(chart.html)
-        parts.append(_resets(cp))
+        parts.append(_resets(cp, found))
         last = cp.points[-8:]
         rows = "".join(
             f"<tr><td>{len(cp.points) - len(last) + j}</td><td>{_e(p.build_label)}</td>"
@@ -222,6 +224,7 @@ def build_site(store: Store, out_dir: Path) -> Path:
     shutil.copyfile(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", out_dir / "plotly.min.js")
     shutil.copyfile(Path(__file__).parent / "dashboard.js", out_dir / "dashboard.js")
     cases = case_points(store.runs_frame(), store.metrics_frame())
+    findings = findings_of(store, cases)  # once per series, from the store's cache where it holds
     alerts = store.alert_rows()
     by_scenario: dict[str, list[CasePoints]] = {}
     for cp in cases:
@@ -230,7 +233,7 @@ def build_site(store: Store, out_dir: Path) -> Path:
     start = 0
     for name, group in by_scenario.items():
         pages[name] = f"scenario-{_slug(name)}.html"
-        (out_dir / pages[name]).write_text(_scenario_page(name, group, alerts, out_dir, start))
+        (out_dir / pages[name]).write_text(_scenario_page(name, group, alerts, out_dir, start, findings))
         start += len(group)
     index = out_dir / "index.html"
     index.write_text(_index(by_scenario, pages, alerts, store.where))
