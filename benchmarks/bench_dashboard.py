@@ -84,13 +84,16 @@ def _measure(checkout: Path, argv: list[str]) -> dict[str, Any]:
             "load_1m": round(os.getloadavg()[0], 2)}
 
 
-def _round(checkout: Path, db: Path, site: Path, nights: int, cases: int) -> dict[str, Any]:
-    """The four commands from one checkout, on its own copy of the store."""
+def _round(checkout: Path, db: Path, site: Path, nights: int, cases: int, parts: set[str]) -> dict[str, Any]:
+    """The commands from one checkout, on its own copy of the store."""
     out: dict[str, Any] = {"checkout": str(checkout)}
-    out["dashboard_cold"] = _measure(checkout, ["dashboard", "--store", str(db), "-o", str(site)])
-    out["site_mib"] = round(sum(f.stat().st_size for f in site.iterdir()) / 2**20, 1)
-    _night(str(db), nights, cases, np.random.default_rng(nights))  # tonight's runs arrive
-    out["dashboard_next_night"] = _measure(checkout, ["dashboard", "--store", str(db), "-o", str(site)])
+    if "dashboard" in parts:
+        out["dashboard_cold"] = _measure(checkout, ["dashboard", "--store", str(db), "-o", str(site)])
+        out["site_mib"] = round(sum(f.stat().st_size for f in site.iterdir()) / 2**20, 1)
+        _night(str(db), nights, cases, np.random.default_rng(nights))  # tonight's runs arrive
+        out["dashboard_next_night"] = _measure(checkout, ["dashboard", "--store", str(db), "-o", str(site)])
+    if "exports" not in parts:
+        return out
     hud = db.parent / "export.hud.json"
     out["export_hud"] = _measure(checkout, ["store", "export", "--store", str(db), "--format", "hud", "-o", str(hud)])
     out["export_hud"]["file_mib"] = round(hud.stat().st_size / 2**20, 1)
@@ -107,9 +110,13 @@ def main() -> None:
     ap.add_argument("--cases", type=int, default=200)
     ap.add_argument("--store", type=Path, default=None, help="keep the filled store here and reuse it")
     ap.add_argument("--baseline", type=Path, default=None, help="another checkout to measure in the same run")
+    ap.add_argument("--parts", default="dashboard,exports", help="what to measure: dashboard, exports or both")
     ap.add_argument("--work", type=Path, default=None, help="unused; accepted like the other benchmarks")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    parts = set(args.parts.split(","))
+    if not parts or not parts <= {"dashboard", "exports"}:
+        raise SystemExit(f"--parts {args.parts}: name dashboard, exports or both")
     with tempfile.TemporaryDirectory() as tmp:
         master = args.store or Path(tmp) / "year.db"
         master.parent.mkdir(parents=True, exist_ok=True)
@@ -122,20 +129,22 @@ def main() -> None:
             work.mkdir()
             db = work / "year.db"
             shutil.copyfile(master, db)  # each checkout on a store as filled (this one caches detection in it)
-            rounds[label] = _round(checkout.resolve(), db, work / "site", args.nights, args.cases)
+            rounds[label] = _round(checkout.resolve(), db, work / "site", args.nights, args.cases, parts)
     result: dict[str, Any] = {
         "question": "dashboard and exports for a store of nightly history",
         "points": args.nights * args.cases * len(METRICS), "nights": args.nights, "cases": args.cases,
         "metrics": len(METRICS), "store_fill_s": round(fill, 1),
-        # The figures of this checkout at the top level, as before.
-        "dashboard_s": rounds["this"]["dashboard_cold"]["s"],
-        "dashboard_peak_rss_mib": rounds["this"]["dashboard_cold"]["peak_rss_mib"],
-        "site_mib": rounds["this"]["site_mib"], "rounds": rounds, "load_1m": round(os.getloadavg()[0], 2)}
+        "rounds": rounds, "load_1m": round(os.getloadavg()[0], 2)}
+    if "dashboard" in parts:  # the figures of this checkout at the top level, as before
+        result.update(dashboard_s=rounds["this"]["dashboard_cold"]["s"],
+                      dashboard_peak_rss_mib=rounds["this"]["dashboard_cold"]["peak_rss_mib"],
+                      site_mib=rounds["this"]["site_mib"])
     if "baseline" in rounds:
         result["ratio_this_over_baseline"] = {
-            k: round(rounds["this"][k]["s"] / rounds["baseline"][k]["s"], 3)
+            k: {"time": round(rounds["this"][k]["s"] / rounds["baseline"][k]["s"], 3),
+                "peak_rss": round(rounds["this"][k]["peak_rss_mib"] / rounds["baseline"][k]["peak_rss_mib"], 3)}
             for k in ("dashboard_cold", "dashboard_next_night", "export_hud", "export_parquet")
-            if rounds["baseline"][k]["s"]}
+            if k in rounds["this"] and rounds["baseline"][k]["s"]}
     emit(result, args.out)
 
 
