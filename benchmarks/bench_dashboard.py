@@ -40,7 +40,8 @@ _MEASURE = ("import resource, subprocess, sys, time\n"
             "t = time.perf_counter()\n"
             "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode\n"
             "wall = time.perf_counter() - t\n"
-            "print(rc, wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)\n")
+            "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+            "print(rc, wall, u.ru_maxrss / 1024, u.ru_utime + u.ru_stime)\n")
 
 
 def _night(store_path: str, night: int, cases: int, rng: np.random.Generator) -> None:
@@ -77,10 +78,11 @@ def _measure(checkout: Path, argv: list[str]) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     done = subprocess.run([sys.executable, "-c", _MEASURE, sys.executable, "-m", "harness", *argv],
                           cwd=checkout, env=env, capture_output=True, text=True, timeout=3600)
-    rc, wall, peak = done.stdout.split()
+    rc, wall, peak, cpu = done.stdout.split()
     if int(rc) != 0:
         raise SystemExit(f"{checkout}: harness {' '.join(argv)} exited {rc}: {done.stderr.strip()[-400:]}")
-    return {"s": round(float(wall), 2), "peak_rss_mib": round(float(peak)),
+    # CPU seconds beside the wall time: on a shared machine the wall time is mostly the neighbours'.
+    return {"s": round(float(wall), 2), "cpu_s": round(float(cpu), 2), "peak_rss_mib": round(float(peak)),
             "load_1m": round(os.getloadavg()[0], 2)}
 
 
@@ -96,11 +98,11 @@ def _round(checkout: Path, db: Path, site: Path, nights: int, cases: int, parts:
         return out
     hud = db.parent / "export.hud.json"
     out["export_hud"] = _measure(checkout, ["store", "export", "--store", str(db), "--format", "hud", "-o", str(hud)])
-    out["export_hud"]["file_mib"] = round(hud.stat().st_size / 2**20, 1)
+    out["export_hud"]["file_mib"] = round(hud.stat().st_size / 2**20, 2)
     pq = db.parent / "export.parquet"
     out["export_parquet"] = _measure(checkout, ["store", "export", "--store", str(db), "--format", "parquet",
                                                 "-o", str(pq)])
-    out["export_parquet"]["file_mib"] = round(pq.stat().st_size / 2**20, 1)
+    out["export_parquet"]["file_mib"] = round(pq.stat().st_size / 2**20, 2)
     return out
 
 
@@ -142,6 +144,7 @@ def main() -> None:
     if "baseline" in rounds:
         result["ratio_this_over_baseline"] = {
             k: {"time": round(rounds["this"][k]["s"] / rounds["baseline"][k]["s"], 3),
+                "cpu": round(rounds["this"][k]["cpu_s"] / max(0.01, rounds["baseline"][k]["cpu_s"]), 3),
                 "peak_rss": round(rounds["this"][k]["peak_rss_mib"] / rounds["baseline"][k]["peak_rss_mib"], 3)}
             for k in ("dashboard_cold", "dashboard_next_night", "export_hud", "export_parquet")
             if k in rounds["this"] and rounds["baseline"][k]["s"]}
