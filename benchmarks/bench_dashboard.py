@@ -44,9 +44,12 @@ _MEASURE = ("import resource, subprocess, sys, time\n"
             "print(rc, wall, u.ru_maxrss / 1024, u.ru_utime + u.ru_stime)\n")
 
 
-def _night(store_path: str, night: int, cases: int, rng: np.random.Generator) -> None:
+def _night(store_path: str, night: int, cases: int, rng: np.random.Generator, *, last: bool = False) -> None:
     day = f"2025-{1 + night // 31 % 12:02d}-{1 + night % 28:02d}T{night % 24:02d}:00:00+00:00"
-    batch = new_batch("nightly", f"night-{night:03d}", started_at=f"{2025 + night // 372}-{day[5:]}")
+    when = f"{2025 + night // 372}-{day[5:]}"
+    if last:  # tonight: after every night filled (their made-up dates wrap), so it extends each series
+        when = f"{2026 + night // 372}-12-31T23:00:00+00:00"
+    batch = new_batch("nightly", f"night-{night:03d}", started_at=when)
     recs = [make_record(f"n{night}-c{c}", case=f"case-{c:03d}", scenario=f"scenario-{c // 10:02d}",
                         started_at=batch.started_at,
                         metrics={m: float(100 * (1 + 0.03 * rng.standard_normal())) for m in METRICS})
@@ -92,7 +95,7 @@ def _round(checkout: Path, db: Path, site: Path, nights: int, cases: int, parts:
     if "dashboard" in parts:
         out["dashboard_cold"] = _measure(checkout, ["dashboard", "--store", str(db), "-o", str(site)])
         out["site_mib"] = round(sum(f.stat().st_size for f in site.iterdir()) / 2**20, 1)
-        _night(str(db), nights, cases, np.random.default_rng(nights))  # tonight's runs arrive
+        _night(str(db), nights, cases, np.random.default_rng(nights), last=True)  # tonight's runs arrive
         out["dashboard_next_night"] = _measure(checkout, ["dashboard", "--store", str(db), "-o", str(site)])
     if "exports" not in parts:
         return out
