@@ -1,64 +1,157 @@
-"""Dashboard build time and peak memory for one year of nightly data x 200 cases x 10 metrics (730k points).
+"""Dashboard and exports for one year of nightly data x 200 cases x 10 metrics (730k points).
 
-The store is filled first (not timed), then ``sglang-repro dashboard`` runs in a child process whose
-wall time and peak RSS are measured.
+The store is filled first (not timed; ``--store PATH`` keeps it, and a later run with the same
+path and sizes reuses it), then each measured command runs in a child process whose wall time and
+peak RSS are measured: ``sglang-repro dashboard`` cold (no detection cached), again after one more
+night is recorded (what a nightly's review costs: only the new night is recomputed), and
+``store export`` as HUD records and as Parquet. With ``--baseline CHECKOUT`` the same commands run
+from that checkout too, in the same run, each on its own copy of the store (a version the
+checkout does not know is not opened by it).
 
-    .venv/bin/python benchmarks/bench_dashboard.py [--nights 365 --cases 200]
+    .venv/bin/python benchmarks/bench_dashboard.py [--nights 365 --cases 200] [--baseline /tmp/before]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from _common import emit  # also puts the repository root on sys.path, for harness and tests
+from _common import REPO, emit  # also puts the repository root on sys.path, for harness and tests
 
+from harness.store.migrations import migrate
 from harness.store.store import new_batch, open_store
 from tests.store.records import make_record
 
 METRICS = ("accept_length", "accept_length_server", "output_throughput_tok_s", "request_throughput_rps",
            "ttft_ms_p50", "itl_ms_p50", "e2e_ms_p50", "tpot_ms", "queue_ms", "prefill_tok_s")
+# The store version the fill writes: the last before the detection cache, which every checkout measured opens.
+FILL_VERSION = 3
+# Peak RSS of a child, read by the child's own parent: a tiny wrapper that runs the command and reports
+# getrusage(RUSAGE_CHILDREN) of itself, so one child's figure is never another's maximum.
+_MEASURE = ("import resource, subprocess, sys, time\n"
+            "t = time.perf_counter()\n"
+            "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode\n"
+            "wall = time.perf_counter() - t\n"
+            "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+            "print(rc, wall, u.ru_maxrss / 1024, u.ru_utime + u.ru_stime)\n")
+
+
+def _night(store_path: str, night: int, cases: int, rng: np.random.Generator, *, last: bool = False) -> None:
+    day = f"2025-{1 + night // 31 % 12:02d}-{1 + night % 28:02d}T{night % 24:02d}:00:00+00:00"
+    when = f"{2025 + night // 372}-{day[5:]}"
+    if last:  # tonight: after every night filled (their made-up dates wrap), so it extends each series
+        when = f"{2026 + night // 372}-12-31T23:00:00+00:00"
+    batch = new_batch("nightly", f"night-{night:03d}", started_at=when)
+    recs = [make_record(f"n{night}-c{c}", case=f"case-{c:03d}", scenario=f"scenario-{c // 10:02d}",
+                        started_at=batch.started_at,
+                        metrics={m: float(100 * (1 + 0.03 * rng.standard_normal())) for m in METRICS})
+            for c in range(cases)]
+    # Not migrated past what it was filled at: the baseline checkout must still be able to open its copy.
+    with open_store(store_path, migrate_to_latest=False) as store:
+        store.record_many(recs, batch)
+
+
+def _fill(path: Path, nights: int, cases: int) -> float:
+    """Fill ``path`` with ``nights`` x ``cases`` runs unless a previous run left exactly that; fill seconds."""
+    stamp = path.with_suffix(".filled")
+    want = f"{nights}x{cases}"
+    if path.exists() and stamp.exists() and stamp.read_text() == want:
+        return 0.0
+    path.unlink(missing_ok=True)
+    rng = np.random.default_rng(0)
+    t = time.perf_counter()
+    with open_store(str(path), migrate_to_latest=False) as store:
+        migrate(store.engine, target=FILL_VERSION, where=store.where)
+    for night in range(nights):
+        _night(str(path), night, cases, rng)
+    stamp.write_text(want)
+    return time.perf_counter() - t
+
+
+def _measure(checkout: Path, argv: list[str]) -> dict[str, Any]:
+    """Wall seconds and peak RSS (MiB) of ``python -m harness ARGV`` run from ``checkout``."""
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    done = subprocess.run([sys.executable, "-c", _MEASURE, sys.executable, "-m", "harness", *argv],
+                          cwd=checkout, env=env, capture_output=True, text=True, timeout=3600)
+    rc, wall, peak, cpu = done.stdout.split()
+    if int(rc) != 0:
+        raise SystemExit(f"{checkout}: harness {' '.join(argv)} exited {rc}: {done.stderr.strip()[-400:]}")
+    # CPU seconds beside the wall time: on a shared machine the wall time is mostly the neighbours'.
+    return {"s": round(float(wall), 2), "cpu_s": round(float(cpu), 2), "peak_rss_mib": round(float(peak)),
+            "load_1m": round(os.getloadavg()[0], 2)}
+
+
+def _round(checkout: Path, db: Path, site: Path, nights: int, cases: int, parts: set[str]) -> dict[str, Any]:
+    """The commands from one checkout, on its own copy of the store."""
+    out: dict[str, Any] = {"checkout": str(checkout)}
+    if "dashboard" in parts:
+        out["dashboard_cold"] = _measure(checkout, ["dashboard", "--store", str(db), "-o", str(site)])
+        out["site_mib"] = round(sum(f.stat().st_size for f in site.iterdir()) / 2**20, 1)
+        _night(str(db), nights, cases, np.random.default_rng(nights), last=True)  # tonight's runs arrive
+        out["dashboard_next_night"] = _measure(checkout, ["dashboard", "--store", str(db), "-o", str(site)])
+    if "exports" not in parts:
+        return out
+    hud = db.parent / "export.hud.json"
+    out["export_hud"] = _measure(checkout, ["store", "export", "--store", str(db), "--format", "hud", "-o", str(hud)])
+    out["export_hud"]["file_mib"] = round(hud.stat().st_size / 2**20, 2)
+    pq = db.parent / "export.parquet"
+    out["export_parquet"] = _measure(checkout, ["store", "export", "--store", str(db), "--format", "parquet",
+                                                "-o", str(pq)])
+    out["export_parquet"]["file_mib"] = round(pq.stat().st_size / 2**20, 2)
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nights", type=int, default=365)
     ap.add_argument("--cases", type=int, default=200)
+    ap.add_argument("--store", type=Path, default=None, help="keep the filled store here and reuse it")
+    ap.add_argument("--baseline", type=Path, default=None, help="another checkout to measure in the same run")
+    ap.add_argument("--parts", default="dashboard,exports", help="what to measure: dashboard, exports or both")
     ap.add_argument("--work", type=Path, default=None, help="unused; accepted like the other benchmarks")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    rng = np.random.default_rng(0)
+    parts = set(args.parts.split(","))
+    if not parts or not parts <= {"dashboard", "exports"}:
+        raise SystemExit(f"--parts {args.parts}: name dashboard, exports or both")
     with tempfile.TemporaryDirectory() as tmp:
-        db = str(Path(tmp) / "year.db")
-        t = time.perf_counter()
-        with open_store(db) as store:
-            for night in range(args.nights):
-                day = f"2025-{1 + night // 31 % 12:02d}-{1 + night % 28:02d}T{night % 24:02d}:00:00+00:00"
-                batch = new_batch("nightly", f"night-{night:03d}", started_at=f"{2025 + night // 372}-{day[5:]}")
-                recs = [make_record(f"n{night}-c{c}", case=f"case-{c:03d}", scenario=f"scenario-{c // 10:02d}",
-                                    started_at=batch.started_at,
-                                    metrics={m: float(100 * (1 + 0.03 * rng.standard_normal())) for m in METRICS})
-                        for c in range(args.cases)]
-                store.record_many(recs, batch)
-        fill = time.perf_counter() - t
-        points = args.nights * args.cases * len(METRICS)
-        t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "harness", "dashboard", "--store", db, "-o", str(Path(tmp) / "site")],
-                       check=True, capture_output=True)
-        wall = time.perf_counter() - t
-        peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        size = sum(f.stat().st_size for f in (Path(tmp) / "site").iterdir()) / 2**20
-    emit({"question": "dashboard build time and memory for a store of nightly history",
-          "points": points, "nights": args.nights, "cases": args.cases, "metrics": len(METRICS),
-          "store_fill_s": round(fill, 1), "dashboard_s": round(wall, 2), "dashboard_peak_rss_mib": round(peak_mib),
-          "site_mib": round(size, 1), "load_1m": round(os.getloadavg()[0], 2)}, args.out)
+        master = args.store or Path(tmp) / "year.db"
+        master.parent.mkdir(parents=True, exist_ok=True)
+        fill = _fill(master, args.nights, args.cases)
+        rounds = {}
+        for label, checkout in (("this", REPO), ("baseline", args.baseline)):
+            if checkout is None:
+                continue
+            work = Path(tmp) / label
+            work.mkdir()
+            db = work / "year.db"
+            shutil.copyfile(master, db)  # each checkout on a store as filled (this one caches detection in it)
+            rounds[label] = _round(checkout.resolve(), db, work / "site", args.nights, args.cases, parts)
+    result: dict[str, Any] = {
+        "question": "dashboard and exports for a store of nightly history",
+        "points": args.nights * args.cases * len(METRICS), "nights": args.nights, "cases": args.cases,
+        "metrics": len(METRICS), "store_fill_s": round(fill, 1),
+        "rounds": rounds, "load_1m": round(os.getloadavg()[0], 2)}
+    if "dashboard" in parts:  # the figures of this checkout at the top level, as before
+        result.update(dashboard_s=rounds["this"]["dashboard_cold"]["s"],
+                      dashboard_peak_rss_mib=rounds["this"]["dashboard_cold"]["peak_rss_mib"],
+                      site_mib=rounds["this"]["site_mib"])
+    if "baseline" in rounds:
+        result["ratio_this_over_baseline"] = {
+            k: {"time": round(rounds["this"][k]["s"] / rounds["baseline"][k]["s"], 3),
+                "cpu": round(rounds["this"][k]["cpu_s"] / max(0.01, rounds["baseline"][k]["cpu_s"]), 3),
+                "peak_rss": round(rounds["this"][k]["peak_rss_mib"] / rounds["baseline"][k]["peak_rss_mib"], 3)}
+            for k in ("dashboard_cold", "dashboard_next_night", "export_hud", "export_parquet")
+            if k in rounds["this"] and rounds["baseline"][k]["s"]}
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ import numpy as np
 import plotly
 
 from harness.atomic import replace_with, write_atomic
-from harness.history.alerts import case_findings
+from harness.history.alerts import SeriesFindings
+from harness.history.detections import findings_of
 from harness.history.incidents import StoredIncident, stored_incidents
 from harness.history.series import CasePoints, Point, case_points, host_changes
 from harness.history.steps import noise
@@ -133,10 +134,11 @@ def _incident_marks(cp: CasePoints, incidents: Sequence[StoredIncident]) -> list
     return marks
 
 
-def _charts(cp: CasePoints, n: int, incidents: Sequence[StoredIncident] = ()) -> list[_Chart]:
+def _charts(cp: CasePoints, n: int, found: Sequence[SeriesFindings],
+            incidents: Sequence[StoredIncident] = ()) -> list[_Chart]:
     out: list[_Chart] = []
     marks = _incident_marks(cp, incidents)
-    for sf in case_findings(cp):
+    for sf in found:
         idx = list(sf.indices)
         chart_id = f"c{n}-{len(out)}"
         values = [cp.points[i].value(sf.metric) for i in idx]
@@ -180,10 +182,10 @@ def _incidents_table(incidents: Sequence[StoredIncident]) -> str:
             f"<th>first bad</th><th>next step</th><th>fingerprint</th></tr>{''.join(body)}</table>")
 
 
-def _resets(cp: CasePoints) -> str:
+def _resets(cp: CasePoints, found: Sequence[SeriesFindings]) -> str:
     """When each series' baseline was reset (a confirmed step starts a new segment) and why."""
     items = [f"{sf.metric}: from {cp.points[sf.indices[f.index]].build_label}, {f.kind} {f.effect:+.1%}"
-             for sf in case_findings(cp) for f in sf.findings if f.kind == "step"]
+             for sf in found for f in sf.findings if f.kind == "step"]
     if not items:
         return '<p class="note">Baselines: never reset (no confirmed step).</p>'
     return '<p class="note">Baseline reset: ' + "; ".join(_e(i) for i in items) + "</p>"
@@ -200,15 +202,16 @@ def _artifact_link(path: str, out_dir: Path, label: str) -> str:
 
 
 def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[StoredIncident], out_dir: Path,
-                   start: int) -> str:
+                   start: int, findings: dict[tuple[str, str, str], list[SeriesFindings]]) -> str:
     parts = [f"<p><a href=\"index.html\">&larr; overview</a></p><h1>{_e(name)}</h1>"]
     data: list[dict[str, Any]] = []
     for k, cp in enumerate(cases):
         parts.append(f"<h2>{_e(cp.case)} <span class=\"note\">on {_e(cp.hardware)}</span></h2>")
-        for chart in _charts(cp, start + k, incidents):
+        found = findings[(cp.scenario, cp.case, cp.hardware)]
+        for chart in _charts(cp, start + k, found, incidents):
             data.append(chart.data)
             parts.append(chart.html)
-        parts.append(_resets(cp))
+        parts.append(_resets(cp, found))
         last = cp.points[-8:]
         rows = "".join(
             f"<tr><td>{len(cp.points) - len(last) + j}</td><td>{_e(p.build_label)}</td>"
@@ -253,6 +256,7 @@ def build_site(store: Store, out_dir: Path) -> Path:
     for source in (Path(plotly.__file__).parent / "package_data" / "plotly.min.js", Path(__file__).parent / "dashboard.js"):
         replace_with(out_dir / source.name, functools.partial(shutil.copyfile, source))
     cases = case_points(store.runs_frame(), store.metrics_frame())
+    findings = findings_of(store, cases)  # once per series, from the store's cache where it holds
     incidents = stored_incidents(store.alert_rows())
     by_scenario: dict[str, list[CasePoints]] = {}
     for cp in cases:
@@ -261,7 +265,7 @@ def build_site(store: Store, out_dir: Path) -> Path:
     start = 0
     for name, group in by_scenario.items():
         pages[name] = f"scenario-{_slug(name)}.html"
-        write_atomic(out_dir / pages[name], _scenario_page(name, group, incidents, out_dir, start))
+        write_atomic(out_dir / pages[name], _scenario_page(name, group, incidents, out_dir, start, findings))
         start += len(group)
     index = out_dir / "index.html"
     write_atomic(index, _index(by_scenario, pages, incidents, store.where))

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from harness.history.series import CasePoints, Point, rule_for
-from harness.history.steps import Finding, detect
+from harness.history.steps import Finding, Rule, detect
 from harness.outcome import Outcome
 
-__all__ = ["Alert", "SeriesFindings", "bisect_command", "case_alerts", "case_findings", "new_alerts"]
+__all__ = ["Alert", "Detector", "SeriesFindings", "bisect_command", "case_alerts", "case_findings", "new_alerts"]
 
 STEP_KINDS = ("step", "drift")
 
@@ -115,7 +115,13 @@ def bisect_command(cp: CasePoints, good: Point | None, bad: Point, *, signature:
     return shlex.join(argv)
 
 
-def case_findings(cp: CasePoints, tolerances: Mapping[str, float] | None = None) -> list[SeriesFindings]:
+# How a series' findings are had: (metric, rule, values, trials) -> findings; ``steps.detect`` by default,
+# the store's cache in ``harness.history.detections``.
+Detector = Callable[[str, Rule, Sequence[float], Sequence[Sequence[float]]], Sequence[Finding]]
+
+
+def case_findings(cp: CasePoints, tolerances: Mapping[str, float] | None = None, *,
+                  detector: Detector | None = None) -> list[SeriesFindings]:
     out = []
     for metric in cp.metric_names:
         rule = rule_for(metric, tolerances)
@@ -124,7 +130,8 @@ def case_findings(cp: CasePoints, tolerances: Mapping[str, float] | None = None)
         idx, values = cp.series(metric)
         if len(values) >= 4:
             trials = [cp.points[i].metrics[metric] for i in idx]
-            out.append(SeriesFindings(metric, tuple(idx), tuple(detect(values, rule, trials))))
+            found = detector(metric, rule, values, trials) if detector else detect(values, rule, trials)
+            out.append(SeriesFindings(metric, tuple(idx), tuple(found)))
     return out
 
 
@@ -159,10 +166,12 @@ def _event_alerts(cp: CasePoints) -> list[Alert]:
     return alerts
 
 
-def case_alerts(cp: CasePoints, tolerances: Mapping[str, float] | None = None) -> list[Alert]:
-    """Every alert the case's history supports now: regressions (steps, drift) and events."""
+def case_alerts(cp: CasePoints, tolerances: Mapping[str, float] | None = None, *,
+                findings: Sequence[SeriesFindings] | None = None) -> list[Alert]:
+    """Every alert the case's history supports now: regressions (steps, drift) and events.
+    ``findings``: the case's ``case_findings`` when the caller has them already (from the store's cache)."""
     alerts = _event_alerts(cp)
-    for sf in case_findings(cp, tolerances):
+    for sf in case_findings(cp, tolerances) if findings is None else findings:
         for f in sf.findings:
             if f.kind not in STEP_KINDS or not f.regression:
                 continue

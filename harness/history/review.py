@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from harness.history.alerts import Alert, case_alerts, new_alerts
+from harness.history.detections import findings_of
 from harness.history.incidents import Incident, group
 from harness.history.series import CasePoints, case_points
 from harness.outcome import Outcome
@@ -38,10 +39,13 @@ def review(store: Store, batch_id: str, *, tolerances: Mapping[str, Mapping[str,
     cases = tuple(cp for cp in case_points(store.runs_frame(), store.metrics_frame())
                   if scenarios is None or cp.scenario in scenarios)
     known = store.alert_rows()
+    # Each series' findings through the store's cache: only the nights since the last review are detected.
+    findings = findings_of(store, cases, tolerances)
     candidates: list[Alert] = []
     resolved: list[str] = []
     for cp in cases:
-        found = case_alerts(cp, (tolerances or {}).get(cp.scenario))
+        found = case_alerts(cp, (tolerances or {}).get(cp.scenario),
+                            findings=findings[(cp.scenario, cp.case, cp.hardware)])
         candidates += found
         for row in known:
             if (row["state"] != "resolved" and row["scenario"] == cp.scenario and row["case_name"] == cp.case

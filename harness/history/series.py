@@ -61,8 +61,11 @@ class Point:
 
     def value(self, metric: str) -> float | None:
         vals = self.metrics.get(metric)
-        # statistics.median: a few trials per point, where numpy's per-call overhead is most of the cost.
-        return float(statistics.median(vals)) if vals else None
+        if not vals:
+            return None
+        # One trial is its own median (most nightly points); statistics.median for a few trials, where
+        # numpy's per-call overhead is most of the cost.
+        return float(vals[0]) if len(vals) == 1 else float(statistics.median(vals))
 
 
 @dataclass(frozen=True)
@@ -72,16 +75,23 @@ class CasePoints:
     case: str
     hardware: str
     points: tuple[Point, ...]
+    # Each metric's series, computed once: the points never change, and the dashboard and the review
+    # ask for the same series several times (a median per point each time, 730k points a year).
+    _series: dict[str, tuple[list[int], list[float]]] = field(default_factory=dict, init=False, repr=False,
+                                                               compare=False)
 
     def series(self, metric: str) -> tuple[list[int], list[float]]:
         """(point indices, values) of the points that have ``metric``."""
-        idx, vals = [], []
-        for i, p in enumerate(self.points):
-            v = p.value(metric)
-            if v is not None:
-                idx.append(i)
-                vals.append(v)
-        return idx, vals
+        known = self._series.get(metric)
+        if known is None:
+            idx, vals = [], []
+            for i, p in enumerate(self.points):
+                v = p.value(metric)
+                if v is not None:
+                    idx.append(i)
+                    vals.append(v)
+            known = self._series[metric] = (idx, vals)
+        return list(known[0]), list(known[1])  # copies: a caller may change its lists
 
     @property
     def metric_names(self) -> list[str]:
@@ -114,11 +124,6 @@ def series_hardware(hardware_key: str, gpu_name: object = None, gpu_count: objec
     return hardware_key
 
 
-def _host_facts(row: tuple[Any, ...]) -> dict[str, str]:
-    facts = {"driver": _text(row[17]), "CUDA": _text(row[18]), "platform": _text(row[22]) or _text(row[3])}
-    return {k: v for k, v in facts.items() if v}
-
-
 def host_changes(cp: CasePoints) -> list[tuple[int, str]]:
     """(point index, "driver 550 -> 560") for every host fact that changed from one point to the next."""
     out: list[tuple[int, str]] = []
@@ -134,52 +139,85 @@ def _text(value: object) -> str | None:
     return None if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
 
 
+def _column(frame: pd.DataFrame, name: str) -> list[Any]:
+    """A column as Python values, missing ones as None: one conversion per column, where iterating the
+    frame's rows touches every Arrow-backed string once per row and field."""
+    col = frame[name]
+    return [None if v is None or (isinstance(v, float) and np.isnan(v)) else v for v in col.tolist()]
+
+
 def case_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[CasePoints]:
     """Every (scenario, case, hardware) with its points in order.
 
-    Plain dictionaries over ``itertuples``: a year of nightly data is 73k runs, and one small
-    DataFrame per point would cost minutes where this costs a second.
+    Column lists, not rows: a year of nightly data is 73k runs and 730k metric values; the rows are
+    grouped by position (one integer per run), and a metric value joins its run by an index lookup,
+    so the only Python loops are one pass over the runs and one over the values.
     """
     if runs.empty:
         return []
-    runs = runs[runs["batch_kind"].isin(SERIES_BATCH_KINDS)]
-    with_numbers = set(runs.loc[runs["outcome"].isin({Outcome.PASS.value, Outcome.FAIL.value}), "run_id"])
-    by_run: dict[str, dict[str, float]] = {}
-    if not metrics.empty:
-        for run_id, name, value in metrics[["run_id", "name", "value"]].itertuples(index=False):
-            if run_id in with_numbers:
-                by_run.setdefault(run_id, {})[name] = float(value)
+    runs = runs[runs["batch_kind"].isin(SERIES_BATCH_KINDS)].reset_index(drop=True)
+    if runs.empty:
+        return []
     cols = ["scenario", "scenario_file", "case_name", "hardware_key", "batch_id", "build_key", "batch_label",
             "batch_started_at", "started_at", "build_spec", "build_version", "build_commit", "trial", "outcome",
             "signature", "run_id", "artifacts", "driver_version", "cuda_version", "gpu_name", "gpu_count", "cpu",
             "host_platform"]
-    cases: dict[tuple[str, str, str], dict[tuple[str, str], list[tuple[Any, ...]]]] = {}
+    c = {name: _column(runs, name) for name in cols}
+    n = len(runs)
+    # A run's metric values, in the order the metrics frame holds them, for the runs with numbers.
+    values_of: list[list[tuple[str, float]] | None] = [None] * n
+    if not metrics.empty:
+        with_numbers = runs["outcome"].isin({Outcome.PASS.value, Outcome.FAIL.value}).to_numpy()
+        pos = pd.Index(runs["run_id"]).get_indexer(metrics["run_id"])
+        keep = pos >= 0
+        keep[keep] = with_numbers[pos[keep]]
+        for at, name, value in zip(pos[keep].tolist(), metrics["name"][keep].tolist(),
+                                   metrics["value"][keep].tolist()):
+            got = values_of[at]
+            if got is None:
+                got = values_of[at] = []
+            got.append((name, float(value)))
+    hardware: dict[tuple[Any, ...], str] = {}
+    cases: dict[tuple[str, str, str], dict[tuple[str, str], list[int]]] = {}
     files: dict[tuple[str, str, str], str] = {}
-    for row in runs[cols].itertuples(index=False, name=None):
-        key = (row[0], row[2], series_hardware(str(row[3]), *row[19:22]))
-        files.setdefault(key, row[1])
-        cases.setdefault(key, {}).setdefault((row[4], row[5]), []).append(row)
+    for i in range(n):
+        hk = (c["hardware_key"][i], c["gpu_name"][i], c["gpu_count"][i], c["cpu"][i])
+        hw = hardware.get(hk)
+        if hw is None:
+            hw = hardware[hk] = series_hardware(str(hk[0]), *hk[1:])
+        key = (c["scenario"][i], c["case_name"][i], hw)
+        files.setdefault(key, c["scenario_file"][i])
+        cases.setdefault(key, {}).setdefault((c["batch_id"][i], c["build_key"][i]), []).append(i)
+    batch_start, start, trial = c["batch_started_at"], c["started_at"], c["trial"]
     out: list[CasePoints] = []
     for key in sorted(cases):
         parts = cases[key]
-        order = sorted(parts, key=lambda k: (min(r[7] for r in parts[k]), min(r[8] for r in parts[k])))
+        order = sorted(parts, key=lambda k: (min(batch_start[r] for r in parts[k]), min(start[r] for r in parts[k])))
         points = []
         for pk in order:
-            rows = sorted(parts[pk], key=lambda r: r[12])
+            rows = sorted(parts[pk], key=lambda r: trial[r])
             first = rows[0]
-            decided = [Outcome(r[13]) for r in rows if Outcome(r[13]).decided]
-            values: dict[str, list[float]] = {}
-            for r in rows:
-                for name, value in by_run.get(r[15], {}).items():
-                    values.setdefault(name, []).append(value)
+            decided = [o for o in (Outcome(c["outcome"][r]) for r in rows) if o.decided]
+            if len(rows) == 1:  # one trial (most nightly points): its values as they are
+                metric_values: dict[str, tuple[float, ...]] = {name: (value,) for name, value in values_of[first] or ()}
+            else:
+                values: dict[str, list[float]] = {}
+                for r in rows:
+                    for name, value in values_of[r] or ():
+                        values.setdefault(name, []).append(value)
+                metric_values = {k: tuple(v) for k, v in values.items()}
+            sigs = {str(s) for s in (c["signature"][r] for r in rows) if isinstance(s, str) and s}
+            facts = {"driver": _text(c["driver_version"][first]), "CUDA": _text(c["cuda_version"][first]),
+                     "platform": _text(c["host_platform"][first]) or _text(c["hardware_key"][first])}
             points.append(Point(
-                batch_id=str(pk[0]), batch_label=str(first[6]), started_at=str(first[7]), build_key=str(pk[1]),
-                build_spec=str(first[9]), build_version=_text(first[10]), build_commit=_text(first[11]),
+                batch_id=str(pk[0]), batch_label=str(c["batch_label"][first]), started_at=str(batch_start[first]),
+                build_key=str(pk[1]), build_spec=str(c["build_spec"][first]),
+                build_version=_text(c["build_version"][first]), build_commit=_text(c["build_commit"][first]),
                 outcome=most_telling(decided) if decided else None,
-                signatures=tuple(sorted({str(r[14]) for r in rows if isinstance(r[14], str) and r[14]})),
-                metrics={k: tuple(v) for k, v in values.items()},
-                artifacts=tuple(str(r[16]) for r in rows),
-                host=_host_facts(first),
+                signatures=tuple(sorted(sigs)),
+                metrics=metric_values,
+                artifacts=tuple(str(c["artifacts"][r]) for r in rows),
+                host={k: v for k, v in facts.items() if v},
             ))
         out.append(CasePoints(str(key[0]), str(files[key]), str(key[1]), str(key[2]), tuple(points)))
     return out

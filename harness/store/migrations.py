@@ -101,11 +101,21 @@ def _v4_incidents(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX ix_alerts_incident ON alerts (incident)"))
 
 
+def _v5_detections(conn: Connection) -> None:
+    md = MetaData()
+    Table("detections", md,
+          Column("series_key", String(64), primary_key=True), Column("detector", String(64), nullable=False),
+          Column("points", Integer, nullable=False), Column("inputs", String(64), nullable=False),
+          Column("state", Text, nullable=False), Column("updated_at", String(40), nullable=False))
+    md.create_all(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "builds, hosts, batches, runs, metrics (long format)", _v1_runs),
     Migration(2, "alerts with fingerprints and states", _v2_alerts),
     Migration(3, "runs.search_key: what a bisect or minimize asked a run to answer", _v3_search_key),
     Migration(4, "alerts.incident: the alerts of one change share one fingerprint and one state", _v4_incidents),
+    Migration(5, "detections: each series' detector state, so a review recomputes only the nights since", _v5_detections),
 )
 
 

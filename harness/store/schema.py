@@ -10,13 +10,17 @@
   a repeat of the search finds it again (``harness.store.searches``).
 - ``metrics``: long format, one row per (run, metric): every raw per-trial value, not only a mean.
 - ``alerts``: confirmed changes and events, keyed by a fingerprint so each fires once.
+- ``detections``: per series (scenario, case, hardware, metric and its rule), the sequential detector's
+  state after the first ``points`` points, the digest of those points' inputs, and the detector's own
+  digest (its source): a cache, so a review recomputes only the nights since (``harness.history.detections``).
 """
 
 from __future__ import annotations
 
 from sqlalchemy import Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text
 
-__all__ = ["ALERT_STATES", "alerts", "batches", "builds", "hosts", "metadata", "metrics", "runs", "store_version"]
+__all__ = ["ALERT_STATES", "alerts", "batches", "builds", "detections", "hosts", "metadata", "metrics", "runs",
+           "store_version"]
 
 ALERT_STATES = ("new", "acknowledged", "resolved")
 
@@ -116,4 +120,14 @@ alerts = Table(
     Column("created_at", String(40), nullable=False),
     Column("updated_at", String(40), nullable=False),
     Column("incident", String(32), index=True),  # the incident's fingerprint: its alerts share one state
+)
+
+detections = Table(
+    "detections", metadata,
+    Column("series_key", String(64), primary_key=True),
+    Column("detector", String(64), nullable=False),
+    Column("points", Integer, nullable=False),
+    Column("inputs", String(64), nullable=False),
+    Column("state", Text, nullable=False),
+    Column("updated_at", String(40), nullable=False),
 )

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, Float, Integer, String, Table, create_engine, event, select, update
+from sqlalchemy import Connection, Engine, Float, Integer, Row, Select, String, Table, create_engine, event, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
@@ -28,14 +28,14 @@ from harness.errors import InfraError, UserError
 from harness.record import RunRecord, record_from_dict, record_to_dict
 from harness.redact import redact_log
 from harness.store.migrations import migrate
-from harness.store.schema import alerts, batches, builds, hosts, metrics, runs
+from harness.store.schema import alerts, batches, builds, detections, hosts, metrics, runs
 from harness.store.url import redact_url, store_url
 
 if TYPE_CHECKING:  # pandas is imported by the readers only: a writer (every run) does not pay for it
     import pandas as pd
 
 __all__ = ["BATCH_KINDS", "Batch", "Store", "build_key", "host_key", "metric_value", "new_batch", "open_store",
-           "check_sqlite_file", "schema_problems"]
+           "check_sqlite_file", "runs_select", "schema_problems"]
 
 BATCH_KINDS = ("nightly", "run", "compare", "pytest", "import", "bisect", "minimize")
 _SQLITE_BUSY_MS = 60_000
@@ -248,25 +248,17 @@ class Store:
 
     def runs_frame(self) -> pd.DataFrame:
         """One row per run with its build, host and batch (no metrics)."""
-        query = (
-            select(runs.c.run_id, runs.c.batch_id, batches.c.kind.label("batch_kind"),
-                   batches.c.label.label("batch_label"), batches.c.started_at.label("batch_started_at"),
-                   runs.c.scenario, runs.c.scenario_file, runs.c.case_name, runs.c.case_values, runs.c.role,
-                   runs.c.build_key, builds.c.kind.label("build_kind"), builds.c.spec.label("build_spec"),
-                   builds.c.version.label("build_version"), builds.c.commit.label("build_commit"),
-                   runs.c.hardware_key, hosts.c.gpu_name, hosts.c.gpu_count, hosts.c.driver_version,
-                   hosts.c.cuda_version, hosts.c.cpu, hosts.c.platform.label("host_platform"), hosts.c.hostname,
-                   runs.c.trial, runs.c.outcome,
-                   runs.c.signature, runs.c.phase, runs.c.reason, runs.c.started_at, runs.c.duration_s,
-                   runs.c.artifacts, runs.c.experiment, runs.c.harness_version)
-            .join(batches, batches.c.id == runs.c.batch_id)
-            .join(builds, builds.c.key == runs.c.build_key)
-            .join(hosts, hosts.c.key == runs.c.host_key)
-        )
         import pandas as pd
 
         with self._begin("cannot read runs") as conn:
-            return pd.read_sql(query, conn)
+            return pd.read_sql(runs_select(), conn)
+
+    def stream(self, query: Select[Any], *, rows: int = 20_000) -> Iterator[Sequence[Row[Any]]]:
+        """The rows of ``query`` in parts of at most ``rows``, read as they are consumed (a server-side
+        cursor on PostgreSQL, SQLite's own stepping): what an export of any size holds at once."""
+        with self._begin("cannot read the store") as conn:
+            result = conn.execution_options(stream_results=True, yield_per=rows).execute(query)
+            yield from result.partitions(rows)
 
     def metrics_frame(self) -> pd.DataFrame:
         """Long format: run_id, name, value."""
@@ -274,6 +266,25 @@ class Store:
 
         with self._begin("cannot read metrics") as conn:
             return pd.read_sql(select(metrics.c.run_id, metrics.c.name, metrics.c.value), conn)
+
+    # ------------------------------------------------------------------ detections (a cache)
+
+    def detection_rows(self) -> dict[str, dict[str, Any]]:
+        """Every cached detector state, by series key (``harness.history.detections``)."""
+        with self._begin("cannot read detections") as conn:
+            return {r.series_key: dict(r._mapping) for r in conn.execute(select(detections))}
+
+    def put_detections(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert or replace cached detector states (the newest state of a series wins)."""
+        if not rows:
+            return
+        dialect = postgresql if self.dialect == "postgresql" else sqlite
+        with self._begin(f"cannot record {len(rows)} detection(s)") as conn:
+            for start in range(0, len(rows), 500):  # bounded statements
+                stmt = dialect.insert(detections).values(list(rows[start:start + 500]))
+                conn.execute(stmt.on_conflict_do_update(
+                    index_elements=[detections.c.series_key],
+                    set_={c: stmt.excluded[c] for c in ("detector", "points", "inputs", "state", "updated_at")}))
 
     # ------------------------------------------------------------------ alerts
 
@@ -312,6 +323,25 @@ class Store:
             result = conn.execute(update(alerts).where(alerts.c.fingerprint.in_(list(fingerprints)))
                                   .values(state=state, updated_at=_now()))
             return int(result.rowcount or 0)
+
+
+def runs_select() -> Select[Any]:
+    """One row per run with its build, host and batch (no metrics): ``Store.runs_frame``, and the base
+    an export joins the metrics to."""
+    return (
+        select(runs.c.run_id, runs.c.batch_id, batches.c.kind.label("batch_kind"),
+               batches.c.label.label("batch_label"), batches.c.started_at.label("batch_started_at"),
+               runs.c.scenario, runs.c.scenario_file, runs.c.case_name, runs.c.case_values, runs.c.role,
+               runs.c.build_key, builds.c.kind.label("build_kind"), builds.c.spec.label("build_spec"),
+               builds.c.version.label("build_version"), builds.c.commit.label("build_commit"),
+               runs.c.hardware_key, hosts.c.gpu_name, hosts.c.gpu_count, hosts.c.driver_version,
+               hosts.c.cuda_version, hosts.c.cpu, hosts.c.platform.label("host_platform"), hosts.c.hostname,
+               runs.c.trial, runs.c.outcome, runs.c.signature, runs.c.phase, runs.c.reason, runs.c.started_at, runs.c.duration_s,
+               runs.c.artifacts, runs.c.experiment, runs.c.harness_version)
+        .join(batches, batches.c.id == runs.c.batch_id)
+        .join(builds, builds.c.key == runs.c.build_key)
+        .join(hosts, hosts.c.key == runs.c.host_key)
+    )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -36,3 +36,7 @@ def test_dashboard_benchmark_measures_a_small_year() -> None:
     out = json.loads(_bench("bench_dashboard.py", "--nights", "12", "--cases", "3"))
     assert (out["points"], out["nights"], out["cases"], out["metrics"]) == (360, 12, 3, 10)
     assert out["dashboard_s"] > 0 and out["dashboard_peak_rss_mib"] > 0 and out["site_mib"] > 0
+    this = out["rounds"]["this"]
+    for part in ("dashboard_next_night", "export_hud", "export_parquet"):
+        assert this[part]["s"] > 0 and this[part]["peak_rss_mib"] > 0, part
+    assert this["export_hud"]["file_mib"] > 0 and this["export_parquet"]["file_mib"] > 0  # 12 x 3: ~0.4 and 0.02

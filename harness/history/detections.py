@@ -1,0 +1,160 @@
+"""Detections: every series' findings, with the detector's state cached in the store per series.
+
+The detector (``steps.Tracker``) is sequential: a night's verdict depends on every night before it,
+so a year of history is a year of nights replayed per series. What it decided is a function of the
+points it was given, so its state after the first ``n`` points is cached in the store's
+``detections`` table, beside a digest of those points' inputs (values and trials) and a digest of
+the detector itself (the source of ``steps.py``). A later review with the same first ``n`` points
+restores the state and pushes only the nights since; any other history (a point recorded late
+into the past, a changed tolerance, another detector) does not match and is replayed in full. The
+findings are the same either way: ``detect`` replays exactly the pushes a restored tracker had.
+
+A store that cannot take the cache (read-only) still gets its findings, computed in full.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.errors import InfraError
+from harness.history import steps
+from harness.history.alerts import SeriesFindings, case_findings
+from harness.history.series import CasePoints
+from harness.history.steps import Finding, Rule, Tracker
+from harness.store.store import Store
+
+__all__ = ["DETECTOR", "findings_of", "series_key"]
+
+log = logging.getLogger(__name__)
+
+# The detector's identity: its source. A change to any rule or threshold is another detector.
+DETECTOR = hashlib.sha256(Path(steps.__file__).read_bytes()).hexdigest()[:32]
+# What a tracker's state holds beyond its inputs (which are the series' own points, replayed).
+_INPUTS = ("rule", "y", "k", "dev")
+
+CaseKey = tuple[str, str, str]
+
+
+def series_key(cp: CasePoints, metric: str, rule: Rule) -> str:
+    """The cache's key of one series under one rule (a tolerance is part of what was decided)."""
+    parts = [cp.scenario, cp.case, cp.hardware, metric, repr(rule.min_effect), rule.higher_is_better]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:40]
+
+
+def _inputs_digest(values: Sequence[float], trials: Sequence[Sequence[float]], n: int) -> str:
+    """A digest of the first ``n`` points' values and trials, bit for bit."""
+    h = hashlib.sha256(np.asarray(values[:n], dtype=float).tobytes())
+    h.update(np.asarray([len(t) for t in trials[:n]], dtype=np.int64).tobytes())
+    h.update(np.asarray([v for t in trials[:n] for v in t], dtype=float).tobytes())
+    return h.hexdigest()[:40]
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, Finding):
+        return {"finding": asdict(value)}
+    if isinstance(value, tuple):
+        return {"tuple": [_encode(v) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"a tracker's state holds a {type(value).__name__}")
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict):
+        if "finding" in value:
+            return Finding(**value["finding"])
+        return tuple(_decode(v) for v in value["tuple"])
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def _state(tracker: Tracker) -> str | None:
+    """The tracker's decisions (not its inputs) as JSON; None when it holds what JSON cannot."""
+    try:
+        return json.dumps({k: _encode(v) for k, v in vars(tracker).items() if k not in _INPUTS})
+    except (TypeError, ValueError):
+        return None
+
+
+def _restore(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]], n: int,
+             state: str) -> Tracker | None:
+    """A tracker as it was after the first ``n`` points; None when the stored state is not its kind."""
+    tracker = Tracker(rule)
+    try:
+        saved = {k: _decode(v) for k, v in json.loads(state).items()}
+    except (ValueError, TypeError, KeyError):
+        return None
+    if set(saved) != set(vars(tracker)) - set(_INPUTS):
+        return None
+    for i in range(n):
+        tracker._add(values[i], trials[i])
+    vars(tracker).update(saved)
+    return tracker
+
+
+def _detect(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]],
+            cached: Mapping[str, Any] | None) -> tuple[list[Finding], dict[str, Any] | None]:
+    """``steps.detect`` from the cached state where it still holds; the findings and the row to cache."""
+    n = len(values)
+    tracker, start = None, 0
+    if cached is not None and cached["detector"] == DETECTOR and 0 < int(cached["points"]) <= n:
+        m = int(cached["points"])
+        if cached["inputs"] == _inputs_digest(values, trials, m):
+            tracker = _restore(rule, values, trials, m, str(cached["state"]))
+            start = m if tracker is not None else 0
+    if tracker is None:
+        tracker = Tracker(rule)
+    for i in range(start, n):
+        tracker.push(values[i], trials[i])
+    state = _state(tracker) if start < n else None  # nothing new: the cached row stays as it is
+    tail = tracker.suspicious()
+    findings = [*tracker.findings, *([tail] if tail is not None else [])]
+    if state is None:
+        return findings, None
+    return findings, {"detector": DETECTOR, "points": n, "inputs": _inputs_digest(values, trials, n), "state": state}
+
+
+def findings_of(store: Store | None, cases: Sequence[CasePoints],
+                tolerances: Mapping[str, Mapping[str, float]] | None = None) -> dict[CaseKey, list[SeriesFindings]]:
+    """Per (scenario, case, hardware): what ``alerts.case_findings`` says, through the store's cache.
+
+    ``tolerances`` by scenario, as the review takes them. Without a store, nothing is cached.
+    """
+    tol = tolerances or {}
+    if store is None:
+        return {(cp.scenario, cp.case, cp.hardware): case_findings(cp, tol.get(cp.scenario)) for cp in cases}
+    try:
+        known = store.detection_rows()
+    except InfraError as exc:
+        log.warning("detection cache not read, every series replayed: %s", exc)
+        known = {}
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    fresh: list[dict[str, Any]] = []
+    out: dict[CaseKey, list[SeriesFindings]] = {}
+    for cp in cases:
+        def cached(metric: str, rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]],
+                   cp: CasePoints = cp) -> list[Finding]:
+            key = series_key(cp, metric, rule)
+            findings, row = _detect(rule, values, trials, known.get(key))
+            if row is not None:
+                fresh.append({"series_key": key, **row, "updated_at": now})
+            return findings
+
+        out[(cp.scenario, cp.case, cp.hardware)] = case_findings(cp, tol.get(cp.scenario), detector=cached)
+    try:
+        store.put_detections(fresh)
+    except InfraError as exc:
+        log.warning("detection cache not written (the findings stand): %s", exc)
+    return out

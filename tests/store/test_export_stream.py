@@ -1,0 +1,90 @@
+"""Streaming exports on SQLite and PostgreSQL: written in parts, the same rows and order as the whole
+store sorted in Python, and the same bytes on both databases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.outcome import Outcome
+from harness.record import RunRecord
+from harness.store import transfer
+from harness.store.store import build_key, new_batch, open_store
+from harness.store.transfer import export_store
+from tests.store.records import make_record
+
+# Mixed case and punctuation: PostgreSQL's default collation would sort these apart from Python's order.
+SCENARIOS = ("beta", "Alpha", "alpha-2", "_under")
+
+
+def _fill(url: str) -> list[tuple[str, str, RunRecord]]:
+    """Three nights x four scenarios x two cases, 1-3 trials, a crash without metrics, commits on some."""
+    out = []
+    with open_store(url) as store:
+        for night in range(3):
+            batch = new_batch("nightly", f"n{night}", started_at=f"2026-03-0{night + 1}T01:00:00+00:00")
+            recs = []
+            for s, scenario in enumerate(SCENARIOS):
+                for case in ("tokens=9", "tokens=10"):
+                    for trial in reversed(range(1 + (s + night) % 3)):  # recorded out of trial order
+                        crash = s == 1 and trial == 0 and night == 2
+                        rec = make_record(
+                            f"{night}-{scenario}-{case}-{trial}", scenario=scenario, case=case, trial=trial,
+                            started_at=batch.started_at, outcome=Outcome.CRASH if crash else Outcome.PASS,
+                            signature="sig" if crash else None, commit=None if s % 2 else f"{night:040x}",
+                            metrics={} if crash else {"accept_length": 1.5 + trial / 10 + s,
+                                                      "output_throughput_tok_s": 100.0 * (night + 1) + trial})
+                        recs.append(rec)
+                        out.append((batch.id, batch.started_at, rec))
+            store.record_many(recs, batch)
+    return out
+
+
+def test_exports_stream_in_parts_with_the_rows_and_order_of_the_whole(store_url: str, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = _fill(store_url)
+    monkeypatch.setattr(transfer, "EXPORT_ROWS", 5)  # many parts, boundaries inside a HUD record's trials
+    with open_store(store_url) as store:
+        n_hud = export_store(store, "hud", tmp_path / "hud.json")
+        n_pq = export_store(store, "parquet", tmp_path / "out.parquet")
+        n_csv = export_store(store, "csv", tmp_path / "out.csv")
+
+    # HUD: one record per (batch, scenario, case, build, hardware, metric) in that order, trials in order.
+    groups: dict[tuple[str, ...], list[tuple[int, float]]] = {}
+    for batch_id, _, rec in runs:
+        for metric, value in rec.metrics.items():
+            key = (batch_id, rec.scenario.name, rec.case.name, build_key(rec), rec.host.hardware_key, metric)
+            assert value is not None
+            groups.setdefault(key, []).append((rec.trial, float(value)))
+    text = (tmp_path / "hud.json").read_text()
+    hud = json.loads(text)
+    assert text == "[\n" + ",\n".join(json.dumps(r) for r in hud) + "\n]\n"  # one record a line
+    assert n_hud == len(hud) == len(groups)
+    assert [(r["benchmark"]["name"], r["benchmark"]["extra_info"]["case"], r["metric"]["name"]) for r in hud] == \
+        [(k[1], k[2], k[5]) for k in sorted(groups)]
+    assert [r["metric"]["benchmark_values"] for r in hud] == [[v for _, v in sorted(groups[k])] for k in sorted(groups)]
+    assert {r["head_sha"] for r in hud} == {"", *(f"{n:040x}" for n in range(3))}  # a missing commit is "", not NaN
+
+    # Parquet and CSV: one row per (run, metric), a crash keeps one row without a metric, sorted as the frame was.
+    expected = sorted(((started, rec.scenario.name, rec.case.name, rec.trial, metric, rec.run_id)
+                       for _, started, rec in runs for metric in (sorted(rec.metrics) or [""])),
+                      key=lambda r: (*r[:4], r[4] == "", r[4], r[5]))  # no metric: last
+    for frame, n in ((pd.read_parquet(tmp_path / "out.parquet"), n_pq), (pd.read_csv(tmp_path / "out.csv"), n_csv)):
+        assert n == len(frame) == len(expected)
+        got = [(r.batch_started_at, r.scenario, r.case_name, int(r.trial), "" if pd.isna(r.metric) else r.metric,
+                r.run_id) for r in frame.itertuples()]
+        assert got == expected
+
+
+def test_both_databases_write_the_same_bytes(tmp_path: Path, pg_url: str) -> None:
+    paths = []
+    for name, url in (("sqlite", str(tmp_path / "s.db")), ("postgresql", pg_url)):
+        _fill(url)
+        with open_store(url) as store:
+            paths.append(tmp_path / f"{name}.json")
+            export_store(store, "hud", paths[-1])
+    a, b = (p.read_text() for p in paths)
+    assert a == b and len(json.loads(a)) > 0
