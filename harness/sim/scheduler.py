@@ -30,6 +30,7 @@ from harness.sim.memory_pool import KVPool, ReqToTokenPool, TokenToKVPoolAllocat
 from harness.sim.metrics_reporter import MetricsReporter
 from harness.sim.model import FrozenKVDraftHead, TinyTransformer
 from harness.sim.model_runner import GraphLikeRunner, ModelRunner
+from harness.sim.radix_cache import HostPool, RadixCache
 from harness.sim.req_state import Req
 from harness.sim.sampling import sample
 from harness.sim.server_settings import SchedulerSettings
@@ -63,7 +64,8 @@ class Scheduler:
         self._first_arrival: float | None = None
         self._last_finish: float | None = None
         self.stats = {"completion_tokens": 0, "prompt_tokens": 0, "verify_steps": 0, "accepted_drafts": 0,
-                      "proposed_drafts": 0, "requests": 0, "busy_s": 0.0, "forward_steps": 0, "draft_steps": 0}
+                      "proposed_drafts": 0, "requests": 0, "busy_s": 0.0, "forward_steps": 0, "draft_steps": 0,
+                      "cached_tokens": 0}
         return True
 
     # -- start-up, in SGLang's order ------------------------------------------------------
@@ -103,6 +105,7 @@ class Scheduler:
                                          target_graph, cost)
         logger.info("%s KV pool: %d token slots, %d request slots, max_running_requests=%d",
                     SIM_LABEL, s.max_total_tokens, s.max_running_requests, s.max_running_requests)
+        self.init_tree_cache()
         if not s.speculative:
             return
         draft_model = DraftBatchModel(self.draft_head, self.pool, self.req_pool)
@@ -123,6 +126,60 @@ class Scheduler:
         self.worker.capture_cuda_graph(draft_model, max_bs)
         logger.info("%s Capture draft cuda graph end (modelled). bs up to %d, draft attention backend %s%s",
                     SIM_LABEL, max_bs, s.draft_attention_backend, " with a hybrid SWA KV pool" if s.hybrid_swa else "")
+
+    def init_tree_cache(self) -> None:
+        """The radix prefix cache (SGLang's default), with a host tier under ``--enable-hierarchical-cache``."""
+        s = self.s
+        self.tree_cache: RadixCache | None = None
+        if not s.radix_cache:
+            return
+        host = None
+        if s.hicache:
+            cfg = s.target
+            per_token = cfg.num_layers * cfg.num_attention_heads * cfg.head_dim * 2 * 4  # K and V, float32
+            # --hicache-size (GB) overrides the ratio; else host = ratio x device (memory_pool_host.py 0.5.14 :1438-1440)
+            size = (int(s.hicache_size_gb * 1e9 // per_token) if s.hicache_size_gb
+                    else int(s.max_total_tokens * s.hicache_ratio))
+            host = HostPool(size, cfg.num_layers, (cfg.num_attention_heads, cfg.head_dim))
+            logger.info("%s HiCache host pool: %d token slots (draft view restored on load-back: %s)",
+                        SIM_LABEL, size, "yes" if s.draft_cache == "post-fix" else "no, draft-cache pre-fix")
+        self.tree_cache = RadixCache(self.allocator.free, host, self._backup, self._restore)
+        self.allocator.evict = self.tree_cache.evict
+
+    def _backup(self, device: list[int], host_slots: list[int]) -> None:
+        assert self.tree_cache is not None and self.tree_cache.host is not None
+        h, dev = self.tree_cache.host, torch.tensor(device, dtype=torch.int64)
+        for layer in range(len(self.pool.k)):
+            h.k[layer][host_slots] = self.pool.k[layer][dev].cpu()
+            h.v[layer][host_slots] = self.pool.v[layer][dev].cpu()
+            h.draft_k[layer][host_slots] = self.pool.draft_k[layer][dev].cpu()
+            h.draft_v[layer][host_slots] = self.pool.draft_v[layer][dev].cpu()
+
+    def _restore(self, host_slots: list[int], device: list[int]) -> None:
+        assert self.tree_cache is not None and self.tree_cache.host is not None
+        h, dev = self.tree_cache.host, torch.tensor(device, dtype=torch.int64, device=self.device)
+        for layer in range(len(self.pool.k)):
+            self.pool.k[layer][dev] = h.k[layer][host_slots].to(self.device)
+            self.pool.v[layer][dev] = h.v[layer][host_slots].to(self.device)
+            if self.s.draft_cache == "post-fix":
+                # The fix: the draft's view is loaded back with the target's KV. At pre-fix the reused slots keep
+                # whatever the draft view held there before (another request's tokens).
+                self.pool.draft_k[layer][dev] = h.draft_k[layer][host_slots].to(self.device)
+                self.pool.draft_v[layer][dev] = h.draft_v[layer][host_slots].to(self.device)
+
+    def _match(self, r: Req) -> int:
+        """Lock the longest cached prefix of ``r``'s prompt (loading host-only nodes back); its length."""
+        if self.tree_cache is None:
+            return 0
+        # At least one prompt token is computed: its logits give the first output token.
+        nodes, host_only = self.tree_cache.match_prefix(r.input_ids[:-1])
+        self.tree_cache.lock(nodes)
+        if host_only:
+            first = len(nodes) - host_only  # the device tier is prefix-closed: host-only nodes come last
+            self.tree_cache.load_back(nodes[first:], self.allocator.alloc(host_only))
+        r.prefix_nodes = nodes
+        r.cached_tokens, r.cached_tokens_host = len(nodes), host_only
+        return len(nodes)
 
     # -- requests ---------------------------------------------------------------------------
     def _budget(self, r: Req) -> int:
@@ -159,7 +216,14 @@ class Scheduler:
                     self._send(r)
 
     def _release(self, r: Req) -> None:
-        self.allocator.free(self.req_pool.req_to_token[r.req_pool_idx, : r.seq_len].clone())
+        slots = self.req_pool.req_to_token[r.req_pool_idx, : r.seq_len].clone()
+        if self.tree_cache is not None:
+            # SGLang's cache_finished_req: the request's KV joins the tree (token i of prompt + output in slot i).
+            self.tree_cache.insert((r.input_ids + r.output_ids)[: r.seq_len], slots)
+            self.tree_cache.unlock(r.prefix_nodes)
+            r.prefix_nodes = []
+        else:
+            self.allocator.free(slots)
         self.req_pool.free(r.req_pool_idx)
         r.req_pool_idx = -1
 
@@ -224,15 +288,24 @@ class Scheduler:
         spans: list[SeqSpan] = []
         for r in reqs:
             r.req_pool_idx = self.req_pool.alloc()
-            spans.append(SeqSpan(start=len(ids), length=len(r.input_ids), req_pool_idx=r.req_pool_idx, prefix_len=0))
-            ids.extend(r.input_ids)
-            positions.extend(range(len(r.input_ids)))
+            cached = self._match(r)
+            if cached:
+                self.req_pool.req_to_token[r.req_pool_idx, :cached] = torch.tensor(
+                    [n.slot for n in r.prefix_nodes], dtype=torch.int64, device=dev)
+            # Only the tokens past the cached prefix are extended: the prefill's out_cache_loc (the stale value
+            # of #28264) holds one slot per extended token.
+            spans.append(SeqSpan(start=len(ids), length=len(r.input_ids) - cached, req_pool_idx=r.req_pool_idx,
+                                 prefix_len=cached))
+            ids.extend(r.input_ids[cached:])
+            positions.extend(range(cached, len(r.input_ids)))
             if r.count_in_stats:
                 self.stats["prompt_tokens"] += len(r.input_ids)
+                self.stats["cached_tokens"] += cached
         slots = self.allocator.alloc(len(ids))
         for r, span in zip(reqs, spans):
-            self.req_pool.req_to_token[r.req_pool_idx, : span.length] = slots[span.start : span.start + span.length]
-            r.seq_len = span.length
+            self.req_pool.req_to_token[r.req_pool_idx, span.prefix_len : span.prefix_len + span.length] = \
+                slots[span.start : span.start + span.length]
+            r.seq_len = span.prefix_len + span.length
         fb = ForwardBatch(
             forward_mode=ForwardMode.EXTEND, batch_size=len(reqs),
             input_ids=torch.tensor(ids, dtype=torch.int64, device=dev),
@@ -312,6 +385,11 @@ class Scheduler:
         st["draft_path"] = None if not self.s.speculative else ("eager" if self.s.eager_draft else "graph")
         st["draft_kv_writes"] = self.worker.draft_kv_writes if self.worker else 0
         st["free_kv_slots"] = self.allocator.available_size()
+        tree = getattr(self, "tree_cache", None)
+        st["prefix_cache"] = None if tree is None else {
+            "device_tokens": tree.device_tokens, "evicted_tokens": tree.evicted_tokens,
+            "loaded_back_tokens": tree.loaded_back_tokens,
+            "host_tokens": None if tree.host is None else tree.host.size - tree.host.available()}
         st["gen_throughput"] = stats["completion_tokens"] / stats["busy_s"] if stats["busy_s"] else 0.0
         # From the first counted request's arrival to the last one's finish: the window a client's
         # wall-clock throughput measures, less the network on either end.
@@ -321,10 +399,12 @@ class Scheduler:
         return st
 
     def flush_cache(self) -> bool:
-        # No prefix cache is modelled; like SGLang, refuse while requests are in flight, and reset the
-        # metrics reporter's counters (scheduler.py 0.5.14 :3649).
+        # Like SGLang: refuse while requests are in flight; reset the tree (device and host tiers) and the
+        # metrics reporter's counters (scheduler.py 0.5.14 :3645, :3649).
         if self.has_work():
             return False
+        if self.tree_cache is not None:
+            self.tree_cache.reset()
         self.metrics_reporter.reset_metrics()
         return True
 

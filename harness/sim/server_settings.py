@@ -69,6 +69,11 @@ class SchedulerSettings:
     seed: int
     log_level: str = "info"
     decode_log_interval: int = 40
+    radix_cache: bool = True  # SGLang's default; --disable-radix-cache turns it off
+    hicache: bool = False
+    hicache_ratio: float = 2.0
+    hicache_size_gb: int = 0
+    draft_cache: str = "post-fix"  # the HiCache load-back of the draft's view (harness.sim.radix_cache)
 
 
 class SettingsError(ValueError):
@@ -160,9 +165,8 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
     context = args.context_length or _DEFAULT_CONTEXT
     total = args.max_total_tokens or max(_DEFAULT_TOTAL_TOKENS, 2 * context)
     hybrid_swa = target.has_sliding_window and not args.disable_hybrid_swa_memory
-    if args.enable_hierarchical_cache:
-        logger.info("%s HiCache flags accepted (ratio %.1f); the model keeps all KV on one tier",
-                    SIM_LABEL, args.hicache_ratio)
+    if args.enable_hierarchical_cache and args.disable_radix_cache:
+        raise SettingsError("--enable-hierarchical-cache needs the radix cache; drop --disable-radix-cache")
     if args.tp_size > 1:
         logger.info("%s --tp-size %d accepted; the model runs one CPU process", SIM_LABEL, args.tp_size)
     return SchedulerSettings(
@@ -176,4 +180,6 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
         draft_agreement=args.sim_draft_agreement, step_cost_ms=args.sim_step_cost_ms, device=args.sim_device,
         seed=args.sim_seed if args.random_seed is None else args.random_seed, log_level=args.log_level,
         decode_log_interval=args.decode_log_interval,
+        radix_cache=not args.disable_radix_cache, hicache=bool(args.enable_hierarchical_cache),
+        hicache_ratio=args.hicache_ratio, hicache_size_gb=args.hicache_size, draft_cache=args.sim_draft_cache,
     )
