@@ -41,7 +41,7 @@ from typing import Any
 from _common import SERVER_LABEL, emit, quiet_logging, ratio, start_sim, summary
 
 from harness.prompts import random_id_prompts
-from harness.signatures import Catalogue, Match
+from harness.signatures import Catalogue
 from harness.workload import request_body, run_workload_sync
 
 __all__ = ["main", "run_benchmark"]
@@ -129,7 +129,7 @@ def harness_trial(index: int, work: Path, probe_interval_s: float, request_timeo
             verdict_at = time.time()
             match = server.crash_match
             time.sleep(max(0.0, 3 * probe_interval_s))  # let the probe catch a line written just now
-        signature = match.signature.id if isinstance(match, Match) else None
+        signature = match.signature.id if match is not None else None
         by = "abort" if result.aborted else "request-failed-then-watcher"
         detail = result.aborted or (result.records[0].error if result.records else "no request recorded") or ""
         return Trial("harness", index, probe.seen_at, verdict_at,

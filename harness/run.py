@@ -95,31 +95,101 @@ class RunInterrupted(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class Resolved:
-    build: Build | BuildFailure
-    launcher: Launcher | None
+    """Phase 1 for a build that was had: the build, its launcher, and the case as that launcher runs it."""
+
+    build: Build
+    launcher: Launcher
     case: Case
-    problem: RunVerdict | None = None
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """Phase 1 for a build that could not be had: the run ends here, as infra."""
+
+    build: BuildFailure
+    case: Case
+    verdict: RunVerdict
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the server is started with and sent; pre-flight judges it before anything starts."""
+
+    prompts: list[Prompt]
+    port: int
+    flags: list[str]
+    argv: list[str]
+    env_overlay: dict[str, str]  # the build's and the scenario's; a start adds its GPUs' (``Launched``)
+
+
+@dataclass(frozen=True)
+class Launched:
+    """The server this trial runs on: started for it, or reused from the pool; not yet known to be ready."""
+
+    server: ServerProcess
+    env_overlay: dict[str, str]
+    log_offset: int = 0  # where this trial's part of a pooled server's log starts
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The server is ready for this trial: how long a start took, or which trial of a shared server this is."""
+
+    metrics: dict[str, float | None]
+    live: LiveServer | None = None  # the pooled server this trial ran on
+
+
+@dataclass(frozen=True)
+class Driven:
+    """The workload's verdict, its client-side metrics, and what it was (to compare like with like)."""
+
+    verdict: RunVerdict
+    metrics: dict[str, float | None]
+    failing_request: int | None
+    manifest: dict[str, Any] | None
+    hung: bool  # a request timed out: the server may be hung, so nothing more is asked of it
+
+
+@dataclass(frozen=True)
+class Scraped:
+    """What the server said of itself after the workload: its metrics and the model's ground truth."""
+
+    metrics: dict[str, float | None]
+    truth: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    run_dir: Path
+    log: Path
+    requests: Path
+    tag: str
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every phase of one run is given: where its artifacts go, its bound, its options."""
+
+    paths: RunPaths
+    deadline: float  # time.monotonic() at which the scenario bound is reached
+    options: RunOptions
+    catalogue: Catalogue
+    trial: int
+    pool: ServerPool | None
 
 
 @dataclass
-class Attempt:
-    """What serving produced; filled as far as the run got."""
+class Trail:
+    """How far one run got: each phase's record, set by the phase's caller as it arrives, so a phase cut
+    short (an interrupt, the harness's own failure) still leaves what came before it to the run record."""
 
-    verdict: RunVerdict | None = None
-    prompts: list[Prompt] = field(default_factory=list)
-    flags: list[str] = field(default_factory=list)
-    argv: list[str] = field(default_factory=list)
-    env_overlay: dict[str, str] = field(default_factory=dict)
-    port: int = 0
-    server: ServerProcess | None = None
-    failing_request: int | None = None
-    metrics: dict[str, float | None] = field(default_factory=dict)
-    truth: Mapping[str, Any] | None = None
-    teardown: TeardownInfo | None = None
-    live: LiveServer | None = None  # the pooled server this trial ran on
-    log_offset: int = 0  # where this trial's part of a pooled server's log starts
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase of the harness's own work
-    manifest: dict[str, Any] | None = None  # what the workload was, to compare like with like
+    plan: Plan | None = None
+    launched: Launched | None = None
+    ready: Ready | None = None
+    driven: Driven | None = None
+    scraped: Scraped | None = None
+    teardown: TeardownInfo | None = None
 
     @contextmanager
     def timed(self, phase: str) -> Iterator[None]:
@@ -129,13 +199,14 @@ class Attempt:
         finally:
             self.timings[phase] = round(self.timings.get(phase, 0.0) + time.monotonic() - t0, 4)
 
+    @property
+    def metrics(self) -> dict[str, float | None]:
+        return {**(self.ready.metrics if self.ready else {}), **(self.driven.metrics if self.driven else {}),
+                **(self.scraped.metrics if self.scraped else {})}
 
-@dataclass(frozen=True)
-class RunPaths:
-    run_dir: Path
-    log: Path
-    requests: Path
-    tag: str
+    @property
+    def live(self) -> LiveServer | None:
+        return self.ready.live if self.ready else None
 
 
 # --------------------------------------------------------------------------- 1. resolve
@@ -148,9 +219,9 @@ def resolve_for(case: Case, spec: str, builds: Builds) -> Build | BuildFailure:
     return builds.get(spec, install_gap=lambda: hardware_gap(case))
 
 
-def _resolve(case: Case, build: Build | BuildFailure) -> Resolved:
+def _resolve(case: Case, build: Build | BuildFailure) -> Resolved | Unresolved:
     if isinstance(build, BuildFailure):
-        return Resolved(build, None, case, RunVerdict(Outcome.INFRA, f"pre-flight: {build.reason}", Phase.PREFLIGHT))
+        return Unresolved(build, case, RunVerdict(Outcome.INFRA, f"pre-flight: {build.reason}", Phase.PREFLIGHT))
     launcher = launcher_for(build)
     return Resolved(build, launcher, launcher.case_for(case))
 
@@ -158,13 +229,19 @@ def _resolve(case: Case, build: Build | BuildFailure) -> Resolved:
 # --------------------------------------------------------------------------- 2. pre-flight
 
 
-def _preflight(case: Case, launcher: Launcher, flags: list[str]) -> RunVerdict | None:
+def _plan(resolved: Resolved, prompts: list[Prompt], port: int, env_overlay: dict[str, str]) -> Plan:
+    flags = server_flags(resolved.case.scenario, port=port)
+    return Plan(prompts, port, flags, [*resolved.build.launcher, *flags], env_overlay)
+
+
+def _preflight(resolved: Resolved, plan: Plan) -> RunVerdict | None:
     """Why this run cannot even be tried, or None. Nothing is launched here."""
-    check = launcher.check_flags([flags])[0]
+    launcher = resolved.launcher
+    check = launcher.check_flags([plan.flags])[0]
     if not check.ok:
         return RunVerdict(Outcome.INFRA, f"pre-flight: {launcher.build.spec} rejects the flags: {check.message}",
                           Phase.PREFLIGHT)
-    gap = launcher.missing(case)
+    gap = launcher.missing(resolved.case)
     if gap:
         return RunVerdict(Outcome.INFRA, f"pre-flight: {gap}", Phase.PREFLIGHT)
     return None
@@ -190,8 +267,8 @@ def _before_ready_phase(log_text: str, flags: Sequence[str], http_answered: bool
     return Phase.WARMUP if contract.UVICORN_RUNNING in log_text else Phase.STARTUP
 
 
-def _crash_verdict(match: object | None, log_text: str, exit_code: int | None, phase: Phase) -> RunVerdict:
-    if isinstance(match, Match):
+def _crash_verdict(match: Match | None, log_text: str, exit_code: int | None, phase: Phase) -> RunVerdict:
+    if match is not None:
         sig = match.signature
         outcome = Outcome.INFRA if sig.kind == "infra" else Outcome.CRASH
         return RunVerdict(outcome, f"{phase.value}: {sig.title}: {match.line.strip()[:300]}", phase, sig.id,
@@ -213,123 +290,129 @@ def _watched(case: Case, catalogue: Catalogue) -> list[str] | None:
     return list(dict.fromkeys([*chosen, *infra]))
 
 
-def _serve(resolved: Resolved, paths: RunPaths, deadline: float, opts: RunOptions, catalogue: Catalogue,
-           attempt: Attempt, trial: int, pool: ServerPool | None) -> None:
-    """Pre-flight, then a server (reused from ``pool`` or started), the workload, server-side metrics.
+def _serve(resolved: Resolved, ctx: RunContext, trail: Trail) -> RunVerdict:
+    """Pre-flight, then a server (reused from the pool or started), the workload, server-side metrics.
 
-    Fills ``attempt`` as it goes. Without a pool the server is torn down here; with one, a ready server is
-    handed to the pool (``execute_run`` evicts it when the trial does not pass).
+    Each phase's record goes into ``trail`` as it arrives. Without a pool the server is torn down here; with
+    one, a ready server is handed to the pool (``execute_run`` evicts it when the trial does not pass).
     """
-    case, launcher = resolved.case, resolved.launcher
-    assert launcher is not None
-    build, sc = launcher.build, case.scenario
-    attempt.prompts = launcher.prompts(case, trial)
-    env_overlay = {**build.env, **sc.server.env}
-    key = pool_key(build.spec, server_flags(sc, port=0), env_overlay)
+    case, launcher, pool = resolved.case, resolved.launcher, ctx.pool
+    sc = case.scenario
+    prompts = launcher.prompts(case, ctx.trial)
+    env_overlay = {**resolved.build.env, **sc.server.env}
+    key = pool_key(resolved.build.spec, server_flags(sc, port=0), env_overlay)
     live = pool.get(key) if pool is not None else None
     if live is not None:
-        _reuse(live, resolved, attempt, paths, deadline, opts)
-        return
+        return _serve_reused(live, resolved, prompts, ctx, trail)
     with ExitStack() as leases:
-        port_lease = leases.enter_context(lease_port(sc.server.host))
-        attempt.port = port_lease.port
-        attempt.flags = server_flags(sc, port=attempt.port)
-        attempt.argv = [*build.launcher, *attempt.flags]
-        with attempt.timed("preflight"):
-            attempt.verdict = _preflight(case, launcher, attempt.flags)
-        if attempt.verdict is not None:
-            return
-        attempt.env_overlay = dict(env_overlay)
+        trail.plan = plan = _plan(resolved, prompts, leases.enter_context(lease_port(sc.server.host)).port,
+                                  env_overlay)
+        with trail.timed("preflight"):
+            problem = _preflight(resolved, plan)
+        if problem is not None:
+            return problem
         needed = launcher.gpus_needed(case)
-        if pool is not None:
-            pool.make_room(needed)
-        gpu_indices = _gpus(needed, opts, leases, attempt)
-        matcher = catalogue.stream(_watched(case, catalogue))
-        startup_s = min(sc.timeouts.startup_s, max(1.0, deadline - time.monotonic()))
-        server = ServerProcess(
-            attempt.argv, env={**os.environ, **attempt.env_overlay}, host=sc.server.host, port=attempt.port,
-            log_path=pool.log_path(paths.tag) if pool is not None else paths.log, run_tag=paths.tag,
-            startup_timeout_s=startup_s, on_line=matcher.feed, gpu_indices=gpu_indices,
-        )
-        attempt.server = server
+        trail.launched = launched = _launch(resolved, plan, needed, ctx, leases)
+        server = launched.server
         handed_over = False
         try:
-            with attempt.timed("start"):
-                ready = _start(server, attempt)
-            if isinstance(ready, RunVerdict):
-                attempt.verdict = ready
-                return
-            attempt.metrics["ready_s"] = round(ready, 3)
+            with trail.timed("start"):
+                try:
+                    ready_s = _start(server)
+                except (ServerDied, StartupTimeout) as exc:
+                    return _not_ready(server, exc, plan.flags)
+            live = None
             if pool is not None:
-                attempt.live = LiveServer(key, server, leases.pop_all(), attempt.flags, attempt.argv,
-                                          attempt.env_overlay, attempt.port, ready, needed, trials=1)
-                pool.add(attempt.live)
+                live = LiveServer(key, server, leases.pop_all(), plan.flags, plan.argv, launched.env_overlay,
+                                  plan.port, ready_s, needed, trials=1)
+                pool.add(live)
                 handed_over = True
-            with attempt.timed("workload"):
-                attempt.verdict = _drive(server, resolved, attempt, paths, deadline, opts)
+            trail.ready = Ready({"ready_s": round(ready_s, 3)}, live)
+            with trail.timed("workload"):
+                return _workload(server, resolved, plan, ctx, trail)
         finally:
             if not handed_over:
-                with attempt.timed("teardown"):
-                    attempt.teardown = _teardown(server)
+                with trail.timed("teardown"):
+                    trail.teardown = _teardown(server)
 
 
-def _gpus(needed: int, opts: RunOptions, leases: ExitStack, attempt: Attempt) -> Sequence[int]:
-    """The GPUs of one start: the caller's (``opts.gpus``), else leased for as long as ``leases`` lives."""
+def _launch(resolved: Resolved, plan: Plan, needed: int, ctx: RunContext, leases: ExitStack) -> Launched:
+    """The server process of a fresh start (not started yet), its GPUs leased for as long as ``leases`` lives."""
+    sc, pool = resolved.case.scenario, ctx.pool
+    if pool is not None:
+        pool.make_room(needed)
+    gpu_indices, gpu_overlay = _gpus(needed, ctx.options, leases)
+    env_overlay = {**plan.env_overlay, **gpu_overlay}
+    matcher = ctx.catalogue.stream(_watched(resolved.case, ctx.catalogue))
+    startup_s = min(sc.timeouts.startup_s, max(1.0, ctx.deadline - time.monotonic()))
+    server = ServerProcess(
+        plan.argv, env={**os.environ, **env_overlay}, host=sc.server.host, port=plan.port,
+        log_path=pool.log_path(ctx.paths.tag) if pool is not None else ctx.paths.log, run_tag=ctx.paths.tag,
+        startup_timeout_s=startup_s, on_line=matcher.feed, gpu_indices=gpu_indices,
+    )
+    return Launched(server, env_overlay)
+
+
+def _gpus(needed: int, opts: RunOptions, leases: ExitStack) -> tuple[Sequence[int], dict[str, str]]:
+    """The GPUs of one start and their environment: the caller's (``opts.gpus``), else leased for as long as
+    ``leases`` lives."""
     if not needed:
-        return ()
+        return (), {}
     if opts.gpus is not None:
-        attempt.env_overlay.update(gpu_env(opts.gpus))
-        return tuple(opts.gpus)
+        return tuple(opts.gpus), dict(gpu_env(opts.gpus))
     inventory = [g.index for g in hardware.inventory()]
     gpus = leases.enter_context(lease_gpus(needed, inventory, timeout_s=opts.gpu_lease_timeout_s))
-    attempt.env_overlay.update(gpus.env)
-    return gpus.indices
+    return gpus.indices, dict(gpus.env)
 
 
-def _reuse(live: LiveServer, resolved: Resolved, attempt: Attempt, paths: RunPaths, deadline: float,
-           opts: RunOptions) -> None:
+def _serve_reused(live: LiveServer, resolved: Resolved, prompts: list[Prompt], ctx: RunContext,
+                  trail: Trail) -> RunVerdict:
     """A trial on a server an earlier trial started: caches flushed, the model's counters restarted."""
-    assert resolved.launcher is not None
-    attempt.live, attempt.server = live, live.server
-    attempt.port, attempt.flags, attempt.argv = live.port, live.flags, live.argv
-    attempt.env_overlay = dict(live.env_overlay)
-    attempt.log_offset = live.server.log_path.stat().st_size if live.server.log_path.exists() else 0
-    attempt.metrics["server_trial"] = float(live.trials)
+    server = live.server
+    trail.plan = plan = Plan(prompts, live.port, live.flags, live.argv, dict(live.env_overlay))
+    offset = server.log_path.stat().st_size if server.log_path.exists() else 0
+    trail.launched = Launched(server, dict(live.env_overlay), offset)
+    trail.ready = Ready({"server_trial": float(live.trials)}, live)
     live.trials += 1
-    problem = resolved.launcher.begin_trial(live.server.url, admin_headers(resolved.case.scenario.server.args))
+    problem = resolved.launcher.begin_trial(server.url, admin_headers(resolved.case.scenario.server.args))
     if problem:
-        attempt.verdict = RunVerdict(Outcome.INFRA, f"workload: the shared server could not start a trial: {problem}",
-                                     Phase.WORKLOAD)
-        return
-    with attempt.timed("workload"):
-        attempt.verdict = _drive(live.server, resolved, attempt, paths, deadline, opts)
+        return RunVerdict(Outcome.INFRA, f"workload: the shared server could not start a trial: {problem}",
+                          Phase.WORKLOAD)
+    with trail.timed("workload"):
+        return _workload(server, resolved, plan, ctx, trail)
 
 
-def _start(server: ServerProcess, attempt: Attempt) -> float | RunVerdict:
-    """Seconds to ready, or the verdict of a start that did not get there."""
+def _start(server: ServerProcess) -> float:
+    """Seconds to ready; ServerDied or StartupTimeout for a start that did not get there."""
     server.start()
-    try:
-        ready_s = server.wait_ready()
-    except ServerDied as exc:
-        log_text = server.log_tail(400)
-        phase = _before_ready_phase(log_text, attempt.flags, server.http_answered)
-        return _crash_verdict(exc.crash_match, log_text, exc.server_exit_code, phase)
-    except StartupTimeout as exc:
-        phase = _before_ready_phase(server.log_tail(400), attempt.flags, server.http_answered)
-        return RunVerdict(Outcome.TIMEOUT, f"{phase.value}: {exc}", phase)
+    ready_s = server.wait_ready()
     log.info("server ready in %.1f s at %s", ready_s, server.url)
     return ready_s
 
 
-def _drive(server: ServerProcess, resolved: Resolved, attempt: Attempt, paths: RunPaths, deadline: float,
-           opts: RunOptions) -> RunVerdict:
-    """The workload on a ready server, still watching it, then the server-side metrics."""
+def _not_ready(server: ServerProcess, exc: ServerDied | StartupTimeout, flags: Sequence[str]) -> RunVerdict:
+    """The verdict of a start that did not reach ready: in start-up or in SGLang's own warm-up."""
+    log_text = server.log_tail(400)
+    phase = _before_ready_phase(log_text, flags, server.http_answered)
+    if isinstance(exc, ServerDied):
+        return _crash_verdict(exc.crash_match, log_text, exc.server_exit_code, phase)
+    return RunVerdict(Outcome.TIMEOUT, f"{phase.value}: {exc}", phase)
+
+
+def _workload(server: ServerProcess, resolved: Resolved, plan: Plan, ctx: RunContext, trail: Trail) -> RunVerdict:
+    """The workload on a ready server, then (when it passed and nothing hung) what the server says of itself."""
+    trail.driven = driven = _drive(server, resolved, plan, ctx)
+    if driven.verdict.outcome is Outcome.PASS and not driven.hung:
+        trail.scraped = _scrape(server, resolved)
+    return driven.verdict
+
+
+def _drive(server: ServerProcess, resolved: Resolved, plan: Plan, ctx: RunContext) -> Driven:
+    """The workload on a ready server, still watching it; its verdict and client-side metrics."""
     from harness.workload import ErrorKind, run_workload  # aiohttp loads only when a server is driven
 
-    case, launcher = resolved.case, resolved.launcher
-    assert launcher is not None
-    sc = case.scenario
-    wl = sc.workload
+    sc = resolved.case.scenario
+    wl, deadline = sc.workload, ctx.deadline
 
     def should_abort() -> str | None:
         # The scenario bound goes through the same path as a dying server, so the records so far are kept.
@@ -339,33 +422,38 @@ def _drive(server: ServerProcess, resolved: Resolved, attempt: Attempt, paths: R
         return _DEADLINE if time.monotonic() >= deadline else None
 
     result = asyncio.run(run_workload(
-        server.url, attempt.prompts, concurrency=wl.concurrency, request_rate=wl.request_rate,
+        server.url, plan.prompts, concurrency=wl.concurrency, request_rate=wl.request_rate,
         max_new_tokens=wl.max_new_tokens, ignore_eos=wl.ignore_eos, temperature=wl.temperature,
-        stream=wl.stream, warmup=wl.warmup, request_timeout_s=sc.timeouts.request_s, jsonl_path=paths.requests,
-        should_abort=should_abort, seed=wl.prompt.seed, progress=opts.progress,
-        headers=request_headers(sc.server.args),
+        stream=wl.stream, warmup=wl.warmup, request_timeout_s=sc.timeouts.request_s,
+        jsonl_path=ctx.paths.requests, should_abort=should_abort, seed=wl.prompt.seed,
+        progress=ctx.options.progress, headers=request_headers(sc.server.args),
     ))
-    attempt.manifest = result.manifest.to_dict() if result.manifest is not None else None
     failed = [r for r in result.records if not r.ok]
-    attempt.failing_request = failed[0].index if failed else None
-    attempt.metrics.update(aggregate(result.records, trace=result.trace, manifest=result.manifest))
+    timeouts = [r for r in failed if r.error_kind is ErrorKind.TIMEOUT]  # failure kinds are types, not words
+
+    def driven(verdict: RunVerdict) -> Driven:
+        return Driven(verdict, aggregate(result.records, trace=result.trace, manifest=result.manifest),
+                      failed[0].index if failed else None,
+                      result.manifest.to_dict() if result.manifest is not None else None, bool(timeouts))
+
     # A crash line can trail the last failed request slightly: give the watcher a moment when anything failed.
     if server.died.wait(0.3 if failed else 0.0) or server.failure():
-        return _crash_verdict(server.crash_match, server.log_tail(400), server.exit_code, Phase.WORKLOAD)
+        return driven(_crash_verdict(server.crash_match, server.log_tail(400), server.exit_code, Phase.WORKLOAD))
     if result.aborted == _DEADLINE:
-        return RunVerdict(Outcome.TIMEOUT, f"workload: scenario bound of {sc.timeouts.scenario_s:g} s reached",
-                          Phase.WORKLOAD)
-    # Failure kinds are types, never words in a message.
-    timeouts = [r for r in failed if r.error_kind is ErrorKind.TIMEOUT]
+        return driven(RunVerdict(Outcome.TIMEOUT, f"workload: scenario bound of {sc.timeouts.scenario_s:g} s "
+                                 "reached", Phase.WORKLOAD))
     if failed and len(timeouts) == len(failed):
-        return RunVerdict(Outcome.TIMEOUT, f"workload: {len(timeouts)} request(s) hit the "
-                          f"{sc.timeouts.request_s:g} s bound", Phase.WORKLOAD)
-    if not timeouts:  # a server whose requests timed out may be hung: nothing more is asked of it
-        attempt.metrics.update(read_server_figures(
-            server.url, metrics_enabled=bool(sc.server.args.get("enable-metrics")),
-            headers=request_headers(sc.server.args)).as_metrics())
-        attempt.truth = launcher.ground_truth(server.url)
-    return RunVerdict(Outcome.PASS, "all checks held", Phase.WORKLOAD)
+        return driven(RunVerdict(Outcome.TIMEOUT, f"workload: {len(timeouts)} request(s) hit the "
+                                 f"{sc.timeouts.request_s:g} s bound", Phase.WORKLOAD))
+    return driven(RunVerdict(Outcome.PASS, "all checks held", Phase.WORKLOAD))
+
+
+def _scrape(server: ServerProcess, resolved: Resolved) -> Scraped:
+    """The server-side metrics (``/metrics`` when enabled, SGLang's own figures) and the model's ground truth."""
+    args = resolved.case.scenario.server.args
+    figures = read_server_figures(server.url, metrics_enabled=bool(args.get("enable-metrics")),
+                                  headers=request_headers(args))
+    return Scraped(figures.as_metrics(), resolved.launcher.ground_truth(server.url))
 
 
 def _teardown(server: ServerProcess) -> TeardownInfo:
@@ -411,26 +499,27 @@ def _judge(verdict: RunVerdict, checks: Checks, metrics: Mapping[str, float | No
 # --------------------------------------------------------------------------- 5. record
 
 
-def _record(resolved: Resolved, attempt: Attempt, verdict: RunVerdict, checks: tuple[CheckResult, ...],
+def _record(resolved: Resolved | Unresolved, trail: Trail, verdict: RunVerdict, checks: tuple[CheckResult, ...],
             paths: RunPaths, *, role: str | None, trial: int, started: float, started_at: str) -> RunRecord:
     record_started = time.monotonic()
     case, build = resolved.case, resolved.build
     sc = case.scenario
-    if attempt.live is not None:
-        _copy_log_slice(attempt.live.server.log_path, attempt.log_offset, paths.log)
+    plan, launched, driven = trail.plan, trail.launched, trail.driven
+    if trail.live is not None and launched is not None:
+        _copy_log_slice(trail.live.server.log_path, launched.log_offset, paths.log)
     env_info = _environment(build)
     write_env(paths.run_dir, env_info)
-    if attempt.argv:
-        index = attempt.failing_request or 0
-        request = attempt.prompts[index] if attempt.prompts else None
-        write_repro(paths.run_dir, argv=attempt.argv, env=attempt.env_overlay, host=sc.server.host, port=attempt.port,
+    env_overlay = launched.env_overlay if launched else plan.env_overlay if plan else {}
+    if plan is not None and plan.argv:
+        index = (driven.failing_request if driven else None) or 0
+        request = plan.prompts[index] if plan.prompts else None
+        write_repro(paths.run_dir, argv=plan.argv, env=env_overlay, host=sc.server.host, port=plan.port,
                     request=_request_body(request, case) if request else None,
                     note=f"{sc.name} / {case.name} on {build.spec}: {verdict.outcome.value} ({verdict.reason})")
     expectation = None
     if role and role in sc.expect:
         expectation = judge_run(role, sc.expect[role], verdict.outcome, verdict.signature, verdict.phase)
-    workload = sc.workload.model_dump(mode="json")
-    server = attempt.server
+    server = launched.server if launched else None
     record = RunRecord(
         run_id=paths.tag,
         scenario=ScenarioRef(name=sc.name, file=str(case.file)),
@@ -440,11 +529,10 @@ def _record(resolved: Resolved, attempt: Attempt, verdict: RunVerdict, checks: t
         outcome=verdict.outcome,
         signature=verdict.signature,
         reason=verdict.reason,
-        metrics=dict(attempt.metrics),
-        server=ServerInfo(argv=tuple(redact_argv(attempt.argv)), env=redact_env(attempt.env_overlay),
+        metrics=trail.metrics,
+        server=ServerInfo(argv=tuple(redact_argv(plan.argv if plan else [])), env=redact_env(env_overlay),
                           log=str(paths.log), exit_code=server.exit_code if server else None,
-                          run_tag=server.run_tag if server else paths.tag,
-                          teardown=attempt.teardown),
+                          run_tag=server.run_tag if server else paths.tag, teardown=trail.teardown),
         host=host_from_dict(env_info["host"]),
         started_at=started_at,
         duration_s=round(time.monotonic() - started, 3),
@@ -454,10 +542,10 @@ def _record(resolved: Resolved, attempt: Attempt, verdict: RunVerdict, checks: t
         excerpt=verdict.excerpt,
         checks=checks,
         expectation=expectation,
-        ground_truth=attempt.truth,
-        manifest=attempt.manifest,
-        timings={**attempt.timings, "record": round(time.monotonic() - record_started, 4)},
-        experiment=experiment_digest(attempt.flags, workload) if attempt.flags else "",
+        ground_truth=trail.scraped.truth if trail.scraped else None,
+        manifest=driven.manifest if driven else None,
+        timings={**trail.timings, "record": round(time.monotonic() - record_started, 4)},
+        experiment=experiment_digest(plan.flags, sc.workload.model_dump(mode="json")) if plan else "",
     )
     write_record(paths.run_dir, record)
     return record
@@ -524,26 +612,24 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _serve_guarded(resolved: Resolved, paths: RunPaths, deadline: float, opts: RunOptions, catalogue: Catalogue,
-                   attempt: Attempt, trial: int, pool: ServerPool | None) -> bool:
-    """``_serve`` with what stops the harness itself turned into the attempt's verdict; True when interrupted."""
+def _serve_guarded(resolved: Resolved, ctx: RunContext, trail: Trail) -> RunVerdict:
+    """``_serve`` with what stops the harness itself turned into the run's verdict (``interrupted`` for SIGINT
+    or SIGTERM, the server torn down)."""
     try:
-        _serve(resolved, paths, deadline, opts, catalogue, attempt, trial, pool)
+        return _serve(resolved, ctx, trail)
     except UserError:
         raise
     except HarnessError as exc:
         # What stopped the harness itself (a lease that timed out, a tokenizer that is missing) means
         # the product was never tried: infra, in the phase the run had reached.
-        phase = Phase.PREFLIGHT if attempt.server is None else Phase.STARTUP
-        attempt.verdict = RunVerdict(Outcome.INFRA, f"{phase.value}: {first_line(exc)}", phase)
+        phase = Phase.PREFLIGHT if trail.launched is None else Phase.STARTUP
+        return RunVerdict(Outcome.INFRA, f"{phase.value}: {first_line(exc)}", phase)
     except KeyboardInterrupt as exc:
-        attempt.verdict = RunVerdict(Outcome.INTERRUPTED, f"interrupted ({first_line(exc) or 'SIGINT'}); "
-                                     "the server was torn down", None)
-        return True
+        return RunVerdict(Outcome.INTERRUPTED, f"interrupted ({first_line(exc) or 'SIGINT'}); "
+                          "the server was torn down", None)
     except OSError as exc:
         # A full disk or a vanished output folder: the harness could not keep the run's artifacts.
-        attempt.verdict = RunVerdict(Outcome.INFRA, f"harness I/O error: {exc}", None)
-    return False
+        return RunVerdict(Outcome.INFRA, f"harness I/O error: {exc}", None)
 
 
 def execute_run(
@@ -568,28 +654,24 @@ def execute_run(
     started = time.monotonic()
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     resolved = _resolve(case, resolve_for(case, build, Builds()) if isinstance(build, str) else build)
-    attempt = Attempt(verdict=resolved.problem, timings={"resolve": round(time.monotonic() - started, 4)})
+    trail = Trail(timings={"resolve": round(time.monotonic() - started, 4)})
     sc = resolved.case.scenario
-    deadline = started + sc.timeouts.scenario_s
-    catalogue = opts.catalogue or Catalogue.load()
     label = role or resolved.build.kind
     run_dir = new_run_dir(sc.name, case.name, f"{label}-{_version_label(resolved.build)}", trial, opts.out_root)
     paths = RunPaths(run_dir, run_dir / "server.log", run_dir / "requests.jsonl",
                      f"{run_dir.name}-{secrets.token_hex(4)}")
-    interrupted = False
-    if not sc.server.share_between_trials:
-        pool = None
+    pool = pool if sc.server.share_between_trials else None
+    ctx = RunContext(paths, started + sc.timeouts.scenario_s, opts, opts.catalogue or Catalogue.load(), trial, pool)
     with _sigterm_as_interrupt():
-        if attempt.verdict is None:
-            interrupted = _serve_guarded(resolved, paths, deadline, opts, catalogue, attempt, trial, pool)
-        assert attempt.verdict is not None
-        verdict, checks = _judge(attempt.verdict, sc.checks, attempt.metrics)
-        if attempt.live is not None and pool is not None and verdict.outcome is not Outcome.PASS:
+        served = resolved.verdict if isinstance(resolved, Unresolved) else _serve_guarded(resolved, ctx, trail)
+        verdict, checks = _judge(served, sc.checks, trail.metrics)
+        live = trail.live
+        if live is not None and pool is not None and verdict.outcome is not Outcome.PASS:
             # A fresh server after any crash, failed check or interruption: never carry a broken one on.
-            with attempt.timed("teardown"):
-                attempt.teardown = pool.evict(attempt.live.key)
-        record = _record(resolved, attempt, verdict, checks, paths, role=role, trial=trial, started=started,
+            with trail.timed("teardown"):
+                trail.teardown = pool.evict(live.key)
+        record = _record(resolved, trail, verdict, checks, paths, role=role, trial=trial, started=started,
                          started_at=started_at)
-    if interrupted:
+    if served.outcome is Outcome.INTERRUPTED:
         raise RunInterrupted(record)
     return record

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -41,6 +41,9 @@ from harness.net import url_for
 from harness.reaper import TAG_VAR, Watchdog, kill_run
 from harness.redact import is_secret_flag, redact_text, redact_values, secret_values
 from harness.text import last_line
+
+if TYPE_CHECKING:  # the catalogue (and yaml) load only where a matcher is made
+    from harness.signatures import Match
 
 __all__ = [
     "ServerProcess",
@@ -64,7 +67,7 @@ _PR_SET_PDEATHSIG = 1
 class ServerDied(HarnessError):
     """The server exited or logged a crash signature before it was ready."""
 
-    def __init__(self, message: str, *, server_exit_code: int | None, crash_match: object | None,
+    def __init__(self, message: str, *, server_exit_code: int | None, crash_match: Match | None,
                  log_tail: str) -> None:
         super().__init__(message)
         # Not ``exit_code``: that is HarnessError's exit code of the harness itself (a crash is EXIT_FAIL).
@@ -182,7 +185,7 @@ class ServerProcess:
         startup_timeout_s: float,
         health_paths: Sequence[str] = (HEALTH_PATH,),
         ready_line: str | None = READY_LINE,
-        on_line: Callable[[str], object | None] | None = None,
+        on_line: Callable[[str], Match | None] | None = None,
         gpu_indices: Sequence[int] = (),
     ) -> None:
         if not argv:
@@ -204,7 +207,7 @@ class ServerProcess:
         self.state = ServerState.NEW
         self.died = threading.Event()  # process exited or a crash line matched
         self.ready = threading.Event()
-        self.crash_match: object | None = None
+        self.crash_match: Match | None = None
         self.crash_line: str | None = None
         self.died_at: float | None = None  # time.time() when death was noticed
         self.ready_via: str | None = None  # "health:/path" or "log"

@@ -20,6 +20,7 @@ from harness.errors import HarnessError, InfraError
 from harness.lease import lease_port, port_is_free
 from harness.reaper import kill_run, run_pids
 from harness.server import ServerDied, ServerProcess, ServerState, StartupTimeout
+from harness.signatures import Match, Signature
 
 SERVERS = Path(__file__).parent / "servers"
 
@@ -60,8 +61,13 @@ def _server(script: str, *args: object, tag: str, port: int, tmp_path: Path, **k
     )
 
 
-def _crash_matcher(line: str) -> str | None:
-    return "test-crash" if line.startswith("RuntimeError: test server crashed") else None
+_TEST_CRASH = Signature("test-crash", "the test server crashed", "bug", (), re.compile("test server crashed"))
+
+
+def _crash_matcher(line: str) -> Match | None:
+    if not line.startswith("RuntimeError: test server crashed"):
+        return None
+    return Match(_TEST_CRASH, 0, line, line)
 
 
 def _can_bind(port: int) -> bool:
@@ -149,7 +155,8 @@ def test_crash_line_before_ready_fails_within_one_second(tag: str, port: int, tm
     line_at = float(crash_line.group(1))
     assert server.died_at is not None and server.died_at - line_at < 1.0
     assert raised_at - line_at < 1.0, f"verdict {raised_at - line_at:.2f} s after the crash line"
-    assert info.value.crash_match == "test-crash"
+    crash = info.value.crash_match
+    assert crash is not None and crash.signature.id == "test-crash"
     assert info.value.server_exit_code is not None  # torn down before raising, so it has one now
     assert "crashed on purpose" in str(info.value)
     assert run_pids(tag) == {}
