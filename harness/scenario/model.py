@@ -264,7 +264,7 @@ class WorkloadPhase(_Strict):
     prefix cache holds them, on the device or, after pressure, on the host), instead of ``prompt``.
     """
 
-    name: str = Field(pattern=r"^[a-z][a-z0-9_-]*\Z", max_length=40)
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=40)
     description: str | None = None
     requests: int | None = Field(default=None, ge=1, le=1_000_000)
     concurrency: int | None = Field(default=None, ge=1, le=10_000)
