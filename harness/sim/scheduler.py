@@ -219,7 +219,11 @@ class Scheduler:
         slots = self.req_pool.req_to_token[r.req_pool_idx, : r.seq_len].clone()
         if self.tree_cache is not None:
             # SGLang's cache_finished_req: the request's KV joins the tree (token i of prompt + output in slot i).
-            self.tree_cache.insert((r.input_ids + r.output_ids)[: r.seq_len], slots)
+            # A verify step cut short by max_new_tokens wrote KV for drafts the output never took: those slots
+            # hold no token of the request and go back to the allocator.
+            tokens = (r.input_ids + r.output_ids)[: r.seq_len]
+            self.tree_cache.insert(tokens, slots[: len(tokens)])
+            self.allocator.free(slots[len(tokens):])
             self.tree_cache.unlock(r.prefix_nodes)
             r.prefix_nodes = []
         else:
