@@ -38,6 +38,7 @@ from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario import Case, LoadedScenario
 from harness.scenario.model import RelativeChecks
 from harness.server_pool import ServerPool
+from harness.workload_phase import phase_metric
 
 __all__ = ["ComparisonRun", "compare_cases", "manifest_problem", "role_specs"]
 
@@ -106,7 +107,9 @@ def _relative_checks(rel: RelativeChecks | None, case: CaseComparison) -> list[E
 
 
 def _role_result(role: str, spec: str, runs: Sequence[RunRecord], report_dir: Path) -> RoleResult:
-    names = sorted({m.name for m in DEFAULT_METRICS} | set(_SHOWN))
+    # A stateful workload's per-phase figures (NAME@PHASE) are shown and kept beside the run-level ones.
+    phased = {name for r in runs for name in r.metrics if "@" in name}
+    names = sorted({m.name for m in DEFAULT_METRICS} | set(_SHOWN) | phased)
     # A trial that did not pass has no meaningful speed (a crash "measures" 0 tok/s), and one whose client fell
     # behind measured the client: leave both blank.
     usable = [r.outcome is Outcome.PASS and not_comparable(r.metrics) is None for r in runs]
@@ -138,6 +141,21 @@ def _metric_specs(tolerances: RelativeChecks | None) -> list[MetricSpec]:
             for m in DEFAULT_METRICS]
 
 
+# Judged per phase of a stateful workload: a verdict each (better / same / worse) between builds.
+_PHASE_METRICS = (
+    MetricSpec("accept_length", "Acceptance length", "tokens/step", True, 0.02),
+    MetricSpec("accept_rate", "Draft acceptance rate", "", True, 0.02),
+    MetricSpec("cache_hit_rate", "Prefix-cache hit rate (cached_tokens)", "", True, 0.02),
+)
+
+
+def _phase_specs(case: Case) -> list[MetricSpec]:
+    """One spec per (figure, phase) of a stateful workload, in phase order; none for a plain one."""
+    return [MetricSpec(phase_metric(m.name, phase), f"{m.label}, phase {phase}", m.unit, m.higher_is_better,
+                       m.min_effect)
+            for phase in case.scenario.workload.phase_names for m in _PHASE_METRICS]
+
+
 def manifest_problem(by_role: Mapping[str, Sequence[RunRecord]]) -> str | None:
     """Why the roles' workloads may not be compared (a field of their manifests differs), or None."""
     first: tuple[str, Mapping[str, Any]] | None = None
@@ -161,7 +179,7 @@ def _compare_one(case: Case, specs: Mapping[str, str], by_role: Mapping[str, Seq
     checks = [judge_role(role, case.scenario.expect[role], runs)
               for role, runs in ran.items() if role in case.scenario.expect]
     tolerances = case.scenario.checks.relative
-    specs_judged = _metric_specs(tolerances)
+    specs_judged = _metric_specs(tolerances) + _phase_specs(case)
     problem = manifest_problem(ran)
     if problem:
         notes.append(f"{case.name}: metrics not compared, the workloads differ ({problem})")
