@@ -110,9 +110,10 @@ def _role_result(role: str, spec: str, runs: Sequence[RunRecord], report_dir: Pa
     # A stateful workload's per-phase figures (NAME@PHASE) are shown and kept beside the run-level ones.
     phased = {name for r in runs for name in r.metrics if "@" in name}
     names = sorted({m.name for m in DEFAULT_METRICS} | set(_SHOWN) | phased)
-    # A trial that did not pass has no meaningful speed (a crash "measures" 0 tok/s), and one whose client fell
-    # behind measured the client: leave both blank.
-    usable = [r.outcome is Outcome.PASS and not_comparable(r.metrics) is None for r in runs]
+    # A trial that crashed or never ran its workload has no meaningful speed (a crash "measures" 0 tok/s), and
+    # one whose client fell behind measured the client: leave both blank. A failed check ran the whole workload:
+    # its figures are what the check judged (the store keeps pass and fail runs' metrics alike).
+    usable = [r.outcome in (Outcome.PASS, Outcome.FAIL) and not_comparable(r.metrics) is None for r in runs]
     metrics = {
         name: tuple(v if (v := r.metric(name)) is not None and ok else float("nan") for r, ok in zip(runs, usable))
         for name in names
@@ -180,6 +181,9 @@ def _compare_one(case: Case, specs: Mapping[str, str], by_role: Mapping[str, Seq
               for role, runs in ran.items() if role in case.scenario.expect]
     tolerances = case.scenario.checks.relative
     specs_judged = _metric_specs(tolerances) + _phase_specs(case)
+    if any((r.manifest or {}).get("ignore_eos") for runs in ran.values() for r in runs):
+        notes.append(f"{case.name}: acceptance measured with ignore_eos: true (the draft keeps proposing past the "
+                     "answer, which changes acceptance; TensorRT-LLM PR #14347 turns it off for spec-decoding tests)")
     problem = manifest_problem(ran)
     if problem:
         notes.append(f"{case.name}: metrics not compared, the workloads differ ({problem})")
