@@ -237,6 +237,16 @@ def evaluate_phase_checks(checks: Checks, metrics: Mapping[str, float | None]) -
                               f"{phase}: draft position {k} acceptance rate")
             if result is not None:
                 out.append(result)
+        if pc.no_decline is not None:
+            tau, p = metrics.get(phase_metric("accept_trend_tau", phase)), metrics.get(phase_metric("accept_trend_p", phase))
+            name = f"{phase}: acceptance length does not decline over time"
+            if tau is None or p is None:
+                out.append(CheckResult(name, held=False, detail=f"{phase}: too few requests to test a trend (8 needed)"))
+            else:
+                declining = tau < 0 and p < pc.no_decline
+                out.append(CheckResult(name, held=not declining, detail=(
+                    f"{phase}: acceptance length declines over time (Kendall's tau {tau:.2f}, one-sided p {p:.2g} "
+                    f"< {pc.no_decline:g})") if declining else ""))
     for cross in checks.across_phases:
         value = metrics.get(phase_metric(cross.metric, cross.phase))
         base = metrics.get(phase_metric(cross.metric, cross.baseline))

@@ -203,3 +203,20 @@ def test_phase_metrics_are_series_with_their_figure_s_rule() -> None:
     assert rule_for("accept_length@after") == rule_for("accept_length")
     assert rule_for("cache_hit_rate@after") is not None and rule_for("cache_hit_rate") is None
     assert rule_for("accept_length_q1@after") is None  # only the named figures alert
+
+
+def test_the_trend_check_fails_a_significant_decline_only(tmp_path: Path) -> None:
+    text = STATEFUL.replace("    after: {cache_hit_rate: {min: 0.5},",
+                            "    after: {no_decline: 0.01, cache_hit_rate: {min: 0.5},")
+    (case,) = load_file(_write(tmp_path, text)).cases
+    base = {phase_metric("accept_length", "baseline"): 2.0, phase_metric("accept_length", "after"): 2.0,
+            phase_metric("cache_hit_rate", "after"): 0.99, phase_metric("accept_rate_pos1", "after"): 0.5}
+
+    def trend_check(tau: float | None, p: float | None) -> bool:
+        metrics = {**base, phase_metric("accept_trend_tau", "after"): tau, phase_metric("accept_trend_p", "after"): p}
+        (check,) = [c for c in evaluate_phase_checks(case.scenario.checks, metrics) if "decline" in c.check]
+        return check.held
+
+    assert not trend_check(-0.6, 0.001)
+    assert trend_check(-0.2, 0.2) and trend_check(0.5, 0.999)
+    assert not trend_check(None, None)  # unmeasured is not a pass

@@ -373,6 +373,9 @@ class PhaseChecks(_Strict):
     output_throughput: Bound | None = None
     accept_rate_by_position: list[Bound | None] | None = Field(
         default=None, description="item k bounds the rate at which draft position k+1 is accepted (null: unbounded)")
+    no_decline: float | None = Field(
+        default=None, gt=0, lt=1, description="a trend test (the sglang#28771 shape): fail when acceptance length "
+        "declines over the phase's time, Kendall's tau < 0 with one-sided p below this level")
 
 
 # Figures a cross-phase check may compare (their per-phase metric names are NAME@PHASE).
