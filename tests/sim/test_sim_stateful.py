@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.compare_runner import compare_cases
+from harness.history.alerts import Alert
 from harness.history.incidents import Incident
 from harness.history.review import review
 from harness.outcome import Outcome
@@ -24,11 +25,9 @@ from harness.store.store import new_batch, open_store
 pytestmark = [pytest.mark.slow, pytest.mark.sim]
 
 SEED = Path(__file__).resolve().parents[2] / "scenarios" / "cache_state" / "hicache_loadback_draft_state.yaml"
-# Same flags and phases; a smaller KV pool and smaller prompts so that the pressure still overflows it.
-SCALE = (("max-total-tokens: 2048", "max-total-tokens: 512"), ("  requests: 6\n", "  requests: 4\n"),
-         ("    tokens: 160\n", "    tokens: 64\n"), ("max_new_tokens: 32", "max_new_tokens: 16"),
-         ("      requests: 3\n", "      requests: 2\n"), ("        tokens: 900\n", "        tokens: 300\n"),
-         ("    - name: baseline\n", "    - name: baseline\n      requests: 3\n"))
+# Same flags and phases; a smaller KV pool, so that a lighter pressure phase still overflows it.
+SCALE = (("max-total-tokens: 2048", "max-total-tokens: 1024"), ("      requests: 3\n", "      requests: 2\n"),
+         ("        tokens: 900\n", "        tokens: 600\n"))
 
 
 def _scaled(tmp_path: Path) -> Path:
@@ -65,11 +64,12 @@ def test_the_load_back_bug_fails_before_passes_after_per_phase_and_is_one_nightl
     assert {p.name for p in run_dir.glob("requests.*.jsonl")} == {
         "requests.baseline.jsonl", "requests.pressure.jsonl", "requests.after.jsonl"}
 
-    # compare: a verdict per phase; the after phase is worse, the baseline the same.
+    # compare: a verdict per phase. The first role is the baseline, so the fixed build is better on the after
+    # phase and the same on the baseline phase, which no load-back touched.
     (cmp,) = result.report.cases
     verdicts = {m.metric: m.verdict for m in cmp.metrics}
-    assert verdicts["accept_length@after"] == "worse" and verdicts["accept_rate@after"] == "worse"
-    assert verdicts["accept_length@baseline"] == "same"
+    assert verdicts["accept_length@after"] == "better" and verdicts["accept_rate@after"] == "better"
+    assert verdicts["accept_length@baseline"] == "same" and verdicts["cache_hit_rate@after"] == "same"
     assert cmp.expectations_held
 
     # report: acceptance per phase, by draft position and over time.
@@ -78,15 +78,22 @@ def test_the_load_back_bug_fails_before_passes_after_per_phase_and_is_one_nightl
     assert "Acceptance length (measured requests), phase after" in md
     assert "<h3>Workload phases</h3>" in html
 
-    # nightly: six nights of the fixed revision, then the buggy one lands: one incident naming the after phase.
+    # nightly: six nights of the fixed revision, then the buggy one lands: one incident, first bad night 7, and
+    # the series of the after phase's acceptance length steps down there (the baseline phase's does not move).
     incidents: list[Incident] = []
+    alerts: list[Alert] = []
     with open_store(f"sqlite:///{tmp_path / 'nightly.db'}") as store:
         for night in range(1, 13):
             role = "after" if night <= 6 else "before"
             batch = new_batch("nightly", f"night-{night:02d}", started_at=f"2026-11-{night:02d}T02:00:00+00:00")
             store.record_many([dataclasses.replace(r, run_id=f"n{night}-{r.run_id}", started_at=batch.started_at)
                                for r in by_role[role]], batch)
-            incidents += review(store, batch.id).incidents
+            rv = review(store, batch.id)
+            incidents += rv.incidents
+            alerts += rv.new
     assert len(incidents) == 1, [i.describe() for i in incidents]
-    moved = {a.metric for a in incidents[0].alerts}
-    assert "accept_length@after" in moved and "accept_length@baseline" not in moved
+    assert incidents[0].lead.first_bad.batch_label == "night-07"
+    steps = {a.metric: a for a in alerts if a.kind == "step"}
+    assert "accept_length@after" in steps and "accept_length@baseline" not in steps
+    assert steps["accept_length@after"].first_bad.batch_label == "night-07"
+    assert (steps["accept_length@after"].effect or 0) < -0.1
