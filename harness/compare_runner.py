@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.build import Builds
 from harness.comparison import (
@@ -26,11 +25,13 @@ from harness.comparison import (
     RoleResult,
     build_report,
     compare_case,
+    spec_of,
 )
 from harness.derive import not_comparable
 from harness.errors import UserError
 from harness.expectation import ExpectationCheck, judge_role
-from harness.manifest import manifest_mismatch
+from harness.manifest import Manifest, manifest_mismatch
+from harness.metric_registry import COMPARED, METRICS, relative_tolerances
 from harness.outcome import Outcome
 from harness.paths import reports_root
 from harness.record import RunRecord
@@ -44,8 +45,6 @@ __all__ = ["ComparisonRun", "compare_cases", "manifest_problem", "role_specs"]
 
 log = logging.getLogger(__name__)
 
-_RELATIVE = {"accept_length": "accept_length_max_regression",
-             "output_throughput_tok_s": "output_throughput_max_regression"}
 # Metrics carried per trial into the comparison besides the judged ones (DEFAULT_METRICS).
 _SHOWN = ("accept_length_server", "ttft_ms_p50", "itl_ms_p50", "request_throughput_rps")
 
@@ -88,7 +87,8 @@ def _relative_checks(rel: RelativeChecks | None, case: CaseComparison) -> list[E
         return []
     out = []
     for metric in case.metrics:
-        tolerance = getattr(rel, _RELATIVE.get(metric.metric, ""), None)
+        entry = METRICS.get(metric.metric)
+        tolerance = getattr(rel, entry.relative_check) if entry is not None and entry.relative_check else None
         if tolerance is None or metric.before_role != rel.baseline:
             continue
         worse = metric.verdict == "worse" and metric.delta_rel < -tolerance
@@ -130,16 +130,14 @@ def _role_result(role: str, spec: str, runs: Sequence[RunRecord], report_dir: Pa
         metrics=metrics,
         artifact_dirs=tuple(str(Path(r.artifacts).resolve().relative_to(report_dir.resolve())) for r in runs),
         excerpt=next((r.excerpt for r in runs if r.excerpt), ""),
+        reference_server=first.build.reference_server,
     )
 
 
 def _metric_specs(tolerances: RelativeChecks | None) -> list[MetricSpec]:
     """The judged metrics; a relative check's tolerance is also the smallest effect that counts."""
-    if tolerances is None:
-        return list(DEFAULT_METRICS)
-    return [MetricSpec(m.name, m.label, m.unit, m.higher_is_better,
-                       getattr(tolerances, _RELATIVE[m.name], None) or m.min_effect) if m.name in _RELATIVE else m
-            for m in DEFAULT_METRICS]
+    allowed = relative_tolerances(tolerances)
+    return [spec_of(m, allowed.get(m.name)) for m in COMPARED]
 
 
 # Judged per phase of a stateful workload: a verdict each (better / same / worse) between builds.
@@ -159,7 +157,7 @@ def _phase_specs(case: Case) -> list[MetricSpec]:
 
 def manifest_problem(by_role: Mapping[str, Sequence[RunRecord]]) -> str | None:
     """Why the roles' workloads may not be compared (a field of their manifests differs), or None."""
-    first: tuple[str, Mapping[str, Any]] | None = None
+    first: tuple[str, Manifest] | None = None
     for role, runs in by_role.items():
         for record in runs:
             if record.manifest is None:
@@ -181,7 +179,7 @@ def _compare_one(case: Case, specs: Mapping[str, str], by_role: Mapping[str, Seq
               for role, runs in ran.items() if role in case.scenario.expect]
     tolerances = case.scenario.checks.relative
     specs_judged = _metric_specs(tolerances) + _phase_specs(case)
-    if any((r.manifest or {}).get("ignore_eos") for runs in ran.values() for r in runs):
+    if any(r.manifest is not None and r.manifest.ignore_eos for runs in ran.values() for r in runs):
         notes.append(f"{case.name}: acceptance measured with ignore_eos: true (the draft keeps proposing past the "
                      "answer, which changes acceptance; TensorRT-LLM PR #14347 turns it off for spec-decoding tests)")
     problem = manifest_problem(ran)

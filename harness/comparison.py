@@ -34,6 +34,7 @@ from typing import Any, Literal
 from harness import __version__
 from harness import statistics as st
 from harness.expectation import ExpectationCheck
+from harness.metric_registry import COMPARED, Metric
 from harness.outcome import Outcome, most_telling, parse_outcome
 from harness.sim import REFERENCE_SERVER_LABEL
 
@@ -42,6 +43,7 @@ __all__ = [
     "VERDICTS",
     "MetricVerdict",
     "MetricSpec",
+    "spec_of",
     "DEFAULT_METRICS",
     "MetricComparison",
     "RoleResult",
@@ -69,11 +71,13 @@ class MetricSpec:
     min_effect: float = 0.02
 
 
-DEFAULT_METRICS: tuple[MetricSpec, ...] = (
-    MetricSpec("accept_length", "Acceptance length (measured requests)", "tokens/step", True, 0.02),
-    # Throughput is noisier than acceptance length on shared machines.
-    MetricSpec("output_throughput_tok_s", "Output throughput", "tok/s", True, 0.05),
-)
+def spec_of(metric: Metric, min_effect: float | None = None) -> MetricSpec:
+    """How the comparison reads a metric of the registry (``min_effect``: a scenario's own tolerance)."""
+    return MetricSpec(metric.name, metric.label, metric.unit, metric.higher_is_better,
+                      min_effect or metric.min_effect or 0.02)
+
+
+DEFAULT_METRICS: tuple[MetricSpec, ...] = tuple(spec_of(m) for m in COMPARED)
 
 
 def _nan_to_none(value: float) -> float | None:
@@ -191,34 +195,9 @@ def compare_metric(
         )
         p = st.mann_whitney(b, a)
 
-    note = ""
-    verdict: MetricVerdict
-    if len(b) < min_samples or len(a) < min_samples:
-        verdict = "not enough data"
-        note = (
-            f"{before_role}: {len(b)}, {after_role}: {len(a)} passing trials with a value; "
-            f"need {min_samples} on each side"
-        )
-    elif st.min_p_value(len(b), len(a)) >= alpha:
-        verdict = "not enough data"
-        note = (
-            f"{len(b)} vs {len(a)} trials cannot reach p < {alpha:g} even with complete "
-            f"separation; run {_trials_needed(alpha)} trials per side"
-        )
-    elif math.isnan(delta):
-        verdict = "not enough data"
-        note = f"{before_role} {stat} is 0: no relative delta"
-    else:
-        significant = p < alpha
-        ci_excludes_zero = ci_low > 0.0 or ci_high < 0.0
-        large_enough = abs(delta) >= min_effect
-        if significant and ci_excludes_zero and large_enough:
-            improved = (delta > 0) == higher_is_better
-            verdict = "better" if improved else "worse"
-        else:
-            verdict = "same"
-            if significant and ci_excludes_zero:
-                note = f"difference below the minimum effect of {min_effect:.0%}"
+    verdict, note = _verdict(b, a, delta, ci_low, ci_high, p, higher_is_better=higher_is_better,
+                             min_effect=min_effect, alpha=alpha, min_samples=min_samples, stat=stat,
+                             before_role=before_role, after_role=after_role)
     return MetricComparison(
         metric=name,
         higher_is_better=higher_is_better,
@@ -236,6 +215,28 @@ def compare_metric(
         after_role=after_role,
         note=note,
     )
+
+
+def _verdict(b: tuple[float, ...], a: tuple[float, ...], delta: float, ci_low: float, ci_high: float, p: float, *,
+             higher_is_better: bool, min_effect: float, alpha: float, min_samples: int, stat: st.StatName,
+             before_role: str, after_role: str) -> tuple[MetricVerdict, str]:
+    """The verdict rule of the module docstring on computed figures, and a note saying why when it matters."""
+    if len(b) < min_samples or len(a) < min_samples:
+        return "not enough data", (f"{before_role}: {len(b)}, {after_role}: {len(a)} passing trials with a value; "
+                                   f"need {min_samples} on each side")
+    if st.min_p_value(len(b), len(a)) >= alpha:
+        return "not enough data", (f"{len(b)} vs {len(a)} trials cannot reach p < {alpha:g} even with complete "
+                                   f"separation; run {_trials_needed(alpha)} trials per side")
+    if math.isnan(delta):
+        return "not enough data", f"{before_role} {stat} is 0: no relative delta"
+    significant = p < alpha
+    ci_excludes_zero = ci_low > 0.0 or ci_high < 0.0
+    if significant and ci_excludes_zero and abs(delta) >= min_effect:
+        improved = (delta > 0) == higher_is_better
+        return ("better" if improved else "worse"), ""
+    if significant and ci_excludes_zero:
+        return "same", f"difference below the minimum effect of {min_effect:.0%}"
+    return "same", ""
 
 
 @dataclass(frozen=True)
@@ -258,6 +259,7 @@ class RoleResult:
     metrics: dict[str, tuple[float, ...]] = field(default_factory=dict)
     artifact_dirs: tuple[str, ...] = ()
     excerpt: str = ""
+    reference_server: bool = False  # the build is the CPU reference server (sim: or simsrc:), not SGLang
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "outcomes", tuple(parse_outcome(o) for o in self.outcomes))
@@ -304,7 +306,7 @@ class RoleResult:
 
     @property
     def is_reference_server(self) -> bool:
-        return self.build_kind == "sim"
+        return self.reference_server
 
     @property
     def build_label(self) -> str:
@@ -339,6 +341,7 @@ class RoleResult:
             "metrics": {k: [_nan_to_none(v) for v in vs] for k, vs in self.metrics.items()},
             "artifact_dirs": list(self.artifact_dirs),
             "excerpt": self.excerpt,
+            "reference_server": self.reference_server,
         }
 
     @classmethod
@@ -354,6 +357,7 @@ class RoleResult:
             metrics={k: tuple(_none_to_nan(v) for v in vs) for k, vs in data.get("metrics", {}).items()},
             artifact_dirs=tuple(data.get("artifact_dirs", ())),
             excerpt=data.get("excerpt", ""),
+            reference_server=bool(data.get("reference_server", False)),
         )
 
 

@@ -202,15 +202,25 @@ def derive_metrics(
     measured = [r for r in records if not r.warmup]
     ok = [r for r in measured if r.ok]
     out: dict[str, float | None] = {}
+    _counts(out, records, measured, ok)
+    _throughput(out, measured, ok, manifest)
+    _latency(out, ok)
+    _client_account(out, measured, trace, manifest)
+    return out
 
+
+# Each part below adds its keys to ``out`` in the order result.json lists them.
+
+
+def _counts(out: dict[str, float | None], records: Sequence[RequestRecord], measured: Sequence[RequestRecord],
+            ok: Sequence[RequestRecord]) -> None:
     # --- counts and acceptance length -----------------------------------------------------------------------
     out["requests_ok"] = len(ok)
     out["requests_failed"] = len(measured) - len(ok)
     kinds = failure_kinds(records)
     for kind in ErrorKind:
         out[f"requests_failed_{kind.value.replace('-', '_')}"] = kinds.get(kind, 0)
-    completion = sum(r.completion_tokens for r in ok)
-    out["completion_tokens"] = completion
+    out["completion_tokens"] = sum(r.completion_tokens for r in ok)
     out["requests_client_counted"] = sum(1 for r in measured if r.token_source != "server")
     spec_tokens, verify_sum, chunk_steps = 0, 0.0, 0
     for r in ok:
@@ -229,6 +239,11 @@ def derive_metrics(
     out["accept_length_chunks_rel_diff"] = rel
     out["accept_length_chunks_disagree"] = None if rel is None else float(abs(rel) > ACCEPT_LENGTH_TOLERANCE)
 
+
+
+def _throughput(out: dict[str, float | None], measured: Sequence[RequestRecord], ok: Sequence[RequestRecord],
+                manifest: Manifest | None) -> None:
+    completion = sum(r.completion_tokens for r in ok)
     # --- throughput, full window --------------------------------------------------------------------------
     last_tokens = [t for r in measured if (t := r.last_token_ns) is not None]
     first_send = min((r.written_ns if r.written_ns is not None else r.sent_ns for r in measured), default=None)
@@ -255,6 +270,8 @@ def derive_metrics(
         out["steady_window_s"] = (b - a) / NS
         out["output_throughput_tok_s_steady"] = tokens / ((b - a) / NS)
 
+
+def _latency(out: dict[str, float | None], ok: Sequence[RequestRecord]) -> None:
     # --- latency ------------------------------------------------------------------------------------------
     streamed = [r for r in ok if r.stream]
     _dist(out, "ttft", [x for r in streamed if (x := r.ttft_s) is not None])
@@ -268,6 +285,9 @@ def derive_metrics(
     decode_chunks = sum(len(r.content_chunks) - 1 for r in streamed if r.content_chunks)
     out["tokens_per_chunk_mean"] = decode_tokens / decode_chunks if decode_chunks else None
 
+
+def _client_account(out: dict[str, float | None], measured: Sequence[RequestRecord], trace: ClientTrace | None,
+                    manifest: Manifest | None) -> None:
     # --- the client's account of itself ---------------------------------------------------------------------
     delays = [(r.sent_ns - r.due_ns) / NS for r in measured]
     _dist(out, "sched_delay", delays, qs=(50, 99))
@@ -294,7 +314,6 @@ def derive_metrics(
     out["requested_concurrency"] = manifest.concurrency if manifest is not None else None
     p99 = out["sched_delay_ms_p99"]
     out["client_fell_behind"] = None if p99 is None else float(p99 > CLIENT_BEHIND_MS)
-    return out
 
 
 def not_comparable(metrics: Mapping[str, Any]) -> str | None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import UserError
+from harness.record import GpuInfo, HostInfo
 
 __all__ = [
     "INVENTORY_ENV",
@@ -238,29 +239,24 @@ def requirement_gap(
     return f"{wanted}, found {found} (host has: {present})"
 
 
-def host_info() -> dict[str, Any]:
+def host_info() -> HostInfo:
     """Facts about this host worth recording next to every result."""
     driver = None
     with _nvml() as nvml:
         if nvml is not None:
             with suppress(nvml.NVMLError):
                 driver = _text(nvml.nvmlSystemGetDriverVersion())
-    gpus = inventory()
-    return {
-        "gpus": [g.name for g in gpus],
-        "gpu_details": [
-            {"index": g.index, "uuid": g.uuid, "name": g.name, "memory_gib": g.memory_gib,
-             "compute_capability": g.compute_capability}
-            for g in gpus
-        ],
-        "driver_version": driver,
-        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "python_executable": sys.executable,
-        "cpu_count": os.cpu_count(),
-    }
+    return HostInfo(
+        hostname=socket.gethostname(),
+        gpus=tuple(GpuInfo(index=g.index, name=g.name, uuid=g.uuid, memory_gib=g.memory_gib,
+                           compute_capability=g.compute_capability) for g in inventory()),
+        driver_version=driver,
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        platform=platform.platform(),
+        python=platform.python_version(),
+        cpu_count=os.cpu_count(),
+        python_executable=sys.executable,
+    )
 
 
 def gpu_processes(indices: Sequence[int]) -> dict[int, list[int]]:

@@ -100,22 +100,15 @@ def _show(value: Any) -> str:
     return json.dumps(value)
 
 
-def _as_manifest(m: Manifest | Mapping[str, Any] | None) -> Manifest | None:
-    if m is None or isinstance(m, Manifest):
-        return m
-    return Manifest.from_dict(m)
-
-
-def manifest_mismatch(a: Manifest | Mapping[str, Any] | None, b: Manifest | Mapping[str, Any] | None) -> str | None:
+def manifest_mismatch(a: Manifest | None, b: Manifest | None) -> str | None:
     """One line naming the first field in which two manifests differ, or None when they may be compared.
 
     A result without a manifest (written before manifests existed) is not refused: there is nothing to
     compare, and the caller may say so."""
-    ma, mb = _as_manifest(a), _as_manifest(b)
-    if ma is None or mb is None:
+    if a is None or b is None:
         return None
     for name in COMPARED_FIELDS:
-        va, vb = getattr(ma, name), getattr(mb, name)
+        va, vb = getattr(a, name), getattr(b, name)
         if va != vb:
             return f"workload manifests differ in {name}: {_show(va)} vs {_show(vb)}"
     return None

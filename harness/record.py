@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
+from harness.manifest import Manifest
 from harness.outcome import EXIT_CODE, Outcome, Phase, parse_outcome, parse_phase
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "TeardownInfo",
     "experiment_digest",
     "host_from_dict",
+    "host_to_dict",
     "read_record",
     "record_from_dict",
     "record_to_dict",
@@ -114,6 +116,7 @@ class HostInfo:
     python: str = ""
     cpu_count: int | None = None
     cpu: str | None = None
+    python_executable: str = ""
 
     @property
     def gpu_names(self) -> tuple[str, ...]:
@@ -169,7 +172,7 @@ class RunRecord:
     ground_truth: Mapping[str, Any] | None = None
     experiment: str = ""  # digest of server argv (host/port left out) + workload: "the same experiment"
     timings: Mapping[str, float] = field(default_factory=dict)  # seconds per phase (resolve, preflight, start...)
-    manifest: Mapping[str, Any] | None = None  # the workload as sent (harness.manifest): like is compared with like
+    manifest: Manifest | None = None  # the workload as sent: like is compared with like
     schema_version: int = RECORD_SCHEMA_VERSION
 
     @property
@@ -215,12 +218,18 @@ def record_to_dict(record: RunRecord) -> dict[str, Any]:
     data = asdict(record)
     data["outcome"] = record.outcome.value
     data["phase"] = record.phase.value if record.phase else None
-    # design.md lists GPU names under host.gpus; the details stay beside them.
-    host = data["host"]
-    host["gpu_details"] = host.pop("gpus")
-    host["gpus"] = list(record.host.gpu_names)
+    data["host"] = host_to_dict(record.host)
     plain: dict[str, Any] = _plain(data)
     return plain
+
+
+def host_to_dict(host: HostInfo) -> dict[str, Any]:
+    """The host as ``result.json`` and ``env.json`` hold it: design.md lists GPU names under ``gpus``, the
+    details stay beside them (``gpu_details``)."""
+    data = asdict(host)
+    data["gpu_details"] = data.pop("gpus")
+    data["gpus"] = list(host.gpu_names)
+    return data
 
 
 def _teardown(data: Any) -> TeardownInfo | None:
@@ -238,7 +247,7 @@ def _teardown(data: Any) -> TeardownInfo | None:
 
 
 def host_from_dict(data: Any) -> HostInfo:
-    """The host part of a record from ``hardware.host_info()`` or any ``result.json`` version."""
+    """The host part of any ``result.json`` version."""
     if not isinstance(data, Mapping):
         return HostInfo()
     details = data.get("gpu_details")
@@ -253,6 +262,7 @@ def host_from_dict(data: Any) -> HostInfo:
         cuda_version=data.get("cuda_version"), cuda_visible_devices=data.get("cuda_visible_devices"),
         platform=str(data.get("platform") or ""), python=str(data.get("python") or ""),
         cpu_count=data.get("cpu_count"), cpu=data.get("cpu"),
+        python_executable=str(data.get("python_executable") or ""),
     )
 
 
@@ -303,7 +313,7 @@ def record_from_dict(data: Mapping[str, Any], *, source: str = "result.json") ->
             ground_truth=data.get("ground_truth"),
             experiment=str(data.get("experiment") or ""),
             timings={str(k): float(v) for k, v in (data.get("timings") or {}).items()},
-            manifest=data.get("manifest") if isinstance(data.get("manifest"), Mapping) else None,
+            manifest=Manifest.from_dict(data["manifest"]) if isinstance(data.get("manifest"), Mapping) else None,
             schema_version=RECORD_SCHEMA_VERSION,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

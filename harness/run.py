@@ -40,6 +40,8 @@ from harness.errors import HarnessError, UserError
 from harness.expectation import judge_run
 from harness.launcher import Launcher, hardware_gap, launcher_for
 from harness.lease import DEFAULT_GPU_LEASE_TIMEOUT_S, gpu_env, lease_gpus, lease_port
+from harness.manifest import Manifest
+from harness.metric_registry import OUTPUT_THROUGHPUT
 from harness.metrics import aggregate, read_server_figures
 from harness.outcome import Outcome, Phase
 from harness.prompts import Prompt
@@ -53,7 +55,7 @@ from harness.record import (
     ServerInfo,
     TeardownInfo,
     experiment_digest,
-    host_from_dict,
+    host_to_dict,
 )
 from harness.redact import redact_argv, redact_env, redact_log
 from harness.request_log import RequestRecord
@@ -149,7 +151,7 @@ class Driven:
     verdict: RunVerdict
     metrics: dict[str, float | None]
     failing_request: int | None
-    manifest: dict[str, Any] | None
+    manifest: Manifest | None
     hung: bool  # a request timed out: the server may be hung, so nothing more is asked of it
 
 
@@ -440,12 +442,11 @@ def _drive(server: ServerProcess, resolved: Resolved, plan: Plan, ctx: RunContex
         progress=ctx.options.progress, headers=request_headers(sc.server.args),
     ))
     return _driven_verdict(server, sc, result.records, result.aborted,
-                           aggregate(result.records, trace=result.trace, manifest=result.manifest),
-                           result.manifest.to_dict() if result.manifest is not None else None)
+                           aggregate(result.records, trace=result.trace, manifest=result.manifest), result.manifest)
 
 
 def _driven_verdict(server: ServerProcess, sc: Scenario, records: Sequence[RequestRecord], aborted: str | None,
-                    metrics: dict[str, float | None], manifest: dict[str, Any] | None) -> Driven:
+                    metrics: dict[str, float | None], manifest: Manifest | None) -> Driven:
     """The workload's verdict from its records (one workload, or every phase of a stateful one)."""
     from harness.workload import ErrorKind
 
@@ -493,7 +494,7 @@ def evaluate_checks(checks: Checks, metrics: Mapping[str, float | None]) -> list
         out.append(CheckResult("all requests succeed", held=bool(ok) and not bad,
                                detail=f"{bad} of {ok + bad} requests failed" if bad or not ok else f"{ok} ok"))
     bounds: list[tuple[Bound | None, str, str, str]] = [
-        (checks.output_throughput, "output_throughput_tok_s", "output throughput tok/s", "output throughput tok/s")]
+        (checks.output_throughput, OUTPUT_THROUGHPUT.name, "output throughput tok/s", "output throughput tok/s")]
     if checks.accept_length is not None:  # it names which of SGLang's acceptance lengths it bounds
         a = checks.accept_length
         bounds.insert(0, (a, a.metric, "accept length", f"accept length ({a.source}: {a.metric})"))
@@ -526,8 +527,8 @@ def _record(resolved: Resolved | Unresolved, trail: Trail, verdict: RunVerdict, 
     plan, launched, driven = trail.plan, trail.launched, trail.driven
     if trail.live is not None and launched is not None:
         _copy_log_slice(trail.live.server.log_path, launched.log_offset, paths.log)
-    env_info = _environment(build)
-    write_env(paths.run_dir, env_info)
+    host = hardware.host_info()
+    write_env(paths.run_dir, {**_environment(build), "host": host_to_dict(host)})
     env_overlay = launched.env_overlay if launched else plan.env_overlay if plan else {}
     if plan is not None and plan.argv:
         index = (driven.failing_request if driven else None) or 0
@@ -552,7 +553,7 @@ def _record(resolved: Resolved | Unresolved, trail: Trail, verdict: RunVerdict, 
         server=ServerInfo(argv=tuple(redact_argv(plan.argv if plan else [])), env=redact_env(env_overlay),
                           log=str(paths.log), exit_code=server.exit_code if server else None,
                           run_tag=server.run_tag if server else paths.tag, teardown=trail.teardown),
-        host=host_from_dict(env_info["host"]),
+        host=host,
         started_at=started_at,
         duration_s=round(time.monotonic() - started, 3),
         harness_version=__version__,
@@ -571,15 +572,12 @@ def _record(resolved: Resolved | Unresolved, trail: Trail, verdict: RunVerdict, 
 
 
 def _environment(build: Build | BuildFailure) -> dict[str, Any]:
-    """``env.json``: the build's interpreter described, and the host."""
-    env_info: dict[str, Any]
+    """``env.json`` but for the host: the build's interpreter described."""
     try:
-        env_info = (describe_environment(build) if isinstance(build, Build)
-                    else {"build": build.spec, "error": "not resolved"})
+        return (describe_environment(build) if isinstance(build, Build)
+                else {"build": build.spec, "error": "not resolved"})
     except HarnessError as exc:
-        env_info = {"error": str(exc)}
-    env_info["host"] = hardware.host_info()
-    return env_info
+        return {"error": str(exc)}
 
 
 def _build_ref(build: Build | BuildFailure, role: str | None) -> BuildRef:

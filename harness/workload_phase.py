@@ -29,6 +29,7 @@ from pathlib import Path
 from harness.acceptance import accept_by_position, accept_trend, cache_figures, cache_state
 from harness.derive import derive_metrics, request_accept_length, request_verify_count
 from harness.errors import HarnessError
+from harness.manifest import Manifest
 from harness.prompts import Prompt
 from harness.record import CheckResult
 from harness.request_log import RequestRecord
@@ -128,7 +129,7 @@ class PhasedResult:
     records: tuple[RequestRecord, ...]
     by_phase: Mapping[str, tuple[RequestRecord, ...]]
     aborted: str | None
-    manifest: dict | None
+    manifest: Manifest | None
     metrics: dict[str, float | None]
 
 
@@ -187,7 +188,7 @@ def drive_phases(
     by_phase: dict[str, tuple[RequestRecord, ...]] = {}
     metrics: dict[str, float | None] = {}
     aborted: str | None = None
-    manifest: dict | None = None
+    manifest: Manifest | None = None
     last: dict[str, float | None] = {}
     for plan in plans:
         result = asyncio.run(run_workload(
@@ -204,7 +205,7 @@ def drive_phases(
             metrics[phase_metric(name, plan.name)] = last.get(name)
         for name, value in phase_figures(measured).items():
             metrics[phase_metric(name, plan.name)] = value
-        manifest = result.manifest.to_dict() if result.manifest is not None else None
+        manifest = result.manifest
         if result.aborted:
             aborted = result.aborted
             break

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import cast
 
 import numpy as np
@@ -20,6 +21,7 @@ from harness.comparison import (
     compare_metric,
 )
 from harness.outcome import Outcome, parse_outcome
+from harness.record import RunRecord
 from tests.run_records import judged
 
 SIG = "frozen-kv-mtp-stale-out-cache-loc"
@@ -40,6 +42,7 @@ def _role(role: str, outcomes: list[str], *, signatures=None, **metrics) -> Role
         reasons=tuple("" if o == "pass" else f"server {o}" for o in outcomes),
         metrics={k: tuple(v) for k, v in metrics.items()},
         artifact_dirs=tuple(f"../../runs/{role}-{i}" for i in range(len(outcomes))),
+        reference_server=True,
     )
 
 
@@ -197,3 +200,21 @@ def test_unknown_schema_version_is_refused():
     data["schema_version"] = 99
     with pytest.raises(ValueError, match="schema_version 99"):
         ComparisonReport.from_dict(data)
+
+
+def test_a_simsrc_role_keeps_the_reference_server_label_from_its_record(tmp_path: Path) -> None:
+    from harness.compare_runner import _role_result
+    from harness.record import record_from_dict
+
+    def record(kind: str, spec: str, reference: bool) -> RunRecord:
+        return record_from_dict({
+            "scenario": {"name": "s", "file": "s.yaml"}, "case": {"name": "c", "values": {}},
+            "build": {"kind": kind, "spec": spec, "role": "after", "reference_server": reference}, "trial": 0,
+            "outcome": "pass", "reason": "ok", "metrics": {}, "artifacts": str(tmp_path / "runs" / kind),
+        })
+
+    simsrc = _role_result("after", "simsrc:/src@abc", [record("simsrc", "simsrc:/src@abc", True)], tmp_path)
+    assert simsrc.is_reference_server and "reference server (CPU model, not SGLang)" in simsrc.build_label
+    assert RoleResult.from_dict(simsrc.to_dict()).is_reference_server
+    pip = _role_result("after", "pip:sglang==0.5.15", [record("pip", "pip:sglang==0.5.15", False)], tmp_path)
+    assert not pip.is_reference_server and pip.build_label == "pip:sglang==0.5.15"

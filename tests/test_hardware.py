@@ -88,11 +88,11 @@ def test_no_driver_means_empty_answers(monkeypatch: pytest.MonkeyPatch) -> None:
     gpus = inventory()
     assert isinstance(gpus, list) and all(isinstance(g, Gpu) for g in gpus)
     info = host_info()
-    assert {"gpus", "driver_version", "cuda_visible_devices", "hostname", "python", "cpu_count"} <= set(info)
-    assert info["cuda_visible_devices"] == "0"
-    assert info["gpus"] == [g.name for g in gpus]
+    assert info.hostname and info.python and info.cpu_count and info.python_executable
+    assert info.cuda_visible_devices == "0"
+    assert info.gpu_names == tuple(g.name for g in gpus)
     if not gpus:
-        assert info["driver_version"] is None
+        assert info.driver_version is None
         assert gpu_processes([0, 1]) == {0: [], 1: []}
         began = time.monotonic()
         assert wait_gpu_released([os.getpid()], [0], timeout_s=5) is True

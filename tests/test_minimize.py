@@ -147,7 +147,7 @@ def test_digest_drops_defaults_and_merges_aliases(tmp_path):
 def test_a_combination_the_parser_rejects_is_not_tried(tmp_path):
     (case,) = select_cases(load_file(LONG), "tokens=276,path=eager")
     oracle = _oracle(tmp_path, case)
-    oracle.target = Target("crash", "frozen-kv-mtp-stale-out-cache-loc", "workload", ())
+    oracle.target = Target(Outcome.CRASH, "frozen-kv-mtp-stale-out-cache-loc", Phase.WORKLOAD, ())
     cand = initial_candidate(case.scenario)
     steps = next(a for a in cand.atoms if a.name == "speculative-num-steps")
     bad = cand.with_value(steps, "one")
@@ -158,11 +158,11 @@ def test_a_combination_the_parser_rejects_is_not_tried(tmp_path):
 
 
 def test_target_matching():
-    obs = Observation("crash", "sig", "workload", ("a.py:f", "b.py:g"), "why", 1.5, "/x", ("python", "-m"))
+    obs = Observation(Outcome.CRASH, "sig", Phase.WORKLOAD, ("a.py:f", "b.py:g"), "why", 1.5, "/x", ("python", "-m"))
     target = Target.of(obs)
     assert target.matches(obs)
     for other in (obs.__class__(**{**obs.__dict__, "signature": "other"}),
-                  obs.__class__(**{**obs.__dict__, "phase": "warm-up"}),
+                  obs.__class__(**{**obs.__dict__, "phase": Phase.WARMUP}),
                   obs.__class__(**{**obs.__dict__, "frames": ("a.py:f",)})):
         assert not target.matches(other)
 
@@ -241,7 +241,7 @@ def _obs(crash: bool, signature: str = "frozen-kv-mtp-stale-out-cache-loc", phas
 
 
 def test_a_product_record_is_observed_as_the_failure():
-    assert observe(_obs(True)) == Observation("crash", "frozen-kv-mtp-stale-out-cache-loc", "workload", FRAMES,
+    assert observe(_obs(True)) == Observation(Outcome.CRASH, "frozen-kv-mtp-stale-out-cache-loc", Phase.WORKLOAD, FRAMES,
                                               "boom", 0.01, "", ("python", "-m", "server"))
 
 

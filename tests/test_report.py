@@ -70,6 +70,7 @@ def _role(role, build, outcomes, *, excerpt="", signatures=None, **metrics) -> R
         metrics=metrics,
         artifact_dirs=tuple(f"../../runs/{role}-trial-{i + 1} dir" for i in range(len(outcomes))),
         excerpt=excerpt,
+        reference_server=build.startswith(("sim:", "simsrc:")),
     )
 
 

@@ -27,8 +27,10 @@ from typing import Any
 
 from harness.bisect.sequential import Side, sequential_test, without_stalls
 from harness.outcome import Outcome
+from harness.record import RunRecord
 
 __all__ = [
+    "Find",
     "Decision",
     "Limits",
     "Target",
@@ -48,6 +50,21 @@ class Verdict(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+class Find(str, Enum):
+    """What a bisection looks for: the change that brought the failure in, or the one that took it away."""
+
+    REGRESSION = "regression"  # old is good, new is bad
+    FIX = "fix"  # old is broken, new is fixed
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def new_verdict(self) -> Verdict:
+        """The verdict of the newer side in git's terms: bad for a regression, good for a fix."""
+        return Verdict.BAD if self is Find.REGRESSION else Verdict.GOOD
 
 
 @dataclass(frozen=True)
@@ -84,15 +101,13 @@ class Trial:
                    float(data.get("duration_s") or 0.0), str(data.get("server") or ""))
 
 
-def trial_from_record(record: Any) -> Trial:
-    """A trial from a run record (``harness.record.RunRecord``; the legacy result has the same attributes)."""
-    phase = getattr(record, "phase", None)
-    metrics = {str(k): float(v) for k, v in (record.metrics or {}).items()
+def trial_from_record(record: RunRecord) -> Trial:
+    """A trial from a run record: what the oracle weighs of it (an infra run never had a server)."""
+    metrics = {str(k): float(v) for k, v in record.metrics.items()
                if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    outcome = Outcome(str(record.outcome))
-    server = getattr(getattr(record, "server", None), "run_tag", "") if outcome is not Outcome.INFRA else ""
-    return Trial(outcome, record.signature, str(record.reason or ""), None if phase is None else str(phase), metrics,
-                 str(record.artifacts or ""), float(getattr(record, "duration_s", 0.0) or 0.0), str(server or ""))
+    server = record.server.run_tag if record.outcome is not Outcome.INFRA else ""
+    return Trial(record.outcome, record.signature, record.reason, record.phase.value if record.phase else None,
+                 metrics, record.artifacts, record.duration_s, server)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Any
 
 from harness.bisect.oracle import (
     Decision,
+    Find,
     Limits,
     Target,
     Trial,
@@ -56,7 +57,7 @@ class SearchState:
     build_template: str  # "{tree}" or "{version}" is filled per revision
     target: Target
     limits: Limits
-    find: str  # "regression" | "fix"
+    find: Find
     report_dir: str
     store: str | None  # where the trials are recorded and known trials found; None: neither (--no-cache)
     batch: Batch  # the search's batch in the store
@@ -78,19 +79,18 @@ class SearchState:
         target["good_samples"] = tuple(target["good_samples"])
         target["bad_samples"] = tuple(target["bad_samples"])
         return cls(target=Target(**target), limits=Limits(**data.pop("limits")), batch=Batch(**data.pop("batch")),
-                   **data)
+                   find=Find(data.pop("find")), **data)
 
     def exit_code(self, verdict: Verdict) -> int:
         """``git bisect run``'s code: 0 old, 1 new, 125 skip. For a fix, old is the broken side."""
         if verdict is Verdict.SKIP:
             return 125
-        new = Verdict.BAD if self.find == "regression" else Verdict.GOOD
-        return 1 if verdict is new else 0
+        return 1 if verdict is self.find.new_verdict else 0
 
     def term(self, verdict: Verdict) -> str:
         if verdict is Verdict.SKIP:
             return "skip"
-        if self.find == "regression":
+        if self.find is Find.REGRESSION:
             return verdict.value
         return "broken" if verdict is Verdict.BAD else "fixed"
 

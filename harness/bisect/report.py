@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.bisect.oracle import Target, Verdict
+from harness.bisect.oracle import Find, Target, Verdict
 from harness.bisect.probe import StepRecord
 from harness.bisect.session import CommitResult
 from harness.redact import redact_log
@@ -28,7 +28,7 @@ class BisectReport:
     id: str
     scenario: str
     case: str
-    find: str
+    find: Find
     status: str  # found | ambiguous | not-found
     summary: str
     exit_code: int
@@ -53,7 +53,7 @@ def report_dict(r: BisectReport) -> dict[str, Any]:
     c = r.commits
     data: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION, "id": r.id, "scenario": r.scenario, "case": r.case,
-        "find": r.find, "status": r.status, "summary": r.summary, "exit_code": r.exit_code,
+        "find": r.find.value, "status": r.status, "summary": r.summary, "exit_code": r.exit_code,
         "duration_s": round(r.duration_s, 3), "target": _target(r.target), "server_launches": r.launches,
         "releases": list(r.releases), "release_pair": list(r.release_pair) if r.release_pair else None,
         "release_steps": [s.to_dict() for s in r.release_steps],
@@ -91,7 +91,7 @@ def _steps_table(steps: Sequence[StepRecord], metric: str | None) -> list[str]:
 def report_markdown(r: BisectReport) -> str:
     c = r.commits
     out = [f"# Bisection {r.id}", "", f"**{r.summary}**", "",
-           f"- scenario: `{r.scenario}`, case `{r.case}`", f"- searched: {r.target.describe()} ({r.find})",
+           f"- scenario: `{r.scenario}`, case `{r.case}`", f"- searched: {r.target.describe()} ({r.find.value})",
            f"- status: {r.status}, exit code {r.exit_code}, {r.launches} server launches, {r.duration_s:.0f} s", ""]
     if r.release_steps:
         out += ["## Releases", "", f"Versions in order: {', '.join(r.releases)}", ""]

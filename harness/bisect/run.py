@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.bisect.endpoints import EndpointError, establish
-from harness.bisect.oracle import Limits, Target, Trial, Verdict
+from harness.bisect.oracle import Find, Limits, Target, Trial, Verdict
 from harness.bisect.probe import Probe, SearchState, StepRecord, experiment_key, load_case, progress
 from harness.bisect.releases import (
     order_versions,
@@ -42,7 +42,7 @@ class BisectArgs:
     signature: str | None = None
     metric: str | None = None
     threshold: float = 0.05
-    find: str = "regression"
+    find: Find = Find.REGRESSION
     limits: Limits = Limits()
     base: str | None = None
     out_root: Path | None = None
@@ -68,7 +68,7 @@ def _release_phase(args: BisectArgs, request: Request) -> tuple[list[str], tuple
         out_root=str(request.report_dir.absolute()))
     probe = Probe(state, case)
     old, new = versions[0], versions[-1]
-    ends = {"good": old, "bad": new} if args.find == "regression" else {"good": new, "bad": old}
+    ends = {"good": old, "bad": new} if args.find is Find.REGRESSION else {"good": new, "bad": old}
 
     def spec(v: str) -> str:
         return args.release_build.replace("{version}", v)
@@ -84,7 +84,7 @@ def _release_phase(args: BisectArgs, request: Request) -> tuple[list[str], tuple
     steps = [StepRecord("endpoint", f"release:{ends[w]}", f"--{w} {ends[w]}", v, state.term(v), reason, trials, 0, 0.0)
              for w, v, trials, reason in (("good", Verdict.GOOD, endpoints.good, endpoints.good_reason),
                                           ("bad", Verdict.BAD, endpoints.bad, endpoints.bad_reason))]
-    new_verdict = Verdict.BAD if args.find == "regression" else Verdict.GOOD
+    new_verdict = args.find.new_verdict
     found = search_releases(
         versions, lambda v, k: probe.judge(kind="release", revision=f"release:{v}", label=v, spec=spec(v), index=k),
         is_new=lambda r: r.verdict is new_verdict, started=args.started)
@@ -136,7 +136,7 @@ def run_bisect(args: BisectArgs) -> BisectReport:
                 if old_tag is None or new_tag is None:
                     raise UserError(f"--repo {args.repo}: no tag for release {pair[0] if old_tag is None else pair[1]} "
                                     "(looked for vX, X, sglang-vX)")
-                good, bad = (old_tag, new_tag) if args.find == "regression" else (new_tag, old_tag)
+                good, bad = (old_tag, new_tag) if args.find is Find.REGRESSION else (new_tag, old_tag)
             assert good is not None and bad is not None
             commits = bisect_commits(request, args.repo, good, bad)
             target = commits.target

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.bisect.endpoints import Endpoints, establish
-from harness.bisect.oracle import Limits, Target, Trial, Verdict
+from harness.bisect.oracle import Find, Limits, Target, Trial, Verdict
 from harness.bisect.probe import Probe, SearchState, StepRecord, experiment_key, load_case, progress
 from harness.bisect.sequential import endpoint_difference, without_stalls
 from harness.bisect.step import append_step, expected_steps, read_steps
@@ -56,7 +56,7 @@ class Request:
     signature: str | None = None
     metric: str | None = None
     threshold: float = 0.05
-    find: str = "regression"  # or "fix"
+    find: Find = Find.REGRESSION
     limits: Limits = field(default_factory=Limits)
     report_dir: Path = Path("reports/bisect/x")
     store: str | None = None  # the results store of the trials (recorded, and known ones reused); None: neither
@@ -109,13 +109,14 @@ def _culprit(repo: Path, commit: str) -> Culprit:
     return Culprit(commit, fmt[0], fmt[1], fmt[2], files, parent)
 
 
-def _order(repo: Path, good: str, bad: str, find: str) -> tuple[str, str]:
+def _order(repo: Path, good: str, bad: str, find: Find) -> tuple[str, str]:
     """(old, new) in git's terms: a regression goes good -> bad, a fix goes bad -> good."""
-    old, new = (good, bad) if find == "regression" else (bad, good)
+    regression = find is Find.REGRESSION
+    old, new = (good, bad) if regression else (bad, good)
     if not is_ancestor(repo, old, new):
-        hint = "" if find == "fix" else " (to find the commit that fixed a bug, add --find fix)"
-        raise UserError(f"--{'good' if find == 'regression' else 'bad'} {old[:12]} is not an ancestor of "
-                        f"--{'bad' if find == 'regression' else 'good'} {new[:12]}{hint}")
+        hint = " (to find the commit that fixed a bug, add --find fix)" if regression else ""
+        raise UserError(f"--{'good' if regression else 'bad'} {old[:12]} is not an ancestor of "
+                        f"--{'bad' if regression else 'good'} {new[:12]}{hint}")
     return old, new
 
 
@@ -128,7 +129,7 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
     case = load_case(request.scenario, request.case)
     count = int(git(repo, "rev-list", "--count", f"{old}..{new}"))
     steps_expected = expected_steps(count)
-    terms = ("good", "bad") if request.find == "regression" else ("broken", "fixed")
+    terms = ("good", "bad") if request.find is Find.REGRESSION else ("broken", "fixed")
     report_dir = request.report_dir
     report_dir.mkdir(parents=True, exist_ok=True)
     tag = f"bisect-{report_dir.name}"
@@ -236,7 +237,7 @@ def _confirm(probe: Probe, wt: BisectWorktree, culprit: Culprit, state: SearchSt
     """Fresh trials of the first new commit and of its parent. A signature: each judged on its own. A metric:
     the two compared with each other (Welch), which the machine's drift since the endpoints cannot fake."""
     n = state.limits.confirm_trials
-    new_verdict = Verdict.BAD if state.find == "regression" else Verdict.GOOD
+    new_verdict = state.find.new_verdict
     old_verdict = Verdict.GOOD if new_verdict is Verdict.BAD else Verdict.BAD
     if not culprit.parent:
         return False
@@ -275,7 +276,7 @@ def _compare_metric(first_new: StepRecord, parent: StepRecord, state: SearchStat
     # Direction of the bad side, from the endpoints; "new" is the bad side for a regression, the good one for a fix.
     bad_up = sum(state.target.bad_samples) / len(state.target.bad_samples) > \
         sum(state.target.good_samples) / len(state.target.good_samples)
-    new_up = bad_up if state.find == "regression" else not bad_up
+    new_up = bad_up if state.find is Find.REGRESSION else not bad_up
     if min(len(v) for v in values) < 2:
         why = f"fewer than 2 passing trials ({len(values[0])} and {len(values[1])})"
         return [replace(r, verdict=Verdict.SKIP, term="skip", reason=why) for r in (first_new, parent)]

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from harness.argtypes import positive_int
+from harness.bisect.oracle import Find
 from harness.errors import UserError
 
 DESCRIPTION = ("The commit or release that introduced (or, with --find fix, fixed) a crash signature or a metric "
@@ -41,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--metric", metavar="NAME", help="search a metric change, e.g. output_throughput_tok_s")
     parser.add_argument("--threshold", type=_fraction, default=0.05, metavar="X",
                         help="with --metric: the smallest relative change between the endpoints (default 0.05)")
-    parser.add_argument("--find", choices=("regression", "fix"), default="regression",
+    parser.add_argument("--find", choices=[f.value for f in Find], default=Find.REGRESSION.value,
                         help="fix: find the first commit where the bug is gone (git's old/new terms)")
     parser.add_argument("--trials", type=positive_int, default=3, metavar="N", help="trials per endpoint (default 3)")
     parser.add_argument("--max-trials", type=positive_int, default=8, metavar="N",
@@ -77,6 +78,6 @@ def main(args: argparse.Namespace) -> int:
         scenario=args.scenario, case=args.case, repo=args.repo, good=args.good, bad=args.bad,
         releases=args.releases, versions=tuple(v.strip() for v in args.versions.split(",") if v.strip())
         if args.versions else None, release_build=args.release_build, signature=args.signature,
-        metric=args.metric, threshold=args.threshold, find=args.find, limits=limits, base=args.base,
+        metric=args.metric, threshold=args.threshold, find=Find(args.find), limits=limits, base=args.base,
         out_root=args.out, store=store, started=time.time()))
     return report.exit_code

@@ -11,6 +11,7 @@ from harness.commands._store_args import add_store_arguments, finish_store, stor
 from harness.compare_runner import compare_cases, role_specs
 from harness.comparison import ComparisonReport
 from harness.errors import UserError
+from harness.metric_registry import ACCEPT_LENGTH, OUTPUT_THROUGHPUT
 from harness.preflight_batch import check_flags_up_front
 from harness.record import RunRecord
 from harness.report import write_reports
@@ -58,8 +59,8 @@ def summary(report: ComparisonReport) -> list[str]:
             text = f"{role.role}: {role.outcome}"
             if role.signature:
                 text += f" ({role.signature})"
-            acc = role.passing_values("accept_length")
-            tput = role.passing_values("output_throughput_tok_s")
+            acc = role.passing_values(ACCEPT_LENGTH.name)
+            tput = role.passing_values(OUTPUT_THROUGHPUT.name)
             if acc:
                 text += f", accept length {sum(acc) / len(acc):.2f}"
             if tput:

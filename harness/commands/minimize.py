@@ -10,10 +10,10 @@ from pathlib import Path
 from harness.argtypes import positive_int
 from harness.build import resolve_build
 from harness.commands._store_args import store_choice
-from harness.commands.run import resolve_role
 from harness.errors import UserError
 from harness.run import RunInterrupted
 from harness.scenario import load_file, select_cases
+from harness.scenario.roles import resolve_role
 from harness.store.url import store_url
 
 DESCRIPTION = ("Shrink one failing case (server flags, environment variables, workload, prompt length) while the "

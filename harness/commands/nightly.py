@@ -9,13 +9,14 @@ from pathlib import Path
 
 from harness.argtypes import positive_int
 from harness.build import Builds
-from harness.commands.run import resolve_role
 from harness.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK, UserError
 from harness.history.review import review
+from harness.metric_registry import relative_tolerances
 from harness.outcome import Outcome
 from harness.record import RunRecord
 from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario import Case, load_paths, select_cases
+from harness.scenario.roles import resolve_role
 from harness.store.store import new_batch
 from harness.store.url import default_store
 from harness.store.writer import StoreWriter
@@ -45,13 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _tolerances(case: Case) -> dict[str, float]:
-    rel = case.scenario.checks.relative
-    out: dict[str, float] = {}
-    if rel is not None and rel.accept_length_max_regression:
-        out["accept_length"] = rel.accept_length_max_regression
-    if rel is not None and rel.output_throughput_max_regression:
-        out["output_throughput_tok_s"] = rel.output_throughput_max_regression
-    return out
+    return relative_tolerances(case.scenario.checks.relative)
 
 
 class _Progress:

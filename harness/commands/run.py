@@ -7,13 +7,13 @@ import argparse
 from harness.build import Builds
 from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.commands._store_args import add_store_arguments, finish_store, store_choice
-from harness.errors import UserError
+from harness.metric_registry import ACCEPT_LENGTH, OUTPUT_THROUGHPUT
 from harness.outcome import Outcome, exit_code_for
 from harness.paths import reports_root
 from harness.preflight_batch import check_flags_up_front
 from harness.record import RunRecord
 from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
-from harness.scenario import Case
+from harness.scenario.roles import resolve_role
 from harness.server_pool import ServerPool
 from harness.store.store import new_batch
 from harness.store.writer import DeferredWriter
@@ -32,23 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_store_arguments(parser)
 
 
-def resolve_role(case: Case, build: str, reference: bool) -> tuple[str, str | None]:
-    """(build spec, role) for a --build value that is a spec or a role name."""
-    roles = case.scenario.builds
-    if build in roles:
-        return (roles[build].sim_spec if reference else roles[build].spec), build
-    if reference:
-        raise UserError(f"--reference needs --build ROLE, one of: {', '.join(roles)}")
-    return build, None
-
-
 def summary_line(record: RunRecord) -> str:
     parts = [f"{record.outcome.value.upper():7}", record.case.name, record.build.spec]
     if record.phase and record.outcome is not Outcome.PASS:
         parts.append(f"phase={record.phase.value}")
     if record.signature:
         parts.append(f"signature={record.signature}")
-    accept, tput = record.metric("accept_length"), record.metric("output_throughput_tok_s")
+    accept, tput = record.metric(ACCEPT_LENGTH.name), record.metric(OUTPUT_THROUGHPUT.name)
     if accept is not None:
         parts.append(f"accept_length={accept:.3f}")
     if tput is not None:

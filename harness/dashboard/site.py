@@ -32,13 +32,14 @@ import plotly
 from harness.history.alerts import case_findings
 from harness.history.series import CasePoints, Point, case_points, host_changes
 from harness.history.steps import noise
+from harness.metric_registry import COMPARED
 from harness.store.store import Store
 
 __all__ = ["CSP", "build_site"]
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; img-src 'self' data:; "
        "connect-src 'none'; font-src 'none'; frame-src 'none'; base-uri 'none'; form-action 'none'")
-SPARK_METRICS = ("accept_length", "output_throughput_tok_s")
+SPARK_METRICS = tuple(m.name for m in COMPARED)
 _STYLE = """body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse}
 td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:middle}th{background:#f3f3f3}
 .pass{color:#1a7f37}.fail,.crash{color:#c62828;font-weight:bold}.infra,.timeout{color:#8a6d00}

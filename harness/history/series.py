@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from harness.history.steps import Rule
+from harness.metric_registry import METRICS
 from harness.outcome import Outcome, most_telling
 
 __all__ = ["METRIC_RULES", "SERIES_BATCH_KINDS", "CasePoints", "Point", "case_points", "host_changes", "rule_for",
@@ -25,13 +26,10 @@ __all__ = ["METRIC_RULES", "SERIES_BATCH_KINDS", "CasePoints", "Point", "case_po
 
 SERIES_BATCH_KINDS = ("nightly", "import", "pytest", "run")
 
-# The issue's minimum effects: 2% acceptance length, 5% throughput (and latency).
-METRIC_RULES: Mapping[str, Rule] = {
-    "accept_length": Rule(0.02), "accept_length_server": Rule(0.02),
-    "output_throughput_tok_s": Rule(0.05), "request_throughput_rps": Rule(0.05),
-    "ttft_ms_p50": Rule(0.05, higher_is_better=False), "itl_ms_p50": Rule(0.05, higher_is_better=False),
-    "e2e_ms_p50": Rule(0.05, higher_is_better=False),
-}
+# The metrics judged over history: the registry's with a minimum effect (2% acceptance length, 5% throughput
+# and latency).
+METRIC_RULES: Mapping[str, Rule] = {m.name: Rule(m.min_effect, m.higher_is_better)
+                                    for m in METRICS.values() if m.min_effect is not None}
 
 
 # A stateful workload's per-phase figures (NAME@PHASE, harness.workload_phase) are series of their own, judged

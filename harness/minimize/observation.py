@@ -11,14 +11,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from harness.outcome import Outcome, Phase
+from harness.record import RunRecord
 
 __all__ = ["Observation", "Target", "frames_of", "observe"]
 
 _FRAME = re.compile(r'File "([^"]+)", line \d+, in (\S+)')
-# The legacy run record has no phase yet; its reason names it.
-_PHASE_BY_REASON = (("pre-flight:", "pre-flight"), ("start-up:", "start-up"), ("warm-up:", "warm-up"),
-                    ("during warm-up", "warm-up"), ("during workload", "workload"), ("teardown:", "teardown"))
 
 
 def frames_of(excerpt: str) -> tuple[str, ...]:
@@ -30,9 +29,9 @@ def frames_of(excerpt: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Observation:
-    outcome: str
+    outcome: Outcome
     signature: str | None
-    phase: str | None
+    phase: Phase | None
     frames: tuple[str, ...]
     reason: str
     duration_s: float
@@ -41,49 +40,37 @@ class Observation:
 
     @property
     def failed(self) -> bool:
-        return self.outcome in ("crash", "fail")
+        return self.outcome in (Outcome.CRASH, Outcome.FAIL)
 
     @property
     def undecided(self) -> bool:
         """Could not tell (infra, timeout, interrupted): the product was not judged."""
-        return self.outcome not in ("pass", "crash", "fail")
+        return not self.outcome.decided
 
     def describe(self) -> str:
-        if self.outcome == "pass":
+        if self.outcome is Outcome.PASS:
             return "pass"
-        text = self.outcome
+        text = self.outcome.value
         if self.signature:
             text += f" {self.signature}"
         if self.phase:
-            text += f" at {self.phase}"
-        if self.outcome != "crash" or not self.signature or self.signature == "unknown":
+            text += f" at {self.phase.value}"
+        if self.outcome is not Outcome.CRASH or not self.signature or self.signature == "unknown":
             text += f" ({self.reason[:120]})"
         return text
 
 
-def _phase(record: Any) -> str | None:
-    phase = getattr(record, "phase", None)
-    if phase is not None:
-        return str(getattr(phase, "value", phase))
-    reason = str(getattr(record, "reason", "") or "")
-    return next((p for prefix, p in _PHASE_BY_REASON if reason.startswith(prefix)), None)
-
-
-def observe(record: Any) -> Observation:
-    """An observation of a run record (``harness.record.RunRecord``, or the legacy ``RunResult``)."""
-    outcome = record.outcome
-    server = getattr(record, "server", None)
-    argv = getattr(server, "argv", None) if not isinstance(server, dict) else server.get("argv")
-    excerpt = str(getattr(record, "excerpt", "") or "")
+def observe(record: RunRecord) -> Observation:
+    """How the minimization oracle sees one run record."""
     return Observation(
-        outcome=str(getattr(outcome, "value", outcome)),
-        signature=getattr(record, "signature", None),
-        phase=_phase(record),
-        frames=frames_of(excerpt) if excerpt else (),
-        reason=str(getattr(record, "reason", "") or ""),
-        duration_s=float(getattr(record, "duration_s", 0.0) or 0.0),
-        artifacts=str(getattr(record, "artifacts", "") or ""),
-        argv=tuple(argv or ()),
+        outcome=record.outcome,
+        signature=record.signature,
+        phase=record.phase,
+        frames=frames_of(record.excerpt) if record.excerpt else (),
+        reason=record.reason,
+        duration_s=record.duration_s,
+        artifacts=record.artifacts,
+        argv=tuple(record.server.argv),
     )
 
 
@@ -91,9 +78,9 @@ def observe(record: Any) -> Observation:
 class Target:
     """The failure being minimized, from the baseline."""
 
-    outcome: str
+    outcome: Outcome
     signature: str | None
-    phase: str | None
+    phase: Phase | None
     frames: tuple[str, ...]
 
     @classmethod
@@ -105,7 +92,7 @@ class Target:
             self.outcome, self.signature, self.phase, self.frames)
 
     def describe(self) -> str:
-        text = f"{self.outcome} {self.signature or ''}".strip()
+        text = f"{self.outcome.value} {self.signature or ''}".strip()
         if self.phase:
-            text += f" at {self.phase}"
+            text += f" at {self.phase.value}"
         return text + f" ({len(self.frames)} frames)"

@@ -55,12 +55,12 @@ def minimal_mapping(base: dict[str, Any], cand: Candidate, *, case: Case, build:
     for role, spec in (data.get("builds") or {}).items():
         old = (data.get("expect") or {}).get(role)
         if _matches_build(spec.get("spec", ""), spec.get("sim", ""), build):
-            exp: dict[str, Any] = {"outcome": target.outcome, "status": "confirmed",
+            exp: dict[str, Any] = {"outcome": target.outcome.value, "status": "confirmed",
                                    "evidence": f"sglang-repro minimize on {build.spec}: {runs} of {runs} runs"}
             if target.signature:
                 exp["signature"] = target.signature
             if target.phase:
-                exp["phase"] = target.phase
+                exp["phase"] = target.phase.value
             expect[role] = exp
         elif old is not None:
             expect[role] = {**old, "status": "hypothesis"}

@@ -41,6 +41,7 @@ from harness.minimize.oracle import (
     repetition_rule,
 )
 from harness.minimize.output import minimal_mapping, write_minimal
+from harness.outcome import Outcome
 from harness.paths import reports_root
 from harness.record import RunRecord
 from harness.run import RunOptions, execute_run
@@ -260,7 +261,7 @@ class _Search:
 
 def _cap_timeouts(original: Timeouts, baseline: list[Observation], target: Target) -> Timeouts | None:
     """Tighter bounds for candidates: a candidate that hangs should cost a few baseline runs, not hours."""
-    if target.outcome == "timeout":
+    if target.outcome is Outcome.TIMEOUT:
         return None
     longest = max((o.duration_s for o in baseline), default=60.0)
     return Timeouts(startup_s=min(original.startup_s, max(120.0, 10 * longest)),

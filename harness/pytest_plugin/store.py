@@ -15,7 +15,7 @@ import pytest
 
 from harness.store.store import new_batch
 from harness.store.url import STORE_ENV
-from harness.store.writer import StoreWriter, as_record
+from harness.store.writer import StoreWriter
 
 _KEY = pytest.StashKey[StoreWriter]()
 
@@ -44,4 +44,4 @@ def pytest_sglang_repro_run(item: pytest.Item, **_: Any) -> Generator[None, Any,
     writer = item.config.stash.get(_KEY, None)
     result = outcome.get_result()
     if writer is not None and result is not None:
-        writer.record(as_record(result))
+        writer.record(result)

@@ -113,6 +113,38 @@ def _known_signatures() -> set[str] | None:
 def load_file(path: Path | str, *, known_signatures: set[str] | None = None) -> LoadedScenario:
     """Validate one file and expand its matrix; raise ScenarioError with every problem found."""
     path = Path(path)
+    source, base = _read_base(path)
+    if known_signatures is None:
+        known_signatures = _known_signatures()
+    problems = _Problems(_signature_lines(source, base, known_signatures) + _fixture_lines(source, base))
+    expanded, reference = _expansions(path, source, base)
+    plain = {k: v for k, v in source.data.items() if k not in ("matrix", "reference")}
+    cases = []
+    for name, values, overrides in expanded:
+        case = _case(path, source, plain, reference, known_signatures, (name, values, overrides), problems)
+        if case is not None:
+            cases.append(case)
+    lines = problems.lines + [f"{line} [{where}{_which_cases(names)}]"
+                              for (line, where), names in problems.in_cases.items()]
+    if lines:
+        raise ScenarioError(list(dict.fromkeys(lines)))
+    return LoadedScenario(file=path, scenario=base, cases=tuple(cases))
+
+
+@dataclass
+class _Problems:
+    """What is wrong with a file: lines as they are, and lines found in cases, named once with those cases
+    (the same problem in many cases is one line naming them, not one line per case)."""
+
+    lines: list[str]
+    in_cases: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+    def in_case(self, line: str, where: str, name: str) -> None:
+        self.in_cases.setdefault((line, where), []).append(name)
+
+
+def _read_base(path: Path) -> tuple[Source, Scenario]:
+    """The file read and validated as written, its matrix not yet expanded."""
     try:
         source = read_source(path)
     except SourceError as exc:
@@ -120,67 +152,62 @@ def load_file(path: Path | str, *, known_signatures: set[str] | None = None) -> 
     except OSError as exc:
         raise ScenarioError([format_line(path, (1, 1), "", f"cannot read: {exc.strerror or exc}")]) from None
     try:
-        base = Scenario.model_validate(source.data)
+        return source, Scenario.model_validate(source.data)
     except ValidationError as exc:
         raise ScenarioError(validation_lines(exc, model=Scenario, data=source.data, file=path,
                                              position=source.position)) from None
-    if known_signatures is None:
-        known_signatures = _known_signatures()
-    lines = _signature_lines(source, base, known_signatures) + _fixture_lines(source, base)
 
-    expanded: list[tuple[str, dict[str, str], tuple[Override, ...]]]
-    if base.matrix is None:
-        expanded = [(DEFAULT_CASE, {}, ())]
-    else:
-        try:
-            expanded = product(parse_matrix(source.data["matrix"]))
-        except MatrixError as exc:
-            raise ScenarioError([format_line(path, source.position(exc.loc), ".".join(map(str, exc.loc)),
-                                             exc.message)]) from None
-    plain = {k: v for k, v in source.data.items() if k not in ("matrix", "reference")}
+
+def _expansions(path: Path, source: Source, base: Scenario
+                ) -> tuple[list[tuple[str, dict[str, str], tuple[Override, ...]]], tuple[Override, ...]]:
+    """The matrix's cases (name, values, overrides) and the reference server's overrides."""
+    expanded: list[tuple[str, dict[str, str], tuple[Override, ...]]] = [(DEFAULT_CASE, {}, ())]
     reference: tuple[Override, ...] = ()
-    if base.reference is not None:
-        try:
+    try:
+        if base.matrix is not None:
+            expanded = product(parse_matrix(source.data["matrix"]))
+        if base.reference is not None:
             reference = reference_overrides(source.data["reference"])
-        except MatrixError as exc:
-            raise ScenarioError([format_line(path, source.position(exc.loc), ".".join(map(str, exc.loc)),
-                                             exc.message)]) from None
-    cases = []
-    # The same problem in many cases is one line naming them, not one line per case.
-    in_cases: dict[tuple[str, str], list[str]] = {}
-    for name, values, overrides in expanded:
+    except MatrixError as exc:
+        raise ScenarioError([format_line(path, source.position(exc.loc), ".".join(map(str, exc.loc)),
+                                         exc.message)]) from None
+    return expanded, reference
+
+
+def _case(path: Path, source: Source, plain: dict[str, Any], reference: tuple[Override, ...],
+          known_signatures: set[str] | None, expansion: tuple[str, dict[str, str], tuple[Override, ...]],
+          problems: _Problems) -> Case | None:
+    """One case of the matrix validated (with its reference scenario), or None with its problems noted."""
+    name, values, overrides = expansion
+    try:
+        merged = apply_overrides(plain, overrides)
+        scenario = Scenario.model_validate(merged)
+    except MatrixError as exc:
+        problems.lines.append(format_line(path, source.position(exc.loc), ".".join(map(str, exc.loc)),
+                                          exc.message))
+        return None
+    except ValidationError as exc:
+        for line in validation_lines(exc, model=Scenario, data=merged, file=path,
+                                     position=_position_for(source, overrides)):
+            if name == DEFAULT_CASE:
+                problems.lines.append(line)
+            else:
+                problems.in_case(line, "", name)
+        return None
+    for line in _signature_lines(source, scenario, known_signatures):
+        if name != DEFAULT_CASE:
+            problems.in_case(line, "", name)
+    ref_scenario = None
+    if reference:
+        ref_data = apply_overrides(merged, reference)
         try:
-            merged = apply_overrides(plain, overrides)
-            scenario = Scenario.model_validate(merged)
-        except MatrixError as exc:
-            lines.append(format_line(path, source.position(exc.loc), ".".join(map(str, exc.loc)), exc.message))
-            continue
+            ref_scenario = Scenario.model_validate(ref_data)
         except ValidationError as exc:
-            for line in validation_lines(exc, model=Scenario, data=merged, file=path,
-                                         position=_position_for(source, overrides)):
-                if name == DEFAULT_CASE:
-                    lines.append(line)
-                else:
-                    in_cases.setdefault((line, ""), []).append(name)
-            continue
-        for line in _signature_lines(source, scenario, known_signatures):
-            if name != DEFAULT_CASE:
-                in_cases.setdefault((line, ""), []).append(name)
-        ref_scenario = None
-        if reference:
-            ref_data = apply_overrides(merged, reference)
-            try:
-                ref_scenario = Scenario.model_validate(ref_data)
-            except ValidationError as exc:
-                for line in validation_lines(exc, model=Scenario, data=ref_data, file=path,
-                                             position=_position_for(source, reference)):
-                    in_cases.setdefault((line, "reference, "), []).append(name)
-                continue
-        cases.append(Case(file=path, name=name, values=values, scenario=scenario, reference_scenario=ref_scenario))
-    lines.extend(f"{line} [{where}{_which_cases(names)}]" for (line, where), names in in_cases.items())
-    if lines:
-        raise ScenarioError(list(dict.fromkeys(lines)))
-    return LoadedScenario(file=path, scenario=base, cases=tuple(cases))
+            for line in validation_lines(exc, model=Scenario, data=ref_data, file=path,
+                                         position=_position_for(source, reference)):
+                problems.in_case(line, "reference, ", name)
+            return None
+    return Case(file=path, name=name, values=values, scenario=scenario, reference_scenario=ref_scenario)
 
 
 def _which_cases(names: list[str], shown: int = 3) -> str:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.build import BUILD_KINDS
+from harness.metric_registry import ACCEPT_LENGTH_BY_SOURCE
 from harness.scenario.errors import excerpt
 from harness.sim import REVISIONS
 
@@ -341,7 +342,7 @@ class Bound(_Strict):
 
 
 # SGLang reports three acceptance lengths that differ (harness.derive explains each); a check names one.
-ACCEPT_LENGTH_METRICS = {"requests": "accept_length", "server": "accept_length_server", "gauge": "accept_length_gauge"}
+ACCEPT_LENGTH_METRICS = {source.value: m.name for source, m in ACCEPT_LENGTH_BY_SOURCE.items()}
 
 
 class AcceptLengthBound(Bound):

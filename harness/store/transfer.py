@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from harness.errors import UserError
+from harness.metric_registry import METRICS
 from harness.record import RunRecord, read_record
 from harness.store.store import Batch, Store
 
@@ -122,9 +123,16 @@ def hud_records(frame: pd.DataFrame, *, repo: str = "sgl-project/sglang") -> lis
             "metric": {"name": str(first["metric"]),
                        "benchmark_values": [float(v) for v in group.sort_values("trial")["value"]],
                        "target_value": 0.0,
-                       "extra_info": {"outcomes": ",".join(group.sort_values("trial")["outcome"])}},
+                       "extra_info": {"outcomes": ",".join(group.sort_values("trial")["outcome"]),
+                                      **_metric_facts(str(first["metric"]))}},
         })
     return out
+
+
+def _metric_facts(name: str) -> dict[str, str]:
+    """The registry's unit and better direction of a metric, for a reader that does not know the harness."""
+    m = METRICS.get(name)
+    return {} if m is None else {"unit": m.unit, "better": m.better.value}
 
 
 def export_store(store: Store, fmt: str, out: Path) -> int:

@@ -7,14 +7,11 @@ naming the store (password redacted).
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from harness.errors import InfraError
 from harness.record import RunRecord
 from harness.store.store import Batch, Store, new_batch, open_store
 
-__all__ = ["DeferredWriter", "StoreWriter", "as_record", "record_run"]
+__all__ = ["DeferredWriter", "StoreWriter", "record_run"]
 
 
 class StoreWriter:
@@ -51,15 +48,6 @@ def record_run(store_url: str, record: RunRecord, *, kind: str = "run", batch: B
     """Record one run in the store at ``store_url``, in ``batch`` (a new one of ``kind`` by default)."""
     with StoreWriter(store_url, batch or new_batch(kind)) as writer:
         return writer.record(record)
-
-
-def as_record(result: Any) -> RunRecord:
-    """The typed record of a run result (``execute_run`` returns one; older code returned a legacy result)."""
-    if isinstance(result, RunRecord):
-        return result
-    from harness.record import read_record
-
-    return read_record(Path(str(result.artifacts)))
 
 
 class DeferredWriter(StoreWriter):

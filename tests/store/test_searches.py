@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import __version__
-from harness.bisect.oracle import Limits, Target, Verdict
+from harness.bisect.oracle import Find, Limits, Target, Verdict
 from harness.bisect.probe import Probe, SearchState, experiment_key, load_case
 from harness.bisect.step import read_state
 from harness.outcome import Outcome
@@ -56,7 +56,7 @@ def _state(tmp_path: Path, store: str | None) -> SearchState:
     case = load_case(SCENARIO, None)
     return SearchState(
         scenario=str(SCENARIO), case=case.name, build_template="sim:pre-fix",
-        target=Target(signature=SIG, crash_rate=1.0), limits=Limits(trials=1), find="regression",
+        target=Target(signature=SIG, crash_rate=1.0), limits=Limits(trials=1), find=Find.REGRESSION,
         report_dir=str(tmp_path), store=store, batch=new_batch("bisect", "20261201T000000-bisect-test"),
         experiment=experiment_key(SCENARIO.read_text(), case.name, "sim"), expected_steps=1, started=time.time(),
         out_root=str(tmp_path / "first"))

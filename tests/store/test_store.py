@@ -140,6 +140,7 @@ def test_import_then_export_parquet_csv_hud(store_url: str, tmp_path: Path) -> N
     by_metric = {r["metric"]["name"]: r for r in hud}
     acc = by_metric["accept_length"]
     assert acc["metric"]["benchmark_values"] == pytest.approx([1.6, 1.61, 1.62])
+    assert {k: acc["metric"]["extra_info"][k] for k in ("unit", "better")} == {"unit": "tokens/step", "better": "higher"}
     assert acc["schema_version"] == "v3" and acc["benchmark"]["name"] == "store-test-scenario"
     assert set(acc) >= {"timestamp", "repo", "head_branch", "head_sha", "workflow_id", "run_attempt", "job_id",
                         "runners", "benchmark", "model", "inputs", "dependencies", "metric"}

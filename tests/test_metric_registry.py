@@ -1,0 +1,68 @@
+"""The metric registry is the one place a metric's name, direction, minimum effect and source are defined:
+the figures a run produces are in it, and compare, history and the checks read it."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.compare_runner import _metric_specs
+from harness.comparison import DEFAULT_METRICS
+from harness.derive import derive_metrics
+from harness.history.series import METRIC_RULES, rule_for
+from harness.metric_registry import (
+    ACCEPT_LENGTH,
+    ACCEPT_LENGTH_BY_SOURCE,
+    COMPARED,
+    METRICS,
+    OUTPUT_THROUGHPUT,
+    Better,
+    Source,
+    metric,
+    relative_tolerances,
+)
+from harness.metrics import ServerFigures
+from harness.scenario.model import ACCEPT_LENGTH_METRICS, AcceptLengthBound, RelativeChecks
+
+
+def test_every_registered_metric_is_a_figure_a_run_produces() -> None:
+    produced = set(derive_metrics([])) | set(ServerFigures(None, None).as_metrics())
+    assert set(METRICS) <= produced, sorted(set(METRICS) - produced)
+    for m in METRICS.values():
+        assert m.name and m.label and m.unit and isinstance(m.better, Better) and isinstance(m.source, Source)
+        assert m.min_effect is None or 0 < m.min_effect < 1
+
+
+def test_unknown_metric_is_named() -> None:
+    assert metric("ttft_ms_p50").better is Better.LOWER
+    with pytest.raises(KeyError, match="no_such_metric"):
+        metric("no_such_metric")
+
+
+def test_a_check_names_an_acceptance_length_by_its_source() -> None:
+    assert {s.value for s in ACCEPT_LENGTH_BY_SOURCE} == {"requests", "server", "gauge"}
+    assert ACCEPT_LENGTH_METRICS == {"requests": "accept_length", "server": "accept_length_server",
+                                     "gauge": "accept_length_gauge"}
+    assert AcceptLengthBound(min=2.0, source="gauge").metric == "accept_length_gauge"
+
+
+def test_relative_checks_map_onto_the_metrics_they_bound() -> None:
+    assert relative_tolerances(None) == {}
+    assert relative_tolerances(RelativeChecks(baseline="before")) == {}
+    rel = RelativeChecks(baseline="before", output_throughput_max_regression=0.1)
+    assert relative_tolerances(rel) == {"output_throughput_tok_s": 0.1}
+    both = RelativeChecks(baseline="b", accept_length_max_regression=0.03, output_throughput_max_regression=0.2)
+    assert relative_tolerances(both) == {"accept_length": 0.03, "output_throughput_tok_s": 0.2}
+    # compare: a scenario's tolerance is the smallest effect that counts; the registry's otherwise.
+    specs = {s.name: s.min_effect for s in _metric_specs(rel)}
+    assert specs == {"accept_length": ACCEPT_LENGTH.min_effect, "output_throughput_tok_s": 0.1}
+
+
+def test_compare_and_history_judge_with_the_registry() -> None:
+    assert [(s.name, s.higher_is_better, s.min_effect) for s in DEFAULT_METRICS] == [
+        (m.name, m.higher_is_better, m.min_effect) for m in COMPARED]
+    assert COMPARED == (ACCEPT_LENGTH, OUTPUT_THROUGHPUT)
+    assert set(METRIC_RULES) == {n for n, m in METRICS.items() if m.min_effect is not None}
+    ttft = rule_for("ttft_ms_p50")
+    assert ttft is not None and not ttft.higher_is_better and ttft.min_effect == 0.05
+    assert rule_for("accept_length", {"accept_length": 0.1}) == type(ttft)(0.1, True)
+    assert rule_for("requests_ok") is None  # registered, reported, never judged over history
