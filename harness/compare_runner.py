@@ -39,6 +39,7 @@ from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario import Case, LoadedScenario
 from harness.scenario.model import RelativeChecks
 from harness.server_pool import ServerPool
+from harness.workload_phase import phase_metric
 
 __all__ = ["ComparisonRun", "compare_cases", "manifest_problem", "role_specs"]
 
@@ -106,10 +107,13 @@ def _relative_checks(rel: RelativeChecks | None, case: CaseComparison) -> list[E
 
 
 def _role_result(role: str, spec: str, runs: Sequence[RunRecord], report_dir: Path) -> RoleResult:
-    names = sorted({m.name for m in DEFAULT_METRICS} | set(_SHOWN))
-    # A trial that did not pass has no meaningful speed (a crash "measures" 0 tok/s), and one whose client fell
-    # behind measured the client: leave both blank.
-    usable = [r.outcome is Outcome.PASS and not_comparable(r.metrics) is None for r in runs]
+    # A stateful workload's per-phase figures (NAME@PHASE) are shown and kept beside the run-level ones.
+    phased = {name for r in runs for name in r.metrics if "@" in name}
+    names = sorted({m.name for m in DEFAULT_METRICS} | set(_SHOWN) | phased)
+    # A trial that crashed or never ran its workload has no meaningful speed (a crash "measures" 0 tok/s), and
+    # one whose client fell behind measured the client: leave both blank. A failed check ran the whole workload:
+    # its figures are what the check judged (the store keeps pass and fail runs' metrics alike).
+    usable = [r.outcome in (Outcome.PASS, Outcome.FAIL) and not_comparable(r.metrics) is None for r in runs]
     metrics = {
         name: tuple(v if (v := r.metric(name)) is not None and ok else float("nan") for r, ok in zip(runs, usable))
         for name in names
@@ -136,6 +140,21 @@ def _metric_specs(tolerances: RelativeChecks | None) -> list[MetricSpec]:
     return [spec_of(m, allowed.get(m.name)) for m in COMPARED]
 
 
+# Judged per phase of a stateful workload: a verdict each (better / same / worse) between builds.
+_PHASE_METRICS = (
+    MetricSpec("accept_length", "Acceptance length", "tokens/step", True, 0.02),
+    MetricSpec("accept_rate", "Draft acceptance rate", "", True, 0.02),
+    MetricSpec("cache_hit_rate", "Prefix-cache hit rate (cached_tokens)", "", True, 0.02),
+)
+
+
+def _phase_specs(case: Case) -> list[MetricSpec]:
+    """One spec per (figure, phase) of a stateful workload, in phase order; none for a plain one."""
+    return [MetricSpec(phase_metric(m.name, phase), f"{m.label}, phase {phase}", m.unit, m.higher_is_better,
+                       m.min_effect)
+            for phase in case.scenario.workload.phase_names for m in _PHASE_METRICS]
+
+
 def manifest_problem(by_role: Mapping[str, Sequence[RunRecord]]) -> str | None:
     """Why the roles' workloads may not be compared (a field of their manifests differs), or None."""
     first: tuple[str, Manifest] | None = None
@@ -159,7 +178,10 @@ def _compare_one(case: Case, specs: Mapping[str, str], by_role: Mapping[str, Seq
     checks = [judge_role(role, case.scenario.expect[role], runs)
               for role, runs in ran.items() if role in case.scenario.expect]
     tolerances = case.scenario.checks.relative
-    specs_judged = _metric_specs(tolerances)
+    specs_judged = _metric_specs(tolerances) + _phase_specs(case)
+    if any(r.manifest is not None and r.manifest.ignore_eos for runs in ran.values() for r in runs):
+        notes.append(f"{case.name}: acceptance measured with ignore_eos: true (the draft keeps proposing past the "
+                     "answer, which changes acceptance; TensorRT-LLM PR #14347 turns it off for spec-decoding tests)")
     problem = manifest_problem(ran)
     if problem:
         notes.append(f"{case.name}: metrics not compared, the workloads differ ({problem})")

@@ -316,10 +316,13 @@ class RoleResult:
         return self.build
 
     def passing_values(self, metric: str) -> tuple[float, ...]:
-        """Values of ``metric`` from the trials that passed; missing values dropped."""
+        """Values of ``metric`` from the trials that ran their workload to a verdict on its checks (pass, or a
+        check that did not hold: a stateful scenario's before role fails on exactly the figure compared); missing
+        values dropped."""
         values = self.metrics.get(metric, ())
         return tuple(
-            v for v, outcome in zip(values, self.outcomes) if outcome is Outcome.PASS and math.isfinite(v)
+            v for v, outcome in zip(values, self.outcomes)
+            if outcome in (Outcome.PASS, Outcome.FAIL) and math.isfinite(v)
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -66,6 +66,10 @@ __all__ = [
     "SERVER_INFO_PATHS",
     "SKIP_SERVER_WARMUP_FLAG",
     "SPEC_META_INFO_KEYS",
+    "SPEC_HISTOGRAM_KEYS",
+    "CACHED_TOKENS_DETAILS_KEYS",
+    "HICACHE_HOST_SIZE",
+    "FLUSH_RESETS_TREE",
     "STREAM_DATA_PREFIX",
     "STREAM_DONE",
     "UNAUTHORIZED_ERROR",
@@ -179,6 +183,16 @@ META_INFO_KEYS: Final = ("finish_reason", "prompt_tokens", "completion_tokens", 
 # - the server's (accept_length_server): /server_info internal_states[0].avg_spec_accept_length, below;
 # - the gauge (accept_length_gauge): /metrics sglang:spec_accept_length, the last decode log interval only.
 SPEC_META_INFO_KEYS: Final = ("spec_accept_length", "spec_verify_ct")  # accept length = completion / verify
+# Per finished request, only when non-empty; both names in 0.5.14 and 0.5.15 (the second an alias). Bucket j counts
+# the verify steps that accepted exactly j drafts (bonus excluded); the list grows to the largest j seen.
+SPEC_HISTOGRAM_KEYS: Final = ("spec_correct_drafts_histogram", "spec_accept_histogram")
+# meta_info.cached_tokens_details, when any prefix token was cached: how many came from the device tier and how
+# many HiCache loaded back from the host ("storage" too with an L3 backend).
+CACHED_TOKENS_DETAILS_KEYS: Final = ("device", "host")
+# HiCache's host pool without --hicache-size: the device pool's size times --hicache-ratio.
+HICACHE_HOST_SIZE: Final = "device_pool.size * host_to_device_ratio"
+# /flush_cache (when idle) resets the radix tree, device and host tiers: a stateful trial must never meet one.
+FLUSH_RESETS_TREE: Final = "self.tree_cache.reset()"
 ABORT_TYPE: Final = "abort"
 ABORT_KEYS: Final = ("type", "message", "status_code", "err_type")  # FINISH_ABORT.to_json()
 # server_info internal_states[i]: accepted tokens / forward count since the last /flush_cache, folded in only
@@ -322,6 +336,25 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_TM, 2329, 2362, 'meta_info["spec_accept_length"] = ('),
         Cite(_TM, 2335, 2368, 'meta_info["spec_verify_ct"] = recv_obj.spec_verify_ct[i]'),
     ), "per request: completion_tokens / spec_verify_ct, bonus token included, on the finished chunk only"),
+    Fact("SPEC_HISTOGRAM_KEYS", SPEC_HISTOGRAM_KEYS, (
+        Cite(_TM, 2347, 2380, 'meta_info["spec_correct_drafts_histogram"] = ('),
+        Cite(_TM, 2351, 2384, 'meta_info["spec_accept_histogram"] = ('),
+        Cite("srt/managers/schedule_batch.py", 1087, 1089,
+             "self.spec_correct_drafts_histogram[num_correct_drafts] += 1"),
+    ), "acceptance by draft position k = steps with >= k accepted / all steps (harness.acceptance)"),
+    Fact("CACHED_TOKENS_DETAILS_KEYS", CACHED_TOKENS_DETAILS_KEYS, (
+        Cite(_TM, 1899, 1927, 'meta_info["cached_tokens_details"] = recv_obj.cached_tokens_details['),
+        Cite("srt/managers/scheduler_components/output_streamer.py", 72, 74, '"device": req.cached_tokens_device,'),
+        Cite("srt/managers/scheduler_components/output_streamer.py", 73, 75, '"host": req.cached_tokens_host,'),
+        Cite("srt/managers/schedule_batch.py", 2105, 2117, "req.cached_tokens += new_cached"),
+        Cite("srt/managers/schedule_batch.py", 2127, 2139, "req.cached_tokens_host = host_portion"),
+    ), "the per-phase cache hit rate is cached_tokens / prompt_tokens; host > 0 means loaded back from HiCache"),
+    Fact("HICACHE_HOST_SIZE", HICACHE_HOST_SIZE, (
+        Cite("srt/mem_cache/memory_pool_host.py", 1440, 1754,
+             "self.size = int(device_pool.size * host_to_device_ratio)"),
+    ), "the reference server sizes its host tier so (harness.sim.scheduler init_tree_cache)"),
+    Fact("FLUSH_RESETS_TREE", FLUSH_RESETS_TREE, (Cite(_SCHED, 3645, 3733, FLUSH_RESETS_TREE),),
+         "a flush empties the prefix cache: harness.workload_phase.refuse_flush keeps it out of a stateful trial"),
     Fact("ABORT_KEYS", ABORT_KEYS, (
         Cite("srt/managers/schedule_batch.py", 202, 202, "class FINISH_ABORT(BaseFinishReason):"),
         Cite("srt/managers/schedule_batch.py", 211, 211, '"type": "abort",'),

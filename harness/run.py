@@ -59,12 +59,14 @@ from harness.record import (
     host_to_dict,
 )
 from harness.redact import redact_argv, redact_env, redact_log
+from harness.request_log import RequestRecord
 from harness.scenario import Case, server_flags
-from harness.scenario.model import Bound, Checks
+from harness.scenario.model import Bound, Checks, Scenario
 from harness.server import ServerDied, ServerProcess, StartupTimeout
 from harness.server_pool import LiveServer, ServerPool, pool_key, teardown_info
 from harness.signatures import Catalogue, Match, last_traceback
 from harness.text import first_line
+from harness.workload_phase import PhasePlan, drive_phases, evaluate_phase_checks, phase_plans, refuse_flush
 
 __all__ = ["RunInterrupted", "RunOptions", "evaluate_checks", "execute_run", "resolve_for"]
 
@@ -123,6 +125,7 @@ class Plan:
     flags: list[str]
     argv: list[str]
     env_overlay: dict[str, str]  # the build's and the scenario's; a start adds its GPUs' (``Launched``)
+    phases: tuple[PhasePlan, ...] = ()  # a stateful workload's phases (``prompts`` is then all of theirs)
 
 
 @dataclass(frozen=True)
@@ -232,9 +235,10 @@ def _resolve(case: Case, build: Build | BuildFailure) -> Resolved | Unresolved:
 # --------------------------------------------------------------------------- 2. pre-flight
 
 
-def _plan(resolved: Resolved, prompts: list[Prompt], port: int, env_overlay: dict[str, str]) -> Plan:
+def _plan(resolved: Resolved, prompts: list[Prompt], port: int, env_overlay: dict[str, str],
+          phases: tuple[PhasePlan, ...] = ()) -> Plan:
     flags = server_flags(resolved.case.scenario, port=port)
-    return Plan(prompts, port, flags, [*resolved.build.launcher, *flags], env_overlay)
+    return Plan(prompts, port, flags, [*resolved.build.launcher, *flags], env_overlay, phases)
 
 
 def _preflight(resolved: Resolved, plan: Plan) -> RunVerdict | None:
@@ -301,7 +305,8 @@ def _serve(resolved: Resolved, ctx: RunContext, trail: Trail) -> RunVerdict:
     """
     case, launcher, pool = resolved.case, resolved.launcher, ctx.pool
     sc = case.scenario
-    prompts = launcher.prompts(case, ctx.trial)
+    phases = phase_plans(case, launcher.prompts, ctx.trial) if sc.stateful else ()
+    prompts = [p for ph in phases for p in ph.prompts] if phases else launcher.prompts(case, ctx.trial)
     env_overlay = {**resolved.build.env, **sc.server.env}
     key = pool_key(resolved.build.spec, server_flags(sc, port=0), env_overlay)
     live = pool.get(key) if pool is not None else None
@@ -309,7 +314,7 @@ def _serve(resolved: Resolved, ctx: RunContext, trail: Trail) -> RunVerdict:
         return _serve_reused(live, resolved, prompts, ctx, trail)
     with ExitStack() as leases:
         trail.plan = plan = _plan(resolved, prompts, leases.enter_context(lease_port(sc.server.host)).port,
-                                  env_overlay)
+                                  env_overlay, phases)
         with trail.timed("preflight"):
             problem = _preflight(resolved, plan)
         if problem is not None:
@@ -371,6 +376,7 @@ def _gpus(needed: int, opts: RunOptions, leases: ExitStack) -> tuple[Sequence[in
 def _serve_reused(live: LiveServer, resolved: Resolved, prompts: list[Prompt], ctx: RunContext,
                   trail: Trail) -> RunVerdict:
     """A trial on a server an earlier trial started: caches flushed, the model's counters restarted."""
+    refuse_flush(resolved.case.scenario)  # execute_run gives a stateful trial no pool; this keeps it so
     server = live.server
     trail.plan = plan = Plan(prompts, live.port, live.flags, live.argv, dict(live.env_overlay))
     offset = server.log_path.stat().st_size if server.log_path.exists() else 0
@@ -412,7 +418,7 @@ def _workload(server: ServerProcess, resolved: Resolved, plan: Plan, ctx: RunCon
 
 def _drive(server: ServerProcess, resolved: Resolved, plan: Plan, ctx: RunContext) -> Driven:
     """The workload on a ready server, still watching it; its verdict and client-side metrics."""
-    from harness.workload import ErrorKind, run_workload  # aiohttp loads only when a server is driven
+    from harness.workload import run_workload  # aiohttp loads only when a server is driven
 
     sc = resolved.case.scenario
     wl, deadline = sc.workload, ctx.deadline
@@ -424,6 +430,11 @@ def _drive(server: ServerProcess, resolved: Resolved, plan: Plan, ctx: RunContex
             return failure
         return _DEADLINE if time.monotonic() >= deadline else None
 
+    if plan.phases:
+        phased = drive_phases(server.url, plan.phases, request_timeout_s=sc.timeouts.request_s, stream=wl.stream,
+                              jsonl_path=ctx.paths.requests, should_abort=should_abort,
+                              progress=ctx.options.progress, headers=request_headers(sc.server.args))
+        return _driven_verdict(server, sc, phased.records, phased.aborted, phased.metrics, phased.manifest)
     result = asyncio.run(run_workload(
         server.url, plan.prompts, concurrency=wl.concurrency, request_rate=wl.request_rate,
         max_new_tokens=wl.max_new_tokens, ignore_eos=wl.ignore_eos, temperature=wl.temperature,
@@ -431,18 +442,25 @@ def _drive(server: ServerProcess, resolved: Resolved, plan: Plan, ctx: RunContex
         jsonl_path=ctx.paths.requests, should_abort=should_abort, seed=wl.prompt.seed,
         progress=ctx.options.progress, headers=request_headers(sc.server.args),
     ))
-    failed = [r for r in result.records if not r.ok]
+    return _driven_verdict(server, sc, result.records, result.aborted,
+                           aggregate(result.records, trace=result.trace, manifest=result.manifest), result.manifest)
+
+
+def _driven_verdict(server: ServerProcess, sc: Scenario, records: Sequence[RequestRecord], aborted: str | None,
+                    metrics: dict[str, float | None], manifest: Manifest | None) -> Driven:
+    """The workload's verdict from its records (one workload, or every phase of a stateful one)."""
+    from harness.workload import ErrorKind
+
+    failed = [r for r in records if not r.ok]
     timeouts = [r for r in failed if r.error_kind is ErrorKind.TIMEOUT]  # failure kinds are types, not words
 
     def driven(verdict: RunVerdict) -> Driven:
-        return Driven(verdict, aggregate(result.records, trace=result.trace, manifest=result.manifest),
-                      failed[0].index if failed else None,
-                      result.manifest, bool(timeouts))
+        return Driven(verdict, metrics, failed[0].index if failed else None, manifest, bool(timeouts))
 
     # A crash line can trail the last failed request slightly: give the watcher a moment when anything failed.
     if server.died.wait(0.3 if failed else 0.0) or server.failure():
         return driven(_crash_verdict(server.crash_match, server.log_tail(400), server.exit_code, Phase.WORKLOAD))
-    if result.aborted == _DEADLINE:
+    if aborted == _DEADLINE:
         return driven(RunVerdict(Outcome.TIMEOUT, f"workload: scenario bound of {sc.timeouts.scenario_s:g} s "
                                  "reached", Phase.WORKLOAD))
     if failed and len(timeouts) == len(failed):
@@ -485,7 +503,7 @@ def evaluate_checks(checks: Checks, metrics: Mapping[str, float | None]) -> list
         if bound is not None:
             problem = bound.violation(metrics.get(name), what)
             out.append(CheckResult(f"{label} within bounds", held=problem is None, detail=problem or ""))
-    return out
+    return out + evaluate_phase_checks(checks, metrics)  # a stateful workload's per-phase and cross-phase checks
 
 
 def _judge(verdict: RunVerdict, checks: Checks, metrics: Mapping[str, float | None]) -> tuple[RunVerdict,
@@ -660,7 +678,8 @@ def execute_run(
     run_dir = new_run_dir(sc.name, case.name, f"{label}-{_version_label(resolved.build)}", trial, opts.out_root)
     paths = RunPaths(run_dir, run_dir / "server.log", run_dir / "requests.jsonl",
                      f"{run_dir.name}-{secrets.token_hex(4)}")
-    pool = pool if sc.server.share_between_trials else None
+    # A stateful trial (workload phases) never meets a shared or flushed server.
+    pool = pool if sc.server.share_between_trials and not sc.stateful else None
     ctx = RunContext(paths, started + sc.timeouts.scenario_s, opts, opts.catalogue or Catalogue.load(), trial, pool)
     with _sigterm_as_interrupt():
         served = resolved.verdict if isinstance(resolved, Unresolved) else _serve_guarded(resolved, ctx, trail)

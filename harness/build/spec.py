@@ -45,7 +45,7 @@ SIM_REVISIONS = REVISIONS
 # The build kinds, as a spec starts: sim:, python:, pip:, src:.
 BUILD_KINDS = ("sim", "python", "pip", "src")
 # Knobs of the reference server (``--sim-<knob>``); the parser in harness.sim.cli_args is the authority.
-_SIM_KNOBS_FALLBACK = ("draft-agreement", "step-cost-ms", "device", "seed", "gpu-sm")
+_SIM_KNOBS_FALLBACK = ("draft-agreement", "step-cost-ms", "device", "draft-cache", "seed", "gpu-sm")
 
 VALID_SPECS = (
     "valid build specs: sim:pre-fix|post-fix[,knob=value...], python:PATH, "

@@ -32,8 +32,14 @@ METRIC_RULES: Mapping[str, Rule] = {m.name: Rule(m.min_effect, m.higher_is_bette
                                     for m in METRICS.values() if m.min_effect is not None}
 
 
+# A stateful workload's per-phase figures (NAME@PHASE, harness.workload_phase) are series of their own, judged
+# by their figure's rule; these figures exist only per phase.
+_PHASE_RULES: Mapping[str, Rule] = {"accept_rate": Rule(0.02), "cache_hit_rate": Rule(0.02)}
+
+
 def rule_for(metric: str, tolerances: Mapping[str, float] | None = None) -> Rule | None:
-    base = METRIC_RULES.get(metric)
+    name, _, phase = metric.partition("@")
+    base = METRIC_RULES.get(metric) or (METRIC_RULES.get(name) or _PHASE_RULES.get(name) if phase else None)
     if base is None:
         return None
     tol = (tolerances or {}).get(metric)

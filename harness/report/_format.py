@@ -32,6 +32,8 @@ __all__ = [
     "REFERENCE_NOTICE",
     "VERDICT_SYMBOL",
     "case_metric_summary",
+    "PhaseRow",
+    "phase_rows",
 ]
 
 REFERENCE_NOTICE = (
@@ -44,9 +46,60 @@ VERDICT_SYMBOL = {"better": "▲", "same": "=", "worse": "▼", "not enough data
 _LABELS = {spec.name: (spec.label, spec.unit) for spec in DEFAULT_METRICS}
 
 
+_PHASE_LABELS = {"accept_rate": ("Draft acceptance rate", ""),
+                 "cache_hit_rate": ("Prefix-cache hit rate (cached_tokens)", "")}
+
+
 def metric_label(name: str, *, with_unit: bool = True) -> str:
-    label, unit = _LABELS.get(name, (name, ""))
+    base, _, phase = name.partition("@")  # a stateful workload's per-phase figure: NAME@PHASE
+    label, unit = _LABELS.get(base) or _PHASE_LABELS.get(base) or (base, "")
+    if phase:
+        label = f"{label}, phase {phase}"
     return f"{label} ({unit})" if with_unit and unit else label
+
+
+@dataclass(frozen=True)
+class PhaseRow:
+    """One role's figures in one workload phase (medians over the trials that ran it), for the phase table."""
+
+    role: str
+    phase: str
+    accept_length: float | None
+    accept_rate: float | None
+    cache_hit_rate: float | None
+    cache_host_rate: float | None
+    by_position: tuple[float | None, ...]  # draft position 1, 2, ...
+    over_time: tuple[float | None, ...]  # the phase's quarters, in order
+    by_cache_state: tuple[tuple[str, float | None], ...]  # miss / device / host
+
+
+def _median(role: RoleResult, name: str) -> float | None:
+    values = sorted(v for v in role.metrics.get(name, ()) if math.isfinite(v))
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def phase_rows(case: CaseComparison) -> list[PhaseRow]:
+    """Acceptance per workload phase, by draft position, over time and by cache state, for every role."""
+    rows = []
+    for role in case.roles:
+        phases = list(dict.fromkeys(name.partition("@")[2] for name in role.metrics if "@" in name))
+        for phase in phases:
+            def get(name: str, phase: str = phase, role: RoleResult = role) -> float | None:
+                return _median(role, f"{name}@{phase}")
+            positions = []
+            k = 1
+            while f"accept_rate_pos{k}@{phase}" in role.metrics:
+                positions.append(get(f"accept_rate_pos{k}"))
+                k += 1
+            rows.append(PhaseRow(
+                role=role.role, phase=phase, accept_length=get("accept_length"), accept_rate=get("accept_rate"),
+                cache_hit_rate=get("cache_hit_rate"), cache_host_rate=get("cache_host_rate"),
+                by_position=tuple(positions), over_time=tuple(get(f"accept_length_q{q}") for q in range(1, 5)),
+                by_cache_state=tuple((s, get(f"accept_length_{s}")) for s in ("miss", "device", "host"))))
+    return rows
 
 
 def fmt_num(value: float | None) -> str:

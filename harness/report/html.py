@@ -236,6 +236,28 @@ def _excerpts(case: CaseComparison) -> str:
     return ("<h3>Log excerpts</h3>" + "".join(blocks)) if blocks else ""
 
 
+def _series(values: tuple[float | None, ...]) -> str:
+    return " → ".join(f.fmt_num(v) for v in values) if any(v is not None for v in values) else "—"
+
+
+def _phase_table(case: CaseComparison) -> str:
+    """A stateful workload's phases: acceptance per phase, by draft position, over time, by cache state."""
+    rows = f.phase_rows(case)
+    if not rows:
+        return ""
+    body = "".join(
+        f"<tr><td>{_e(r.role)}</td><td>{_e(r.phase)}</td><td>{_e(f.fmt_num(r.accept_length))}</td>"
+        f"<td>{_e(f.fmt_num(r.accept_rate))}</td>"
+        f"<td>{_e(f.fmt_num(r.cache_hit_rate))} ({_e(f.fmt_num(r.cache_host_rate))})</td>"
+        f"<td>{_e(_series(r.by_position))}</td><td>{_e(_series(r.over_time))}</td>"
+        f"<td>{_e(' / '.join(f.fmt_num(v) for _, v in r.by_cache_state))}</td></tr>"
+        for r in rows)
+    return ("<h3>Workload phases</h3><p class=\"meta\">One server, no flush between phases; medians over trials.</p>"
+            "<table><thead><tr><th>Role</th><th>Phase</th><th>Accept length</th><th>Accept rate</th>"
+            "<th>Cache hit (host)</th><th>By draft position 1..k</th><th>Over time (quarters)</th>"
+            "<th>By cache state (miss / device / host)</th></tr></thead><tbody>" + body + "</tbody></table>")
+
+
 def _case_section(index: int, case: CaseComparison) -> str:
     names = _metric_names(case)
     held = "" if not case.expectations else (
@@ -252,6 +274,7 @@ def _case_section(index: int, case: CaseComparison) -> str:
         + _expectation_table(case)
         + "<h3>Metrics</h3>"
         + _metric_table(case)
+        + _phase_table(case)
         + "<h3>Per-trial results</h3>"
         + _plots(case, names)
         + _trial_table(case, names)

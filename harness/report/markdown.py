@@ -108,6 +108,27 @@ def _metric_table(case: CaseComparison) -> list[str]:
     return [*lines, *([""] if notes else []), *notes]
 
 
+def _series(values: tuple[float | None, ...]) -> str:
+    return " → ".join(f.fmt_num(v) for v in values) if any(v is not None for v in values) else "—"
+
+
+def _phase_table(case: CaseComparison) -> list[str]:
+    """A stateful workload's phases: acceptance per phase, by draft position, over time, by cache state."""
+    rows = f.phase_rows(case)
+    if not rows:
+        return []
+    lines = ["Workload phases (one server, no flush between them; medians over trials):", "",
+             "| Role | Phase | Accept length | Accept rate | Cache hit (host) | By draft position 1..k | "
+             "Over time (quarters) | By cache state (miss / device / host) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        states = " / ".join(f.fmt_num(v) for _, v in r.by_cache_state)
+        lines.append(f"| {_cell(r.role)} | {_cell(r.phase)} | {f.fmt_num(r.accept_length)} | {f.fmt_num(r.accept_rate)} "
+                     f"| {f.fmt_num(r.cache_hit_rate)} ({f.fmt_num(r.cache_host_rate)}) | {_series(r.by_position)} "
+                     f"| {_series(r.over_time)} | {states} |")
+    return lines
+
+
 def _rule(report: ComparisonReport) -> list[str]:
     metrics = [m for c in report.cases for m in c.metrics]
     if not metrics:
@@ -181,6 +202,9 @@ def _render(report: ComparisonReport, excerpt_limit: int, with_artifacts: bool) 
         metric_lines = _metric_table(case)
         if metric_lines:
             lines += ["", *metric_lines]
+        phase_lines = _phase_table(case)
+        if phase_lines:
+            lines += ["", *phase_lines]
         details = _details(case, excerpt_limit, with_artifacts)
         if details:
             lines += ["", *details]

@@ -34,6 +34,9 @@ __all__ = [
     "TokenRange",
     "Upstream",
     "Workload",
+    "WorkloadPhase",
+    "PhaseChecks",
+    "CrossPhaseCheck",
 ]
 
 # The outcomes and phases a scenario may expect: the values of harness.outcome.Outcome and Phase
@@ -255,6 +258,31 @@ class PromptSpec(_Strict):
         return self.tokens.lengths()
 
 
+class WorkloadPhase(_Strict):
+    """One part of a stateful workload: run after the phases before it on the same server, with no flush.
+
+    Unset fields take the workload's own values. ``replay`` sends an earlier phase's prompts again (the
+    prefix cache holds them, on the device or, after pressure, on the host), instead of ``prompt``.
+    """
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=40)
+    description: str | None = None
+    requests: int | None = Field(default=None, ge=1, le=1_000_000)
+    concurrency: int | None = Field(default=None, ge=1, le=10_000)
+    prompt: PromptSpec | None = None
+    replay: str | None = None
+    max_new_tokens: int | None = Field(default=None, ge=1, le=_MAX_TOKENS)
+    ignore_eos: bool | None = None
+    temperature: float | None = Field(default=None, ge=0)
+    warmup: int = Field(default=0, ge=0, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _source(self) -> WorkloadPhase:
+        if self.replay is not None and (self.prompt is not None or self.requests is not None):
+            raise ValueError("replay sends an earlier phase's prompts: give neither prompt nor requests with it")
+        return self
+
+
 class Workload(_Strict):
     requests: int = Field(ge=1, le=1_000_000)
     concurrency: int = Field(default=1, ge=1, le=10_000)
@@ -266,6 +294,29 @@ class Workload(_Strict):
     stream: bool = True
     warmup: int = Field(default=0, ge=0, le=1_000_000)
     trials: int = Field(default=1, ge=1, le=10_000)
+    phases: list[WorkloadPhase] | None = Field(
+        default=None, description="a stateful workload: these phases in order against one server, no flush between "
+        "them (each trial starts its own server); metrics are per phase, named metric@phase")
+
+    @model_validator(mode="after")
+    def _phases(self) -> Workload:
+        if self.phases is None:
+            return self
+        if not self.phases:
+            raise ValueError("phases is empty: remove it, or give at least one phase")
+        seen: list[str] = []
+        for i, phase in enumerate(self.phases):
+            if phase.name in seen:
+                raise ValueError(f"phases[{i}]: phase name {excerpt(phase.name)} is used twice")
+            if phase.replay is not None and phase.replay not in seen:
+                raise ValueError(f"phases[{i}] ({phase.name}): replay {excerpt(phase.replay)} names no earlier phase "
+                                 f"(earlier: {', '.join(seen) or 'none'})")
+            seen.append(phase.name)
+        return self
+
+    @property
+    def phase_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.phases or ())
 
 
 class Bound(_Strict):
@@ -315,12 +366,40 @@ class RelativeChecks(_Strict):
     output_throughput_max_regression: float | None = Field(default=None, ge=0, le=1)
 
 
+class PhaseChecks(_Strict):
+    """Bounds on one workload phase's own figures."""
+
+    accept_length: Bound | None = Field(default=None, description="the phase's requests' own acceptance length")
+    cache_hit_rate: Bound | None = Field(default=None, description="cached_tokens / prompt_tokens of its requests")
+    output_throughput: Bound | None = None
+    accept_rate_by_position: list[Bound | None] | None = Field(
+        default=None, description="item k bounds the rate at which draft position k+1 is accepted (null: unbounded)")
+    no_decline: float | None = Field(
+        default=None, gt=0, lt=1, description="a trend test (the sglang#28771 shape): fail when acceptance length "
+        "declines over the phase's time, Kendall's tau < 0 with one-sided p below this level")
+
+
+# Figures a cross-phase check may compare (their per-phase metric names are NAME@PHASE).
+CROSS_PHASE_METRICS = ("accept_length", "cache_hit_rate", "output_throughput_tok_s", "accept_rate")
+
+
+class CrossPhaseCheck(_Strict):
+    """``metric`` of ``phase`` >= ``min_ratio`` x the same metric of ``baseline`` (both phases of one run)."""
+
+    metric: Literal["accept_length", "cache_hit_rate", "output_throughput_tok_s", "accept_rate"] = "accept_length"
+    phase: str
+    baseline: str
+    min_ratio: float = Field(gt=0, le=10)
+
+
 class Checks(_Strict):
     crash_signatures: list[str] | Literal["all"] = "all"
     all_requests_succeed: bool = True
     accept_length: AcceptLengthBound | None = None
     output_throughput: Bound | None = Field(default=None, description="output tokens/s")
     relative: RelativeChecks | None = None
+    phases: dict[str, PhaseChecks] = Field(default_factory=dict, description="per workload phase, by phase name")
+    across_phases: list[CrossPhaseCheck] = Field(default_factory=list)
 
     @field_validator("accept_length", mode="before")
     @classmethod
@@ -478,4 +557,26 @@ class Scenario(_Strict):
             raise ValueError(f"checks.relative.baseline: no build role {excerpt(rel.baseline)}")
         if self.matrix is not None and not self.matrix:
             raise ValueError("matrix is empty: remove it, or give at least one axis")
+        self._stateful()
         return self
+
+    def _stateful(self) -> None:
+        names = self.workload.phase_names
+        for phase in self.checks.phases:
+            if phase not in names:
+                raise ValueError(f"checks.phases.{phase}: no workload phase {excerpt(phase)} "
+                                 f"(phases: {', '.join(names) or 'none: add workload.phases'})")
+        for i, cross in enumerate(self.checks.across_phases):
+            for what in (cross.phase, cross.baseline):
+                if what not in names:
+                    raise ValueError(f"checks.across_phases[{i}]: no workload phase {excerpt(what)} "
+                                     f"(phases: {', '.join(names) or 'none: add workload.phases'})")
+        # A stateful trial meets a server no other trial touched and nothing flushes inside it.
+        if names and self.server.share_between_trials and "share_between_trials" in self.server.model_fields_set:
+            raise ValueError("server.share_between_trials: a stateful workload (workload.phases) never shares a "
+                             "server between trials; remove the key or set it to false")
+
+    @property
+    def stateful(self) -> bool:
+        """Workload phases run on one server: it is never shared with another trial nor flushed inside one."""
+        return bool(self.workload.phases)

@@ -3,6 +3,11 @@
 It is a real server process that speaks SGLang's native HTTP API and accepts SGLang's launch
 flags, so the same scenario runs against it and against real SGLang. Launch it with
 ``python -m harness.sim.server [SGLang flags] --sim-revision pre-fix|post-fix``.
+
+Two modelled bugs, each with its own revisions: ``--sim-revision`` is sglang#28264 (the draft's stale
+``out_cache_loc``; fixed by PR #29616), ``--sim-draft-cache`` is sglang#32176 (HiCache's load-back restores
+the target's KV but not the draft's view of those tokens; harness.sim.radix_cache). They combine, e.g.
+``sim:post-fix,draft-cache=pre-fix``.
 """
 
 from __future__ import annotations

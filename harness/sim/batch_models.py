@@ -32,5 +32,7 @@ class DraftBatchModel:
     def run(self, forward_batch: ForwardBatch) -> torch.Tensor:
         assert forward_batch.draft_history is not None
         rows = list(zip(forward_batch.req_pool_indices.tolist(), forward_batch.seq_lens.tolist()))
+        # The draft attends to its own view of the cached tokens (equal to the target's KV unless a HiCache
+        # load-back left it stale: harness.sim.radix_cache).
         return self.head.logits(forward_batch.draft_history, forward_batch.seq_lens, rows,
-                                self.pool, self.req_pool.req_to_token)
+                                self.pool.draft_view(), self.req_pool.req_to_token)

@@ -147,6 +147,10 @@ SIM_KNOBS: dict[str, dict[str, Any]] = {
     "step-cost-ms": {"type": float, "default": 0.0,
                      "help": "extra time per target forward step (a draft step costs a tenth), modelling GPU time"},
     "device": {"choices": ("cpu", "cuda"), "default": "cpu"},
+    # The second modelled bug, with revisions of its own: HiCache's load-back restores the target's KV and, at
+    # post-fix, the draft's view of those tokens too (sglang#32176; PRs #27953, #17338, #30393).
+    "draft-cache": {"choices": ("pre-fix", "post-fix"), "default": "post-fix",
+                    "help": "pre-fix: a HiCache load-back leaves the draft's view of the reloaded prefix stale"},
     "seed": {"type": int, "default": 0},
     "gpu-sm": {"type": int, "default": None,
                "help": "compute capability major of the GPU the model stands for (10: SM100, B200), for SGLang's "

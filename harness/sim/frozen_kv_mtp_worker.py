@@ -177,8 +177,8 @@ class FrozenKVMTPWorker:
             r.verify_ct += 1
             r.accepted_drafts += a
             r.proposed_drafts += self.chain_len
-            if not r.accept_histogram:
-                r.accept_histogram = [0] * n
+            if len(r.accept_histogram) <= a:  # grows as SGLang's update_spec_correct_drafts_histogram does
+                r.accept_histogram.extend([0] * (a + 1 - len(r.accept_histogram)))
             r.accept_histogram[a] += 1
             new_tokens.append([*drafts[best, :a].tolist(), int(target[best, a])])
             last_locs.append(keep[-1:])

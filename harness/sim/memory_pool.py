@@ -6,9 +6,11 @@ batch's ``out_cache_loc`` lists the slots its new tokens are written to (page si
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
-__all__ = ["ReqToTokenPool", "TokenToKVPoolAllocator", "KVPool", "OutOfSlotsError"]
+__all__ = ["DraftKVView", "ReqToTokenPool", "TokenToKVPoolAllocator", "KVPool", "OutOfSlotsError"]
 
 
 class OutOfSlotsError(RuntimeError):
@@ -41,11 +43,15 @@ class TokenToKVPoolAllocator:
         self.size = size
         self.device = device
         self._free = torch.arange(1, size + 1, dtype=torch.int64, device=device)
+        # The prefix cache's eviction (harness.sim.radix_cache): asked for the shortfall before giving up.
+        self.evict: Callable[[int], int] | None = None
 
     def available_size(self) -> int:
         return int(self._free.numel())
 
     def alloc(self, n: int) -> torch.Tensor:
+        if n > self._free.numel() and self.evict is not None:
+            self.evict(n - int(self._free.numel()))
         if n > self._free.numel():
             raise OutOfSlotsError(f"need {n} KV slots, {self._free.numel()} free")
         out, self._free = self._free[:n], self._free[n:]
@@ -57,15 +63,35 @@ class TokenToKVPoolAllocator:
 
 
 class KVPool:
-    """K and V buffers per layer, indexed by slot; the target writes them, the Frozen-KV draft only reads."""
+    """K and V buffers per layer, indexed by slot; the target writes them, the Frozen-KV draft only reads.
+
+    ``draft_k`` / ``draft_v`` are the draft's view of the same slots (SGLang keeps the draft's cache state
+    beside the target's: the packed tail layers or sidecar pools of sglang PR #30393); the target's forward
+    writes both, the draft reads only its view (:meth:`draft_view`). They differ only where a HiCache
+    load-back restored the target's KV and not the draft's (harness.sim.radix_cache).
+    """
 
     def __init__(self, num_layers: int, size: int, heads: int, head_dim: int, device: torch.device) -> None:
         shape = (size + 1, heads, head_dim)
         self.k = [torch.zeros(shape, device=device) for _ in range(num_layers)]
         self.v = [torch.zeros(shape, device=device) for _ in range(num_layers)]
+        self.draft_k = [torch.zeros(shape, device=device) for _ in range(num_layers)]
+        self.draft_v = [torch.zeros(shape, device=device) for _ in range(num_layers)]
         self.write_count = 0
 
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         self.k[layer][slots] = k
         self.v[layer][slots] = v
+        self.draft_k[layer][slots] = k
+        self.draft_v[layer][slots] = v
         self.write_count += int(slots.numel())
+
+    def draft_view(self) -> DraftKVView:
+        return DraftKVView(self.draft_k, self.draft_v)
+
+
+class DraftKVView:
+    """What the draft attends to: the pool's draft-side buffers under the names the model reads."""
+
+    def __init__(self, k: list[torch.Tensor], v: list[torch.Tensor]) -> None:
+        self.k, self.v = k, v

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from harness.sim.forward_batch import SeqSpan
-from harness.sim.memory_pool import KVPool
+from harness.sim.memory_pool import DraftKVView, KVPool
 from harness.sim.model_config import TinyConfig
 
 __all__ = ["TinyTransformer", "FrozenKVDraftHead"]
@@ -59,7 +59,7 @@ class TinyTransformer:
         self._inv_freq = (1.0 / (10000 ** (torch.arange(half, dtype=torch.float32) / half))).to(device)
 
     def _attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor,
-                spans: list[SeqSpan], pool: KVPool, req_to_token: torch.Tensor) -> torch.Tensor:
+                spans: list[SeqSpan], pool: KVPool | DraftKVView, req_to_token: torch.Tensor) -> torch.Tensor:
         cfg = self.config
         sliding = cfg.layer_types[layer] == "sliding_attention"
         out = torch.empty_like(q)
@@ -79,7 +79,8 @@ class TinyTransformer:
         return out
 
     def hidden_states(self, input_ids: torch.Tensor, positions: torch.Tensor, spans: list[SeqSpan],
-                      pool: KVPool, req_to_token: torch.Tensor, write_slots: torch.Tensor | None) -> torch.Tensor:
+                      pool: KVPool | DraftKVView, req_to_token: torch.Tensor,
+                      write_slots: torch.Tensor | None) -> torch.Tensor:
         """Final hidden state of every new token; writes their KV to ``write_slots`` unless it is None."""
         cfg = self.config
         nh, hd = cfg.num_attention_heads, cfg.head_dim
@@ -90,6 +91,7 @@ class TinyTransformer:
             k = self._rope((y @ p["wk"]).view(-1, nh, hd), positions)
             v = (y @ p["wv"]).view(-1, nh, hd)
             if write_slots is not None:
+                assert isinstance(pool, KVPool), "only the target writes KV"
                 pool.write(i, write_slots, k, v)
             a = self._attend(i, q, k, v, positions, spans, pool, req_to_token)
             x = x + a.reshape(-1, nh * hd) @ p["wo"]
@@ -118,7 +120,7 @@ class FrozenKVDraftHead:
         self.own_head = (torch.randn(h, target.config.vocab_size, generator=g) * h ** -0.5).to(target.device)
 
     def logits(self, history: torch.Tensor, base_positions: torch.Tensor, rows: list[tuple[int, int]],
-               pool: KVPool, req_to_token: torch.Tensor) -> torch.Tensor:
+               pool: KVPool | DraftKVView, req_to_token: torch.Tensor) -> torch.Tensor:
         """Next-token logits per row; ``history[r]`` are the row's tokens after its cached prefix.
 
         ``rows[r]`` is ``(req_pool_idx, prefix_len)``. No KV is written (write_slots=None).

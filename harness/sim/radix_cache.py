@@ -1,199 +1,254 @@
-"""The prefix cache: finished sequences' KV slots kept in a token trie, matched by later prompts.
+"""The prefix cache: a radix tree over token ids with a device tier and, with HiCache, a host tier.
 
-Mirrors what the crash depends on in ``sglang/srt/mem_cache/radix_cache.py`` (0.5.14; page size 1):
-a finished request's tokens and their KV slots are inserted (``cache_finished_req`` :438), a new
-prompt reuses the longest cached prefix (``match_prefix`` :358), limited to ``len(prompt) - 1`` so
-that at least one token is computed (``schedule_batch.py`` ``_compute_max_prefix_len`` :1223-1228),
-and only the rest is extended: the prefill's ``out_cache_loc`` has one slot per *extend* token, so a
-prefix hit shrinks the N of the crash message, and a fully cached prompt gives N = 1. When slots run
-short, unlocked leaves are evicted, least recently used first (``evict`` :558).
+Modelled on SGLang's ``RadixCache`` / ``HiRadixCache`` (``srt/mem_cache/``, 0.5.14; page size 1): a
+finished request's tokens and their KV slots go into the tree instead of back to the allocator
+(``cache_finished_req`` radix_cache.py :438); a new prompt reuses the longest cached prefix (``match_prefix``
+:358), limited by the caller to ``len(prompt) - 1`` so that at least one token is computed
+(``schedule_batch.py`` ``_compute_max_prefix_len`` :1223-1228), and only the rest is extended. ``cached_tokens``
+in ``meta_info`` is counted as SGLang counts it (``schedule_batch.py`` :2104-2105, the device / host split
+:2126-2127). When the allocator runs short, unlocked leaves are evicted, least recently used first
+(``evict`` :558; a node on the device implies its parents are, so the device tier stays prefix-closed).
+Without HiCache an evicted node is gone; with it (``hiradix_cache.py``), its KV is backed up to the host pool
+(``hicache_ratio`` x the device pool, as ``memory_pool_host.py`` sizes it: 0.5.14 :1440, 0.5.15 :1754;
+``--hicache-size`` overrides it) and still matches; a later hit loads it back into fresh device slots
+(``load_back`` hiradix_cache.py :1141) and joins the prefix (``schedule_policy.py`` :939: the extend length is
+what is left). The host copy is made at eviction here (SGLang's default write-through makes it earlier; for
+what matches it is the same). ``/flush_cache`` empties both tiers (``reset`` :335). Node per token, not per
+run of tokens: the tiny models' prompts are short, and the shape of the tree does not change what matches.
 
-With ``--enable-hierarchical-cache`` (``hiradix_cache.py``) an evicted node keeps its KV on the host
-tier (up to ``--hicache-ratio`` x the device pool) and still matches; a hit there is loaded back
-into fresh device slots (``load_back`` :1141) and joins the prefix (``schedule_policy.py`` :939: the
-extend length is what is left), so HiCache hits shrink N too.
-The host copy is made at eviction here (SGLang's default write-through makes it earlier; for what
-matches it is the same). Without HiCache an evicted prefix is gone and the prompt extends in full.
-``/flush_cache`` empties both tiers (``reset`` :335). Node per token, not per run of tokens: the
-tiny models' prompts are short, and the shape of the tree does not change what matches.
+The load-back copies what ``restore`` copies: the target's KV always; the draft's view of those tokens
+(the sidecar of :class:`harness.sim.memory_pool.KVPool`) only when the reference server runs with
+``--sim-draft-cache post-fix``. At ``pre-fix`` the draft reads whatever its view held in the reused
+device slots (another request's tokens): the cache-state acceptance bug of sglang#32176 (HiCache
+load-back, acceptance 4.487 -> 1.589, back after ``/flush_cache``) and of PRs #27953 / #17338 (the
+draft pool was not loaded back with the target's). One tree serves both mechanisms modelled here: the
+stale ``out_cache_loc`` of #28264 holds one slot per *extended* token (the prefill's ``out_cache_loc`` has
+one slot per extend token), so its length is the prompt less the cached prefix: a prefix hit, on the device
+or loaded back from the host, shrinks the N of the crash message, and a fully cached prompt gives N = 1.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import torch
 
-from harness.sim.memory_pool import KVPool, TokenToKVPoolAllocator
-
-__all__ = ["RadixCache", "MatchResult"]
+__all__ = ["HostPool", "MatchResult", "RadixCache", "TreeNode"]
 
 
-class _Node:
-    __slots__ = ("children", "host_kv", "last_access", "lock_ref", "parent", "slot", "token")
+@dataclass(eq=False)
+class TreeNode:
+    token: int
+    parent: TreeNode | None
+    children: dict[int, TreeNode] = field(default_factory=dict)
+    slot: int = -1  # device KV slot; -1 when the node's KV is only on the host
+    host: int = -1  # host slot; -1 when not backed up
+    lock: int = 0
+    tick: int = 0
 
-    def __init__(self, parent: _Node | None, token: int, slot: int | None) -> None:
-        self.parent = parent
-        self.token = token
-        self.slot = slot  # None: on the host tier only (HiCache)
-        self.children: dict[int, _Node] = {}
-        self.host_kv: list[tuple[torch.Tensor, torch.Tensor]] | None = None
-        self.lock_ref = 0
-        self.last_access = 0
+
+class HostPool:
+    """Host copies of target KV and of the draft's view, slot-indexed, with a free list."""
+
+    def __init__(self, size: int, layers: int, shape: tuple[int, ...]) -> None:
+        self.size = size
+        full = (max(size, 1), *shape)
+        self.k = [torch.zeros(full) for _ in range(layers)]
+        self.v = [torch.zeros(full) for _ in range(layers)]
+        self.draft_k = [torch.zeros(full) for _ in range(layers)]
+        self.draft_v = [torch.zeros(full) for _ in range(layers)]
+        self._free = list(range(size))
+
+    def available(self) -> int:
+        return len(self._free)
+
+    def alloc(self) -> int:
+        return self._free.pop()
+
+    def free(self, slot: int) -> None:
+        self._free.append(slot)
+
+    def clear(self) -> None:
+        self._free = list(range(self.size))
 
 
 class MatchResult:
-    """The matched path, root's child first; the caller locks it while the request runs."""
+    """The matched path, root's child first, and how many of its nodes are on the host tier only (they come
+    last: the device tier is prefix-closed); the caller locks it while the request runs."""
 
-    def __init__(self, path: list[_Node], host_hit: int) -> None:
+    def __init__(self, path: list[TreeNode], host_hit: int) -> None:
         self.path = path
-        self.host_hit = host_hit  # how many of them came back from the host tier
+        self.host_hit = host_hit
 
     def __len__(self) -> int:
         return len(self.path)
 
 
 class RadixCache:
-    def __init__(self, allocator: TokenToKVPoolAllocator, pool: KVPool, *, hierarchical: bool,
-                 host_capacity: int) -> None:
-        self.allocator = allocator
-        self.pool = pool
-        self.hierarchical = hierarchical
-        self.host_capacity = host_capacity
-        self._clock = itertools.count(1)
-        self.reset()
+    """Device tier over the allocator's slots; host tier when ``host`` is given.
 
-    def reset(self) -> None:
-        """Drop everything (``/flush_cache``: only called with no request running, so nothing is locked)."""
-        root = getattr(self, "root", None)
-        if root is not None:
-            slots = [n.slot for n in self._nodes() if n.slot is not None]
-            if slots:
-                self.allocator.free(torch.tensor(slots, dtype=torch.int64))
-        self.root = _Node(None, -1, None)
-        self.host_size = 0
+    ``backup(device_slot, host_slot)`` and ``restore(host_slot, device_slot)`` move one token's KV; the
+    scheduler binds them to its pools. ``free(slots)`` returns device slots to the allocator.
+    """
 
-    def _nodes(self) -> list[_Node]:
-        out: list[_Node] = []
-        stack = list(self.root.children.values())
+    def __init__(self, free: Callable[[torch.Tensor], None], host: HostPool | None = None,
+                 backup: Callable[[list[int], list[int]], None] | None = None,
+                 restore: Callable[[list[int], list[int]], None] | None = None) -> None:
+        self.root = TreeNode(token=-1, parent=None)
+        self._free = free
+        self.host = host
+        self._backup = backup
+        self._restore = restore
+        self._ticks = itertools.count(1)
+        self.device_tokens = 0
+        self.evicted_tokens = 0
+        self.loaded_back_tokens = 0
+
+    # -- lookup -----------------------------------------------------------------------------------
+    @property
+    def hierarchical(self) -> bool:
+        """Whether a host tier (HiCache) backs up evicted nodes."""
+        return self.host is not None
+
+    @property
+    def host_size(self) -> int:
+        """Tokens held on the host tier."""
+        return 0 if self.host is None else self.host.size - self.host.available()
+
+    def device_size(self) -> int:
+        """Device slots the tree holds."""
+        return self.device_tokens
+
+    def match_prefix(self, tokens: Sequence[int]) -> MatchResult:
+        """The longest path of ``tokens`` in the tree (device or host nodes) and how many of them are host-only.
+        The caller passes the prompt less its last token (``_compute_max_prefix_len``)."""
+        node, path, host_only = self.root, [], 0
+        tick = next(self._ticks)
+        for t in tokens:
+            child = node.children.get(t)
+            if child is None:
+                break
+            child.tick = tick
+            path.append(child)
+            host_only += child.slot < 0
+            node = child
+        return MatchResult(path, host_only)
+
+    def lock(self, nodes: Sequence[TreeNode]) -> None:
+        for n in nodes:
+            n.lock += 1
+
+    def unlock(self, nodes: Sequence[TreeNode]) -> None:
+        for n in nodes:
+            n.lock -= 1
+
+    def load_back(self, nodes: Sequence[TreeNode], slots: torch.Tensor) -> None:
+        """Host-only ``nodes`` (in path order) get device ``slots``; their KV is copied from the host."""
+        assert self._restore is not None
+        dev = [int(s) for s in slots.tolist()]
+        self._restore([n.host for n in nodes], dev)
+        for n, s in zip(nodes, dev):
+            n.slot = s
+        self.device_tokens += len(nodes)
+        self.loaded_back_tokens += len(nodes)
+
+    # -- insert -----------------------------------------------------------------------------------
+    def insert(self, tokens: Sequence[int], slots: torch.Tensor) -> None:
+        """A finished request's KV (token i in ``slots[i]``) joins the tree; slots it already holds are freed."""
+        node = self.root
+        dup: list[int] = []
+        tick = next(self._ticks)
+        for t, s in zip(tokens, slots.tolist()):
+            child = node.children.get(t)
+            if child is None:
+                child = TreeNode(token=t, parent=node, slot=int(s))
+                node.children[t] = child
+                self.device_tokens += 1
+            elif child.slot < 0:
+                child.slot = int(s)
+                self.device_tokens += 1
+            elif child.slot != s:
+                dup.append(int(s))
+            child.tick = tick
+            node = child
+        if dup:
+            self._free(torch.tensor(dup, dtype=torch.int64))
+
+    # -- eviction ---------------------------------------------------------------------------------
+    def _nodes(self) -> list[TreeNode]:
+        out, stack = [], list(self.root.children.values())
         while stack:
             n = stack.pop()
             out.append(n)
             stack.extend(n.children.values())
         return out
 
-    def device_size(self) -> int:
-        return sum(1 for n in self._nodes() if n.slot is not None)
+    @staticmethod
+    def _device_leaf(n: TreeNode) -> bool:
+        return n.slot >= 0 and n.lock == 0 and all(c.slot < 0 for c in n.children.values())
 
-    # -- lookup --------------------------------------------------------------------------------
-    def match_prefix(self, token_ids: list[int]) -> MatchResult:
-        """The longest cached prefix of ``token_ids[:len - 1]``, host-tier nodes loaded back into device slots."""
-        limit = max(len(token_ids) - 1, 0)
-        node, path = self.root, []
-        now = next(self._clock)
-        for tok in token_ids[:limit]:
-            child = node.children.get(tok)
-            if child is None:
-                break
-            child.last_access = now
-            path.append(child)
-            node = child
-        match = MatchResult(path, sum(1 for n in path if n.slot is None))
-        if match.host_hit:
-            self.lock(match, +1)  # what load_back evicts to make room must not be the path itself
-            try:
-                self._load_back([n for n in path if n.slot is None])
-            finally:
-                self.lock(match, -1)
-        return match
-
-    def _load_back(self, nodes: list[_Node]) -> None:
-        # Along any path device nodes come first (eviction takes device leaves), so these are its tail.
-        self.evict(len(nodes) - self.allocator.available_size())
-        slots = self.allocator.alloc(len(nodes))
-        for layer in range(len(self.pool.k)):
-            rows = [n.host_kv[layer] for n in nodes if n.host_kv]
-            self.pool.k[layer][slots] = torch.stack([k for k, _ in rows])
-            self.pool.v[layer][slots] = torch.stack([v for _, v in rows])
-        for node, slot in zip(nodes, slots.tolist()):
-            node.slot, node.host_kv = slot, None
-        self.host_size -= len(nodes)
-
-    def slots_of(self, match: MatchResult) -> torch.Tensor:
-        return torch.tensor([n.slot for n in match.path], dtype=torch.int64)
-
-    def lock(self, match: MatchResult, delta: int) -> None:
-        for n in match.path:
-            n.lock_ref += delta
-
-    # -- insert and evict ----------------------------------------------------------------------
-    def insert(self, token_ids: list[int], slots: torch.Tensor) -> None:
-        """Cache a finished sequence; a slot whose token is already cached is freed (its twin is kept)."""
-        node = self.root
-        now = next(self._clock)
-        duplicate: list[int] = []
-        for tok, slot in zip(token_ids, slots.tolist()):
-            child = node.children.get(tok)
-            if child is None:
-                child = node.children[tok] = _Node(node, tok, slot)
-            elif child.slot is None:  # on the host only: this request's slot brings it back to the device
-                child.slot, child.host_kv = slot, None
-                self.host_size -= 1
-            elif child.slot != slot:
-                duplicate.append(slot)
-            child.last_access = now
-            node = child
-        if duplicate:
-            self.allocator.free(torch.tensor(duplicate, dtype=torch.int64))
-
-    def evict(self, num_tokens: int) -> int:
-        """Free at least ``num_tokens`` device slots from unlocked leaves, least recently used first; a parent
-        whose last device child went becomes a leaf in turn (one walk of the tree and a heap, as SGLang's)."""
-        if num_tokens <= 0:
-            return 0
-
-        def evictable(n: _Node) -> bool:
-            return (n.slot is not None and n.lock_ref == 0 and n.parent is not None
-                    and all(c.slot is None for c in n.children.values()))
-
-        order = itertools.count()  # ties in last_access: first found first
-        heap = [(n.last_access, next(order), n) for n in self._nodes() if evictable(n)]
+    def evict(self, need: int) -> int:
+        """Free at least ``need`` device slots if unlocked leaves allow; returns how many were freed."""
+        heap = [(n.tick, id(n), n) for n in self._nodes() if self._device_leaf(n)]
         heapq.heapify(heap)
         freed: list[int] = []
-        to_host: list[tuple[_Node, int]] = []
-        while len(freed) < num_tokens and heap:
-            _, _, node = heapq.heappop(heap)
-            if not evictable(node):
+        while heap and len(freed) < need:
+            _, _, n = heapq.heappop(heap)
+            if not self._device_leaf(n):
                 continue
-            parent = node.parent
-            assert node.slot is not None
-            freed.append(node.slot)
-            if self.hierarchical and self.host_size < self.host_capacity:
-                to_host.append((node, node.slot))
-                node.host_kv = []  # filled below: the slot is not reused before the free at the end
-                self.host_size += 1
-                node.slot = None
-            else:
-                node.slot = None
-                self._drop(node)
-            if parent is not None and parent is not self.root and evictable(parent):
-                heapq.heappush(heap, (parent.last_access, next(order), parent))
-        if to_host:  # one gather per layer, not one per token
-            index = torch.tensor([slot for _, slot in to_host], dtype=torch.int64)
-            ks = [k[index].clone() for k in self.pool.k]
-            vs = [v[index].clone() for v in self.pool.v]
-            for j, (node, _) in enumerate(to_host):
-                node.host_kv = [(k[j], v[j]) for k, v in zip(ks, vs)]
+            freed.append(n.slot)
+            self._offload(n)
+            parent = n.parent
+            if parent is not None and parent is not self.root and self._device_leaf(parent):
+                heapq.heappush(heap, (parent.tick, id(parent), parent))
         if freed:
-            self.allocator.free(torch.tensor(freed, dtype=torch.int64))
+            self._free(torch.tensor(freed, dtype=torch.int64))
+            self.device_tokens -= len(freed)
+            self.evicted_tokens += len(freed)
         return len(freed)
 
-    def _drop(self, node: _Node) -> None:
-        # A node leaves the tree with everything below it (host-only nodes under it lose their parent).
-        for child in list(node.children.values()):
-            if child.slot is None and child.host_kv is not None:
-                self.host_size -= 1
-            self._drop(child)
-        if node.parent is not None:
-            node.parent.children.pop(node.token, None)
+    def _offload(self, n: TreeNode) -> None:
+        """Device -> host (HiCache) or gone. The slot itself is returned by the caller."""
+        if self.host is not None and self._backup is not None and n.host < 0 and self._host_room():
+            n.host = self.host.alloc()
+            self._backup([n.slot], [n.host])
+        n.slot = -1
+        if n.host < 0:
+            self._drop(n)
+
+    def _host_room(self) -> bool:
+        assert self.host is not None
+        if self.host.available():
+            return True
+        # Host full: drop its least recently used host-only leaf (nothing on the device below it).
+        leaves = [n for n in self._nodes() if n.slot < 0 and n.host >= 0 and not n.children and n.lock == 0]
+        if not leaves:
+            return False
+        self._drop(min(leaves, key=lambda n: n.tick))
+        return bool(self.host.available())
+
+    def _drop(self, n: TreeNode) -> None:
+        if n.host >= 0 and self.host is not None:
+            self.host.free(n.host)
+            n.host = -1
+        if n.children:  # keep the node as a path to host-only children; a subtree dies with its root
+            for c in list(n.children.values()):
+                if c.slot < 0:
+                    self._drop(c)
+            if n.children:
+                return
+        if n.parent is not None:
+            n.parent.children.pop(n.token, None)
+
+    def reset(self) -> None:
+        """``/flush_cache``: every cached slot back to the allocator, the host tier emptied."""
+        held = [n.slot for n in self._nodes() if n.slot >= 0]
+        if held:
+            self._free(torch.tensor(held, dtype=torch.int64))
+        self.root = TreeNode(token=-1, parent=None)
+        if self.host is not None:
+            self.host.clear()
+        self.device_tokens = 0

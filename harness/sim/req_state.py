@@ -26,8 +26,6 @@ class Req:
     generator: torch.Generator | None = None
     req_pool_idx: int = -1
     seq_len: int = 0
-    cached_tokens: int = 0  # prompt tokens found in the prefix cache (meta_info.cached_tokens)
-    prefix_match: MatchResult | None = None  # the cached path it holds locked
     pending: int = -1
     output_ids: list[int] = field(default_factory=list)
     drafts: torch.Tensor | None = None  # [topk, chain_len] proposed by the last draft
@@ -36,6 +34,9 @@ class Req:
     proposed_drafts: int = 0
     accept_histogram: list[int] = field(default_factory=list)
     finish_reason: dict | None = None
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache, device + host (meta_info.cached_tokens)
+    cached_tokens_host: int = 0  # of those, loaded back from the host tier
+    prefix_match: MatchResult | None = None  # the cached path it holds locked while it runs
     sent_len: int = 0
     created: float = field(default_factory=time.monotonic)
 
@@ -47,6 +48,10 @@ class Req:
             "cached_tokens": self.cached_tokens,
             "finish_reason": self.finish_reason,
         }
+        if self.cached_tokens:
+            # SGLang's get_cached_tokens_details (output_streamer.py 0.5.14 :58-80): device and host portions.
+            meta["cached_tokens_details"] = {"device": self.cached_tokens - self.cached_tokens_host,
+                                             "host": self.cached_tokens_host}
         if speculative:
             ct = self.verify_ct
             meta.update(
@@ -55,6 +60,10 @@ class Req:
                 spec_accept_rate=(self.accepted_drafts / self.proposed_drafts) if self.proposed_drafts else 0.0,
                 spec_num_correct_drafts=self.accepted_drafts,
                 spec_num_proposed_drafts=self.proposed_drafts,
-                spec_accept_histogram=list(self.accept_histogram),
             )
+            if self.accept_histogram:
+                # Bucket j counts verify steps that accepted exactly j drafts (bonus excluded); the list grows to
+                # the largest j seen; both names carry it (tokenizer_manager.py 0.5.14 :2341-2353).
+                meta["spec_correct_drafts_histogram"] = list(self.accept_histogram)
+                meta["spec_accept_histogram"] = list(self.accept_histogram)
         return meta

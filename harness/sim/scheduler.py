@@ -2,6 +2,10 @@
 
 It owns torch. Each loop iteration admits waiting requests into one prefill (extend) batch, or
 runs one decode round for every running request (verify the drafted branches, then draft again).
+One radix prefix cache (harness.sim.radix_cache) serves both modelled bugs: a request extends only what
+its cached prefix leaves, chunk by chunk past ``--chunked-prefill-size`` (the out_cache_loc of #28264), and
+a HiCache hit is loaded back into fresh device slots, the draft's view with it only at
+``--sim-draft-cache post-fix`` (#32176).
 An exception is logged with its traceback ("Scheduler hit an exception: ...") and the process
 exits 1; the front process sees the pipe close and takes the tree down, as SGLang does.
 """
@@ -30,7 +34,7 @@ from harness.sim.memory_pool import KVPool, ReqToTokenPool, TokenToKVPoolAllocat
 from harness.sim.metrics_reporter import MetricsReporter
 from harness.sim.model import FrozenKVDraftHead, TinyTransformer
 from harness.sim.model_runner import GraphLikeRunner, ModelRunner
-from harness.sim.radix_cache import RadixCache
+from harness.sim.radix_cache import HostPool, RadixCache
 from harness.sim.req_state import Req
 from harness.sim.sampling import sample
 from harness.sim.server_settings import SchedulerSettings
@@ -67,7 +71,8 @@ class Scheduler:
         self._first_arrival: float | None = None
         self._last_finish: float | None = None
         self.stats = {"completion_tokens": 0, "prompt_tokens": 0, "verify_steps": 0, "accepted_drafts": 0,
-                      "proposed_drafts": 0, "requests": 0, "busy_s": 0.0, "forward_steps": 0, "draft_steps": 0}
+                      "proposed_drafts": 0, "requests": 0, "busy_s": 0.0, "forward_steps": 0, "draft_steps": 0,
+                      "cached_tokens": 0}
         return True
 
     # -- start-up, in SGLang's order ------------------------------------------------------
@@ -103,15 +108,11 @@ class Scheduler:
         target_model = TargetBatchModel(self.model, self.pool, self.req_pool)
         target_graph = None if s.disable_cuda_graph else GraphLikeRunner(
             target_model, s.cuda_graph_max_bs, BUFFER_FIELDS, self.device)
-        # SGLang keeps its radix cache on for Frozen-KV MTP (0.5.14 sets disable_radix_cache only for
-        # other features); with --enable-hierarchical-cache the host tier holds hicache_ratio x the pool.
-        self.tree_cache = None if s.disable_radix_cache else RadixCache(
-            self.allocator, self.pool, hierarchical=s.hierarchical_cache,
-            host_capacity=int(s.hicache_ratio * s.max_total_tokens))
         self.target_runner = ModelRunner(target_model, CudaGraphBufferRegistry(s.max_running_requests, self.device),
                                          target_graph, cost)
         logger.info("%s KV pool: %d token slots, %d request slots, max_running_requests=%d",
                     SIM_LABEL, s.max_total_tokens, s.max_running_requests, s.max_running_requests)
+        self.init_tree_cache()
         if not s.speculative:
             return
         draft_model = DraftBatchModel(self.draft_head, self.pool, self.req_pool)
@@ -132,6 +133,68 @@ class Scheduler:
         self.worker.capture_cuda_graph(draft_model, max_bs)
         logger.info("%s Capture draft cuda graph end (modelled). bs up to %d, draft attention backend %s%s",
                     SIM_LABEL, max_bs, s.draft_attention_backend, " with a hybrid SWA KV pool" if s.hybrid_swa else "")
+
+    def init_tree_cache(self) -> None:
+        """The radix prefix cache (SGLang's default; 0.5.14 keeps it on for Frozen-KV MTP, setting
+        disable_radix_cache only for other features), with a host tier under ``--enable-hierarchical-cache``."""
+        s = self.s
+        self.tree_cache: RadixCache | None = None
+        if not s.radix_cache:
+            return
+        host = None
+        if s.hicache:
+            cfg = s.target
+            per_token = cfg.num_layers * cfg.num_attention_heads * cfg.head_dim * 2 * 4  # K and V, float32
+            # --hicache-size (GB) overrides the ratio; else host = ratio x device (memory_pool_host.py 0.5.14 :1438-1440)
+            size = (int(s.hicache_size_gb * 1e9 // per_token) if s.hicache_size_gb
+                    else int(s.max_total_tokens * s.hicache_ratio))
+            host = HostPool(size, cfg.num_layers, (cfg.num_attention_heads, cfg.head_dim))
+            logger.info("%s HiCache host pool: %d token slots (draft view restored on load-back: %s)",
+                        SIM_LABEL, size, "yes" if s.draft_cache == "post-fix" else "no, draft-cache pre-fix")
+        self.tree_cache = RadixCache(self.allocator.free, host, self._backup, self._restore)
+        self.allocator.evict = self.tree_cache.evict
+
+    def _backup(self, device: list[int], host_slots: list[int]) -> None:
+        assert self.tree_cache is not None and self.tree_cache.host is not None
+        h, dev = self.tree_cache.host, torch.tensor(device, dtype=torch.int64)
+        for layer in range(len(self.pool.k)):
+            h.k[layer][host_slots] = self.pool.k[layer][dev].cpu()
+            h.v[layer][host_slots] = self.pool.v[layer][dev].cpu()
+            h.draft_k[layer][host_slots] = self.pool.draft_k[layer][dev].cpu()
+            h.draft_v[layer][host_slots] = self.pool.draft_v[layer][dev].cpu()
+
+    def _restore(self, host_slots: list[int], device: list[int]) -> None:
+        assert self.tree_cache is not None and self.tree_cache.host is not None
+        h, dev = self.tree_cache.host, torch.tensor(device, dtype=torch.int64, device=self.device)
+        for layer in range(len(self.pool.k)):
+            self.pool.k[layer][dev] = h.k[layer][host_slots].to(self.device)
+            self.pool.v[layer][dev] = h.v[layer][host_slots].to(self.device)
+            if self.s.draft_cache == "post-fix":
+                # The fix: the draft's view is loaded back with the target's KV. At pre-fix the reused slots keep
+                # whatever the draft view held there before (another request's tokens).
+                self.pool.draft_k[layer][dev] = h.draft_k[layer][host_slots].to(self.device)
+                self.pool.draft_v[layer][dev] = h.draft_v[layer][host_slots].to(self.device)
+
+    def _match(self, r: Req) -> None:
+        """Give ``r`` its request slot and lock the longest cached prefix of its prompt (loading host-only nodes
+        back into fresh device slots): ``seq_len`` and ``cached_tokens`` become its length."""
+        r.req_pool_idx = self.req_pool.alloc()
+        if self.tree_cache is None:
+            return
+        # At least one prompt token is computed, its logits give the first output token
+        # (schedule_batch.py 0.5.14 _compute_max_prefix_len :1223-1228).
+        match = self.tree_cache.match_prefix(r.input_ids[: max(len(r.input_ids) - 1, 0)])
+        if not len(match):
+            return
+        self.tree_cache.lock(match.path)  # what the load-back evicts to make room must not be the path itself
+        if match.host_hit:
+            first = len(match) - match.host_hit  # the device tier is prefix-closed: host-only nodes come last
+            self.tree_cache.load_back(match.path[first:], self.allocator.alloc(match.host_hit))
+        self.req_pool.req_to_token[r.req_pool_idx, : len(match)] = torch.tensor(
+            [n.slot for n in match.path], dtype=torch.int64, device=self.device)
+        r.prefix_match = match
+        r.seq_len = r.cached_tokens = len(match)
+        r.cached_tokens_host = match.host_hit
 
     # -- requests ---------------------------------------------------------------------------
     def _budget(self, r: Req) -> int:
@@ -177,22 +240,17 @@ class Scheduler:
         if self.tree_cache is None:
             self.allocator.free(slots)
         else:
-            # cache_finished_req: the tokens that have KV (the last output token has none yet) go to the
-            # prefix cache; a verify step cut short by max_new_tokens can hold slots past the output.
+            # SGLang's cache_finished_req: the request's KV joins the tree (token i of prompt + output in slot i;
+            # the last output token has none yet). A verify step cut short by max_new_tokens wrote KV for drafts
+            # the output never took: those slots hold no token of the request and go back to the allocator.
             tokens = (r.input_ids + r.output_ids)[: r.seq_len]
             self.tree_cache.insert(tokens, slots[: len(tokens)])
             self.allocator.free(slots[len(tokens):])
             if r.prefix_match is not None:
-                self.tree_cache.lock(r.prefix_match, -1)
+                self.tree_cache.unlock(r.prefix_match.path)
                 r.prefix_match = None
         self.req_pool.free(r.req_pool_idx)
         r.req_pool_idx = -1
-
-    def _alloc(self, n: int) -> torch.Tensor:
-        short = n - self.allocator.available_size()
-        if short > 0 and self.tree_cache is not None:
-            self.tree_cache.evict(short)
-        return self.allocator.alloc(n)
 
     def _send(self, r: Req) -> None:
         self.out.send(("out", r.rid, r.output_ids[r.sent_len:], r.meta_info(self.s.speculative), r.finish_reason))
@@ -256,18 +314,6 @@ class Scheduler:
             self.waiting.remove(r)
         return batch
 
-    def _match(self, r: Req) -> None:
-        """Give ``r`` its request slot and its cached prefix (locked while it runs)."""
-        r.req_pool_idx = self.req_pool.alloc()
-        if self.tree_cache is None:
-            return
-        match = self.tree_cache.match_prefix(r.input_ids)
-        if len(match):
-            self.tree_cache.lock(match, +1)
-            self.req_pool.req_to_token[r.req_pool_idx, : len(match)] = self.tree_cache.slots_of(match)
-            r.prefix_match = match
-            r.seq_len = r.cached_tokens = len(match)
-
     def step(self) -> None:
         batch = self._admit() if (self.waiting or self.chunked_req) else []
         if batch:
@@ -292,11 +338,15 @@ class Scheduler:
         for r, take in batch:
             if r.seq_len == r.cached_tokens and r.count_in_stats:  # its first chunk
                 self.stats["prompt_tokens"] += len(r.input_ids)
+                self.stats["cached_tokens"] += r.cached_tokens
+            # Only the tokens past the cached prefix (and the chunks before) are extended: the prefill's
+            # out_cache_loc (the stale value of #28264) holds one slot per extended token.
             spans.append(SeqSpan(start=len(ids), length=take, req_pool_idx=r.req_pool_idx, prefix_len=r.seq_len))
             ids.extend(r.input_ids[r.seq_len : r.seq_len + take])
             positions.extend(range(r.seq_len, r.seq_len + take))
-        # One slot per extend token (schedule_batch.py 0.5.14 :2044, :2208): cached prefixes take none.
-        slots = self._alloc(len(ids))
+        # One slot per extend token (schedule_batch.py 0.5.14 :2044, :2208): cached prefixes take none; the
+        # allocator asks the prefix cache to evict when it runs short.
+        slots = self.allocator.alloc(len(ids))
         for (r, take), span in zip(batch, spans):
             self.req_pool.req_to_token[r.req_pool_idx, r.seq_len : r.seq_len + take] = slots[span.start : span.start + take]
             r.seq_len += take
@@ -337,9 +387,6 @@ class Scheduler:
     def run_decode(self) -> None:
         reqs = self.running
         if self.worker is not None:
-            short = len(reqs) * self.worker.topk * (self.worker.chain_len + 1) - self.allocator.available_size()
-            if short > 0 and self.tree_cache is not None:
-                self.tree_cache.evict(short)
             new_tokens, last_locs = self.worker.verify(reqs)
             self.stats["forward_steps"] += 1
             self.metrics_reporter.on_decode_batch(sum(len(t) - 1 for t in new_tokens), len(reqs))
@@ -354,7 +401,7 @@ class Scheduler:
                 self._draft([reqs[i] for i in alive], last_locs[alive])
             return
         dev = self.device
-        slots = self._alloc(len(reqs))
+        slots = self.allocator.alloc(len(reqs))
         fb = ForwardBatch(
             forward_mode=ForwardMode.DECODE, batch_size=len(reqs),
             input_ids=torch.tensor([r.pending for r in reqs], dtype=torch.int64, device=dev),
@@ -386,6 +433,11 @@ class Scheduler:
         st["draft_path"] = None if not self.s.speculative else ("eager" if self.s.eager_draft else "graph")
         st["draft_kv_writes"] = self.worker.draft_kv_writes if self.worker else 0
         st["free_kv_slots"] = self.allocator.available_size()
+        tree = getattr(self, "tree_cache", None)
+        st["prefix_cache"] = None if tree is None else {
+            "device_tokens": tree.device_tokens, "evicted_tokens": tree.evicted_tokens,
+            "loaded_back_tokens": tree.loaded_back_tokens,
+            "host_tokens": None if tree.host is None else tree.host.size - tree.host.available()}
         st["gen_throughput"] = stats["completion_tokens"] / stats["busy_s"] if stats["busy_s"] else 0.0
         # From the first counted request's arrival to the last one's finish: the window a client's
         # wall-clock throughput measures, less the network on either end.
@@ -395,8 +447,8 @@ class Scheduler:
         return st
 
     def flush_cache(self) -> bool:
-        # Like SGLang, refuse while requests are in flight; empty the prefix cache (both tiers) and reset
-        # the metrics reporter's counters (scheduler.py 0.5.14 :3649).
+        # Like SGLang: refuse while requests are in flight; reset the tree (device and host tiers) and the
+        # metrics reporter's counters (scheduler.py 0.5.14 :3645, :3649).
         if self.has_work():
             return False
         if self.tree_cache is not None:

@@ -75,9 +75,11 @@ class SchedulerSettings:
     log_level: str = "info"
     decode_log_interval: int = 40
     chunked_prefill_size: int = _DEFAULT_CHUNKED_PREFILL
-    disable_radix_cache: bool = False
-    hierarchical_cache: bool = False
+    radix_cache: bool = True  # SGLang's default; --disable-radix-cache turns it off
+    hicache: bool = False
     hicache_ratio: float = 2.0
+    hicache_size_gb: int = 0
+    draft_cache: str = "post-fix"  # the HiCache load-back of the draft's view (harness.sim.radix_cache)
 
 
 class SettingsError(ValueError):
@@ -193,6 +195,9 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
     context = args.context_length or _DEFAULT_CONTEXT
     total = args.max_total_tokens or max(_DEFAULT_TOTAL_TOKENS, 2 * context)
     hybrid_swa = target.has_sliding_window and not args.disable_hybrid_swa_memory
+    if args.enable_hierarchical_cache and args.disable_radix_cache:
+        # SGLang refuses the pair (server_args.py 0.5.14 _handle_cache_compatibility :5937-5941).
+        raise SettingsError("--enable-hierarchical-cache needs the radix cache; drop --disable-radix-cache")
     if args.enable_hierarchical_cache:
         logger.info("%s HiCache: evicted prefixes kept on a host tier of %.1f x the KV pool and loaded back "
                     "on a hit (harness.sim.radix_cache)", SIM_LABEL, args.hicache_ratio)
@@ -210,7 +215,6 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
         seed=args.sim_seed if args.random_seed is None else args.random_seed, log_level=args.log_level,
         decode_log_interval=args.decode_log_interval,
         chunked_prefill_size=_DEFAULT_CHUNKED_PREFILL if args.chunked_prefill_size is None else args.chunked_prefill_size,
-        disable_radix_cache=bool(args.disable_radix_cache),
-        hierarchical_cache=bool(args.enable_hierarchical_cache) and not args.disable_radix_cache,
-        hicache_ratio=float(args.hicache_ratio),
+        radix_cache=not args.disable_radix_cache, hicache=bool(args.enable_hierarchical_cache),
+        hicache_ratio=float(args.hicache_ratio), hicache_size_gb=args.hicache_size, draft_cache=args.sim_draft_cache,
     )

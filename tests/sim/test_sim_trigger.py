@@ -121,7 +121,8 @@ def test_the_graph_path_crashes_only_when_the_uncached_part_outgrows_its_buffer(
 
 def test_without_the_radix_cache_the_same_prompt_extends_in_full():
     a = _prompt(276, 1)
-    s = _cache_a_prompt([*EAGER_28264, "--disable-radix-cache"], a)
+    # SGLang refuses --disable-radix-cache with --enable-hierarchical-cache (server_args.py 0.5.14 :5937).
+    s = _cache_a_prompt([*(x for x in EAGER_28264 if x != "--enable-hierarchical-cache"), "--disable-radix-cache"], a)
     _add(s, "again", a)
     with pytest.raises(RuntimeError, match=EAGER_MSG.format(n=276)):
         _drain(s)
