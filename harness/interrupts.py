@@ -14,11 +14,11 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType, TracebackType
 from typing import Any
 
-__all__ = ["Shield"]
+__all__ = ["Shield", "sigterm_as_ctrl_c"]
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _active: list[Shield] = []
@@ -61,3 +61,21 @@ class Shield:
                 signal.signal(sig, previous)
             if self.count and self.reraise and exc_type is None:
                 raise KeyboardInterrupt(f"{self.count} signal(s) during teardown")
+
+
+@contextlib.contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """Inside, SIGTERM raises KeyboardInterrupt as Ctrl-C does, so a run (or a submitter) is ended by its own
+    teardown and leaves a record, instead of dying on the spot. Only the main thread can take signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

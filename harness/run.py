@@ -21,15 +21,12 @@ import asyncio
 import logging
 import os
 import secrets
-import signal
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from harness import __version__, contract, hardware
@@ -38,7 +35,7 @@ from harness.auth import admin_headers, request_headers
 from harness.build import Build, BuildFailure, Builds, describe_environment
 from harness.errors import HarnessError, UserError
 from harness.expectation import judge_run
-from harness.interrupts import Shield
+from harness.interrupts import Shield, sigterm_as_ctrl_c
 from harness.launcher import Launcher, hardware_gap, launcher_for
 from harness.lease import DEFAULT_GPU_LEASE_TIMEOUT_S, gpu_env, lease_gpus, lease_port
 from harness.manifest import Manifest
@@ -613,23 +610,6 @@ def _request_body(prompt: Prompt, case: Case) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the run
 
 
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM ends a run the way Ctrl-C does (teardown, a record), not by dying on the spot."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _serve_guarded(resolved: Resolved, ctx: RunContext, trail: Trail) -> RunVerdict:
     """``_serve`` with what stops the harness itself turned into the run's verdict (``interrupted`` for SIGINT
     or SIGTERM, the server torn down)."""
@@ -681,7 +661,7 @@ def execute_run(
     # A stateful trial (workload phases) never meets a shared or flushed server.
     pool = pool if sc.server.share_between_trials and not sc.stateful else None
     ctx = RunContext(paths, started + sc.timeouts.scenario_s, opts, opts.catalogue or Catalogue.load(), trial, pool)
-    with _sigterm_as_interrupt():
+    with sigterm_as_ctrl_c():
         served = resolved.verdict if isinstance(resolved, Unresolved) else _serve_guarded(resolved, ctx, trail)
         verdict, checks = _judge(served, sc.checks, trail.metrics)
         with Shield(reraise=False) as late:  # issue 24: from here a signal only hurries; the record is written

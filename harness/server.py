@@ -40,7 +40,7 @@ from harness.interrupts import Shield
 from harness.lease import port_is_free
 from harness.net import url_for
 from harness.reaper import TAG_VAR, Watchdog, kill_run
-from harness.redact import is_secret_flag, redact_text, redact_values, register_secrets, secret_values
+from harness.redact import redact_text, redact_values, register_secrets, secret_flag_values, secret_values
 from harness.text import last_line
 
 if TYPE_CHECKING:  # the catalogue (and yaml) load only where a matcher is made
@@ -122,19 +122,6 @@ _prctl = _load_prctl()
 
 _MAX_LINE = 1 << 20
 _DRAIN_S = 0.5  # after the server exits, how long its last output may take to reach the watcher
-
-
-def _secret_flag_values(argv: Sequence[str]) -> frozenset[str]:
-    """Values of secret flags (``--api-key X``, ``--api-key=X``) in ``argv``: redacted wherever the log shows them."""
-    out = set()
-    for i, arg in enumerate(argv):
-        flag, eq, value = arg.partition("=")
-        if is_secret_flag(flag):
-            if eq and value:
-                out.add(value)
-            elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-                out.add(argv[i + 1])
-    return frozenset(v for v in out if len(v) >= 4)
 
 
 def _listeners(port: int) -> set[int | None]:
@@ -268,7 +255,7 @@ class ServerProcess:
         self._watchdog = Watchdog(self.run_tag)
         # The log goes through the harness, redacted line by line as it is written: a harness killed mid-run
         # leaves no secret (SGLang logs its whole server_args, --api-key included) in server.log.
-        self._secrets = secret_values(self.env) | _secret_flag_values(self.argv)
+        self._secrets = secret_values(self.env) | secret_flag_values(self.argv)
         register_secrets(self._secrets)  # and every later artifact of this process drops them by value
         self.log_path.write_bytes(b"")
         try:

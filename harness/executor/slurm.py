@@ -15,16 +15,12 @@ from __future__ import annotations
 
 import math
 import re
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from harness import __version__
@@ -32,6 +28,7 @@ from harness.artifacts import write_record
 from harness.build.spec import parse_build_spec
 from harness.errors import InfraError, UserError
 from harness.executor.job import RunJob, run_job
+from harness.interrupts import sigterm_as_ctrl_c
 from harness.outcome import Outcome
 from harness.record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo
 from harness.scenario.model import Hardware
@@ -124,7 +121,7 @@ class SlurmExecutor:
     def run_all(self, jobs: Sequence[RunJob], on_record: Callable[[RunRecord], None] | None = None) -> list[RunRecord]:
         """Submit ``jobs`` and wait; their records in the order of ``jobs`` (``on_record`` sees each as it
         arrives). Raises :class:`ExecutorInterrupted` on Ctrl-C, after cancelling the jobs."""
-        with _sigterm_as_ctrl_c():
+        with sigterm_as_ctrl_c():  # a CI runner stopping the submitter cancels the jobs
             submitted: dict[int, Any] = {}
             try:
                 tracked = self._submit(jobs, submitted)
@@ -242,23 +239,6 @@ class SlurmExecutor:
                     on_record(t.record)
         _say("slurm: interrupted; every unfinished job is cancelled")
         return [t.record for t in tracked if t.record is not None]
-
-
-@contextmanager
-def _sigterm_as_ctrl_c() -> Iterator[None]:
-    """SIGTERM (a CI runner stopping the submitter) cancels the jobs as Ctrl-C does."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _job_folder(t: _Tracked) -> Path:
