@@ -28,7 +28,7 @@ from tests.run_records import judged
 
 SIG = "frozen-kv-mtp-stale-out-cache-loc"
 HOSTILE = "<script>alert(1)</script>"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 
 TRACEBACK = f"""[2026-07-01 10:00:03] Scheduler hit an exception: Traceback (most recent call last):

@@ -36,7 +36,7 @@ class ServerArgs:
 """
 
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCENARIO = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
 _PREPARED = default_cache_dir()  # read before the fixture below points the cache elsewhere
 

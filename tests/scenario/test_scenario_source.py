@@ -8,7 +8,7 @@ import pytest
 
 from harness.scenario import source
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SEEDS = sorted((REPO / "scenarios").rglob("*.yaml")) + sorted((REPO / "fixtures").rglob("*.yaml"))
 
 pytestmark = pytest.mark.skipif(not source._LIBYAML, reason="PyYAML was built without libyaml 0.2.5+")

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from harness.scenario import ScenarioError, load_file
 
-SEED = Path(__file__).resolve().parent.parent / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
+SEED = Path(__file__).resolve().parents[2] / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
 TEXT = SEED.read_text()
 DATA = yaml.safe_load(TEXT)
 LINE = re.compile(r"^.+:\d+:\d+: ")
@@ -199,7 +199,7 @@ def mutate(text: str, rng: random.Random) -> bytes:
 
 @pytest.fixture(scope="module")
 def validate_worker():
-    worker = Path(__file__).resolve().parent / "fuzz_worker.py"
+    worker = Path(__file__).resolve().parents[1] / "fuzz_worker.py"
     env = {**os.environ, "PYTHONPATH": str(SEED.parent.parent.parent)}
     proc = subprocess.Popen([sys.executable, str(worker), str(SEEDS[0])], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, env=env)

@@ -20,7 +20,7 @@ from harness.scenario import load_file, select_cases
 from harness.store.searches import SearchRuns
 from harness.store.store import new_batch
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
 
 

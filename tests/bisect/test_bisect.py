@@ -28,7 +28,7 @@ import pytest
 from harness.bisect.demo_repo import STEP_COST_MS, Layout, make_demo_repo
 from harness.reaper import TAG_VAR
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCENARIO = REPO / "fixtures" / "bisect" / "stale_out_cache_loc_tiny.yaml"
 SIG = "frozen-kv-mtp-stale-out-cache-loc"
 LAYOUT = Layout()

@@ -17,7 +17,7 @@ from harness.lease import lease_gpus
 
 pytest_plugins = ["pytester"]
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SEEDS = REPO / "scenarios" / "frozen_kv_mtp"
 L40S = "0:NVIDIA L40S:46:8.9"
 

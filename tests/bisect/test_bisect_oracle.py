@@ -155,7 +155,7 @@ def test_simsrc_build_runs_the_checkouts_own_reference_server(tmp_path):
     repo = tmp_path / "proj"
     (repo / "harness").mkdir(parents=True)
     (repo / "harness" / "__init__.py").write_text("")
-    shutil.copytree(Path(__file__).resolve().parent.parent / "harness" / "sim", repo / "harness" / "sim",
+    shutil.copytree(Path(__file__).resolve().parents[2] / "harness" / "sim", repo / "harness" / "sim",
                     ignore=shutil.ignore_patterns("__pycache__"))
     init = repo / "harness" / "sim" / "__init__.py"
     init.write_text(init.read_text().replace('DEFAULT_REVISION = "post-fix"', 'DEFAULT_REVISION = "pre-fix"'))
@@ -170,7 +170,7 @@ def test_simsrc_build_runs_the_checkouts_own_reference_server(tmp_path):
     assert build.launcher[-2:] == ("--sim-step-cost-ms", "3")
     # The launcher really imports the checkout's harness.sim, not the harness on the caller's path.
     done = subprocess.run([*build.launcher[:1], "-c", "import harness.sim as s; print(s.__file__, s.DEFAULT_REVISION)"],
-                          capture_output=True, text=True, env={**build.env}, cwd=Path(__file__).parent.parent)
+                          capture_output=True, text=True, env={**build.env}, cwd=Path(__file__).resolve().parents[2])
     assert done.stdout.split() == [str(init), "pre-fix"]
     # A syntax error anywhere in its harness/: the build does not install.
     (repo / "harness" / "sim" / "sampling.py").write_text("def broken(:\n")
@@ -195,7 +195,7 @@ def test_simsrc_flags_are_parsed_by_the_checkouts_own_parser(tmp_path):
     repo = tmp_path / "proj"
     (repo / "harness").mkdir(parents=True)
     (repo / "harness" / "__init__.py").write_text("")
-    shutil.copytree(Path(__file__).resolve().parent.parent / "harness" / "sim", repo / "harness" / "sim",
+    shutil.copytree(Path(__file__).resolve().parents[2] / "harness" / "sim", repo / "harness" / "sim",
                     ignore=shutil.ignore_patterns("__pycache__"))
     cli = repo / "harness" / "sim" / "cli_args.py"
     cli.write_text(cli.read_text().replace('    p.add_argument("--enable-mixed-chunk", action="store_true")\n', ""))

@@ -19,7 +19,7 @@ from harness.scenario import (
     sglang_argv,
 )
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SEEDS = REPO / "scenarios" / "frozen_kv_mtp"
 
 VALID = textwrap.dedent(
