@@ -65,30 +65,9 @@ def write_env(run_dir: Path, env_info: Mapping[str, Any]) -> Path:
     return write_json(run_dir / "env.json", env_info)
 
 
-def write_repro(
-    run_dir: Path,
-    *,
-    argv: Sequence[str],
-    env: Mapping[str, str],
-    host: str,
-    port: int,
-    request: Mapping[str, Any] | None,
-    note: str,
-) -> Path:
-    """A script that starts the same server and sends the first failing request with curl.
-
-    Every value from the scenario or the environment is shell-quoted (``shlex.quote``) or kept out of
-    the script: the script is meant to be run, so no value may become shell syntax.
-    """
-    register_secrets(secret_values(env) | secret_flag_values(argv))
-    lines = [
-        "#!/usr/bin/env bash",
-        *(f"# {line}" for line in redact_log(note).splitlines() or [""]),
-        "# Written by sglang-repro. Secrets are not in this file: it asks for them from the environment.",
-        "set -euo pipefail",
-        f"PORT=${{PORT:-{int(port)}}}",
-        f"HOST={shlex.quote(url_host(host))}",
-    ]
+def _env_lines(env: Mapping[str, str]) -> list[str]:
+    """The script's exports: a secret variable is asked for from the environment, never written."""
+    lines: list[str] = []
     for key, value in sorted(redact_env(env).items()):
         if not _ENV_NAME.match(key):  # a name bash cannot export is left out rather than run as code
             continue
@@ -97,6 +76,12 @@ def write_repro(
             lines.append(f"export {key}")
         else:
             lines.append(f"export {key}={shlex.quote(value)}")
+    return lines
+
+
+def _server_words(argv: Sequence[str], env: Mapping[str, str], port: int, lines: list[str]) -> list[str]:
+    """The server's command line, quoted; each secret in it becomes a variable the script asks for (the
+    asking lines are appended to ``lines``)."""
     words: list[str] = []
     asked: list[str] = []
     redacted = redact_argv(argv, env)  # element for element: the same length as argv
@@ -122,7 +107,35 @@ def write_repro(
             lines.append(f': "${{{var}:?a secret flag value, not saved here: export {var}}}"')
         words.append(f'{shlex.quote(flag)}="${var}"' if eq and arg == f"{flag}={REDACTED}" else
                      (f'"${var}"' if arg == REDACTED else shlex.quote(arg)))
-    quoted = " ".join(words)
+    return words
+
+
+def write_repro(
+    run_dir: Path,
+    *,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    host: str,
+    port: int,
+    request: Mapping[str, Any] | None,
+    note: str,
+) -> Path:
+    """A script that starts the same server and sends the first failing request with curl.
+
+    Every value from the scenario or the environment is shell-quoted (``shlex.quote``) or kept out of
+    the script: the script is meant to be run, so no value may become shell syntax.
+    """
+    register_secrets(secret_values(env) | secret_flag_values(argv))
+    lines = [
+        "#!/usr/bin/env bash",
+        *(f"# {line}" for line in redact_log(note).splitlines() or [""]),
+        "# Written by sglang-repro. Secrets are not in this file: it asks for them from the environment.",
+        "set -euo pipefail",
+        f"PORT=${{PORT:-{int(port)}}}",
+        f"HOST={shlex.quote(url_host(host))}",
+    ]
+    lines += _env_lines(env)
+    quoted = " ".join(_server_words(argv, env, port, lines))
     lines += [
         f"{quoted} &",
         "SERVER_PID=$!",

@@ -192,6 +192,31 @@ def _compare_one(case: Case, specs: Mapping[str, str], by_role: Mapping[str, Seq
                           metrics=base.metrics, verdict=base.verdict)
 
 
+def _run_case_here(
+    case: Case, specs: Mapping[str, str], builds: Builds, n: int, report_dir: Path, options: RunOptions,
+    progress: Callable[[RunRecord], None] | None, all_runs: list[RunRecord],
+) -> tuple[dict[str, list[RunRecord]], RunRecord | None]:
+    """``n`` interleaved trials of every role on this machine: the records by role (each also appended to
+    ``all_runs`` in the order it ran) and the interrupted run's record, if a signal stopped them."""
+    by_role: dict[str, list[RunRecord]] = {role: [] for role in specs}
+    resolved = {role: resolve_for(case, spec, builds) for role, spec in specs.items()}
+    try:
+        # One server per role kept across the case's trials (when the scenario shares servers).
+        with ServerPool(report_dir) as pool:
+            for trial in range(n):
+                for role, build in resolved.items():
+                    record = execute_run(case, build, role=role, trial=trial, options=options, pool=pool)
+                    by_role[role].append(record)
+                    all_runs.append(record)
+                    if progress:
+                        progress(record)
+    except RunInterrupted as exc:
+        by_role[exc.record.build.role or ""] = [*by_role.get(exc.record.build.role or "", []), exc.record]
+        all_runs.append(exc.record)
+        return by_role, exc.record
+    return by_role, None
+
+
 def compare_cases(
     loaded: LoadedScenario,
     cases: Sequence[Case],
@@ -228,23 +253,10 @@ def compare_cases(
             if any(by_role.values()):
                 compared.append(_compare_one(case, specs, by_role, report_dir, notes))
             continue
-        n = trials or case.scenario.workload.trials
-        by_role = {role: [] for role in specs}
-        resolved = {role: resolve_for(case, spec, builds) for role, spec in specs.items()}
-        try:
-            # One server per role kept across the case's trials (when the scenario shares servers).
-            with ServerPool(report_dir) as pool:
-                for trial in range(n):
-                    for role, build in resolved.items():
-                        record = execute_run(case, build, role=role, trial=trial, options=options, pool=pool)
-                        by_role[role].append(record)
-                        all_runs.append(record)
-                        if progress:
-                            progress(record)
-        except RunInterrupted as exc:
-            by_role[exc.record.build.role or ""] = [*by_role.get(exc.record.build.role or "", []), exc.record]
-            all_runs.append(exc.record)
-            partial = (f"interrupted during {case.name} ({exc.record.build.role}, trial {exc.record.trial}); "
+        by_role, stopped = _run_case_here(case, specs, builds, trials or case.scenario.workload.trials, report_dir,
+                                          options, progress, all_runs)
+        if stopped is not None:
+            partial = (f"interrupted during {case.name} ({stopped.build.role}, trial {stopped.trial}); "
                        f"{len(compared)} of {len(cases)} case(s) complete")
         if any(by_role.values()):
             compared.append(_compare_one(case, specs, {r: v for r, v in by_role.items() if r in specs}, report_dir,

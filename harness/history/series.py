@@ -152,6 +152,77 @@ def _column(frame: pd.DataFrame, name: str) -> list[Any]:
     return [None if v is None or (isinstance(v, float) and np.isnan(v)) else v for v in col.tolist()]
 
 
+def _values_by_run(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[list[tuple[str, float]] | None]:
+    """A run's metric values (by its position in ``runs``), in the order the metrics frame holds them, for
+    the runs with numbers (pass or fail); None for the others."""
+    values_of: list[list[tuple[str, float]] | None] = [None] * len(runs)
+    if metrics.empty:
+        return values_of
+    with_numbers = runs["outcome"].isin({Outcome.PASS.value, Outcome.FAIL.value}).to_numpy()
+    pos = pd.Index(runs["run_id"]).get_indexer(metrics["run_id"])
+    keep = pos >= 0
+    keep[keep] = with_numbers[pos[keep]]
+    for at, name, value in zip(pos[keep].tolist(), metrics["name"][keep].tolist(), metrics["value"][keep].tolist()):
+        got = values_of[at]
+        if got is None:
+            got = values_of[at] = []
+        got.append((name, float(value)))
+    return values_of
+
+
+_Key = tuple[str, str, str]  # scenario, case, series hardware
+
+
+def _group(c: dict[str, list[Any]], n: int) -> tuple[dict[_Key, dict[tuple[str, str], list[int]]], dict[_Key, str]]:
+    """The runs' positions by series and then by point (batch, build); each series' scenario file."""
+    hardware: dict[tuple[Any, ...], str] = {}
+    cases: dict[_Key, dict[tuple[str, str], list[int]]] = {}
+    files: dict[_Key, str] = {}
+    for i in range(n):
+        hk = (c["hardware_key"][i], c["gpu_name"][i], c["gpu_count"][i], c["cpu"][i])
+        hw = hardware.get(hk)
+        if hw is None:
+            hw = hardware[hk] = series_hardware(str(hk[0]), *hk[1:])
+        key = (c["scenario"][i], c["case_name"][i], hw)
+        files.setdefault(key, c["scenario_file"][i])
+        cases.setdefault(key, {}).setdefault((c["batch_id"][i], c["build_key"][i]), []).append(i)
+    return cases, files
+
+
+def _point(c: dict[str, list[Any]], pk: tuple[str, str], rows: list[int],
+           values_of: list[list[tuple[str, float]] | None]) -> Point:
+    """One point from its runs' positions (in trial order)."""
+    first = rows[0]
+    decided = [o for o in (Outcome(c["outcome"][r]) for r in rows) if o.decided]
+    if len(rows) == 1:  # one trial (most nightly points): its values as they are
+        metric_values: dict[str, tuple[float, ...]] = {name: (value,) for name, value in values_of[first] or ()}
+    else:
+        values: dict[str, list[float]] = {}
+        for r in rows:
+            for name, value in values_of[r] or ():
+                values.setdefault(name, []).append(value)
+        metric_values = {k: tuple(v) for k, v in values.items()}
+    sigs = {str(s) for s in (c["signature"][r] for r in rows) if isinstance(s, str) and s}
+    facts = {"driver": _text(c["driver_version"][first]), "CUDA": _text(c["cuda_version"][first]),
+             "platform": _text(c["host_platform"][first]) or _text(c["hardware_key"][first])}
+    return Point(
+        batch_id=str(pk[0]), batch_label=str(c["batch_label"][first]), started_at=str(c["batch_started_at"][first]),
+        build_key=str(pk[1]), build_spec=str(c["build_spec"][first]),
+        build_version=_text(c["build_version"][first]), build_commit=_text(c["build_commit"][first]),
+        outcome=most_telling(decided) if decided else None,
+        signatures=tuple(sorted(sigs)),
+        metrics=metric_values,
+        artifacts=tuple(str(c["artifacts"][r]) for r in rows),
+        host={k: v for k, v in facts.items() if v},
+    )
+
+
+_COLUMNS = ("scenario", "scenario_file", "case_name", "hardware_key", "batch_id", "build_key", "batch_label",
+            "batch_started_at", "started_at", "build_spec", "build_version", "build_commit", "trial", "outcome",
+            "signature", "run_id", "artifacts", "driver_version", "cuda_version", "gpu_name", "gpu_count", "cpu",
+            "host_platform")
+
+
 def case_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[CasePoints]:
     """Every (scenario, case, hardware) with its points in order.
 
@@ -164,66 +235,14 @@ def case_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[CasePoints]:
     runs = runs[runs["batch_kind"].isin(SERIES_BATCH_KINDS)].reset_index(drop=True)
     if runs.empty:
         return []
-    cols = ["scenario", "scenario_file", "case_name", "hardware_key", "batch_id", "build_key", "batch_label",
-            "batch_started_at", "started_at", "build_spec", "build_version", "build_commit", "trial", "outcome",
-            "signature", "run_id", "artifacts", "driver_version", "cuda_version", "gpu_name", "gpu_count", "cpu",
-            "host_platform"]
-    c = {name: _column(runs, name) for name in cols}
-    n = len(runs)
-    # A run's metric values, in the order the metrics frame holds them, for the runs with numbers.
-    values_of: list[list[tuple[str, float]] | None] = [None] * n
-    if not metrics.empty:
-        with_numbers = runs["outcome"].isin({Outcome.PASS.value, Outcome.FAIL.value}).to_numpy()
-        pos = pd.Index(runs["run_id"]).get_indexer(metrics["run_id"])
-        keep = pos >= 0
-        keep[keep] = with_numbers[pos[keep]]
-        for at, name, value in zip(pos[keep].tolist(), metrics["name"][keep].tolist(),
-                                   metrics["value"][keep].tolist()):
-            got = values_of[at]
-            if got is None:
-                got = values_of[at] = []
-            got.append((name, float(value)))
-    hardware: dict[tuple[Any, ...], str] = {}
-    cases: dict[tuple[str, str, str], dict[tuple[str, str], list[int]]] = {}
-    files: dict[tuple[str, str, str], str] = {}
-    for i in range(n):
-        hk = (c["hardware_key"][i], c["gpu_name"][i], c["gpu_count"][i], c["cpu"][i])
-        hw = hardware.get(hk)
-        if hw is None:
-            hw = hardware[hk] = series_hardware(str(hk[0]), *hk[1:])
-        key = (c["scenario"][i], c["case_name"][i], hw)
-        files.setdefault(key, c["scenario_file"][i])
-        cases.setdefault(key, {}).setdefault((c["batch_id"][i], c["build_key"][i]), []).append(i)
+    c = {name: _column(runs, name) for name in _COLUMNS}
+    values_of = _values_by_run(runs, metrics)
+    cases, files = _group(c, len(runs))
     batch_start, start, trial = c["batch_started_at"], c["started_at"], c["trial"]
     out: list[CasePoints] = []
     for key in sorted(cases):
         parts = cases[key]
         order = sorted(parts, key=lambda k: (min(batch_start[r] for r in parts[k]), min(start[r] for r in parts[k])))
-        points = []
-        for pk in order:
-            rows = sorted(parts[pk], key=lambda r: trial[r])
-            first = rows[0]
-            decided = [o for o in (Outcome(c["outcome"][r]) for r in rows) if o.decided]
-            if len(rows) == 1:  # one trial (most nightly points): its values as they are
-                metric_values: dict[str, tuple[float, ...]] = {name: (value,) for name, value in values_of[first] or ()}
-            else:
-                values: dict[str, list[float]] = {}
-                for r in rows:
-                    for name, value in values_of[r] or ():
-                        values.setdefault(name, []).append(value)
-                metric_values = {k: tuple(v) for k, v in values.items()}
-            sigs = {str(s) for s in (c["signature"][r] for r in rows) if isinstance(s, str) and s}
-            facts = {"driver": _text(c["driver_version"][first]), "CUDA": _text(c["cuda_version"][first]),
-                     "platform": _text(c["host_platform"][first]) or _text(c["hardware_key"][first])}
-            points.append(Point(
-                batch_id=str(pk[0]), batch_label=str(c["batch_label"][first]), started_at=str(batch_start[first]),
-                build_key=str(pk[1]), build_spec=str(c["build_spec"][first]),
-                build_version=_text(c["build_version"][first]), build_commit=_text(c["build_commit"][first]),
-                outcome=most_telling(decided) if decided else None,
-                signatures=tuple(sorted(sigs)),
-                metrics=metric_values,
-                artifacts=tuple(str(c["artifacts"][r]) for r in rows),
-                host={k: v for k, v in facts.items() if v},
-            ))
+        points = [_point(c, pk, sorted(parts[pk], key=lambda r: trial[r]), values_of) for pk in order]
         out.append(CasePoints(str(key[0]), str(files[key]), str(key[1]), str(key[2]), tuple(points)))
     return out
