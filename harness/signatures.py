@@ -40,9 +40,9 @@ import yaml
 
 from harness.errors import UserError
 from harness.frame_evidence import FILE_LINE, Evidence, EvidenceRule, FrameSpec, assess
+from harness.yaml_loaders import SAFE_LOADER
 
-# libyaml's parser when PyYAML has it (about 20x faster than the pure-Python one); same safe constructors.
-_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SAFE_LOADER = SAFE_LOADER  # libyaml's where it bounds nesting (harness.yaml_loaders), else PyYAML's
 
 __all__ = [
     "Signature",

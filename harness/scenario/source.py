@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from harness.scenario.errors import excerpt
+from harness.yaml_loaders import LIBYAML
 
 __all__ = ["MAX_BYTES", "MAX_CHARS", "MAX_DEPTH", "MAX_NODES", "Position", "Source", "SourceError", "read_source"]
 
@@ -217,19 +218,7 @@ class _BoundedLoader(yaml.SafeLoader):
             self.depth -= 1
 
 
-def _libyaml_ok() -> bool:
-    """libyaml is there and bounds nesting itself (0.2.5 added its limit of 1000 levels)."""
-    if not getattr(yaml, "__with_libyaml__", False):
-        return False
-    try:
-        from yaml import _yaml  # the C extension
-
-        return tuple(_yaml.get_version()) >= (0, 2, 5)
-    except (ImportError, AttributeError):
-        return False
-
-
-_LIBYAML = _libyaml_ok()
+_LIBYAML = LIBYAML
 # A file this small cannot hold enough nodes to cost more than milliseconds to compose in C (at most one
 # node per 2 bytes); the walk then applies the bounds. A bigger file is composed by the pure-Python loader,
 # which stops at the bounds while composing.
