@@ -7,8 +7,11 @@ quick command starts without the statistics, HTTP and server stack of ``run`` an
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import errno
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -17,7 +20,7 @@ from harness import __version__
 from harness.commands import COMMANDS, find
 from harness.errors import EXIT_USAGE, HarnessError
 
-__all__ = ["main", "make_parser"]
+__all__ = ["entry", "main", "make_parser"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -104,3 +107,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `sglang-repro list ... | head`
         sys.stderr.close()
         return 0
+
+
+def entry() -> NoReturn:
+    """The process's entry point (the ``sglang-repro`` script, ``python -m harness``): ``main``, then an exit
+    that a late signal cannot turn into a death by signal.
+
+    Once ``main`` returns, the command has torn down and written what it writes. Python's finalization
+    resets every Python-level signal handler to SIG_DFL (``_PySignal_Fini``), so a second Ctrl-C landing in
+    that window killed the process with -SIGINT instead of the exit code the command had already decided
+    (seen under load as exit -2 after an interrupted nightly had written its record). From here a signal
+    ends the process at once with that code while threads are joined and exit handlers run, and is ignored
+    for the last, bounded stretch: module teardown, which runs no harness code.
+    """
+    # Exit handlers run last-registered first: registered before the command imports its libraries, this
+    # one runs after theirs (logging's flush and the rest), which still have the exit-at-once handler.
+    atexit.register(_ignore_late_signals)
+    code = main()
+
+    def done(signum: int, frame: object) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # a closed pipe is no reason to die by the signal after all
+                stream.flush()
+        os._exit(code)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, done)
+    raise SystemExit(code)
+
+
+def _ignore_late_signals() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
