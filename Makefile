@@ -37,7 +37,7 @@ lint: $(STAMP)
 # output goes to $(VENV)/sglang-envs.log; a failed preparation fails the target even if pytest passed.
 test: $(STAMP)
 	@$(MAKE) --no-print-directory sglang-envs > $(VENV)/sglang-envs.log 2>&1 & envs=$$!; \
-	$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m pytest -n 2 --dist loadgroup --durations=25 $(PYTEST_ARGS); rc=$$?; \
 	wait $$envs || { echo "preparing the sglang environments failed; see $(VENV)/sglang-envs.log" >&2; \
 	  tail -n 20 $(VENV)/sglang-envs.log >&2; [ $$rc -ne 0 ] || rc=1; }; \
 	exit $$rc
