@@ -29,7 +29,6 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from enum import Enum
 from typing import Any
 
 from harness import __version__
@@ -38,6 +37,7 @@ from harness.expectation import ExpectationCheck
 from harness.metric_registry import COMPARED, Metric
 from harness.outcome import Outcome, most_telling, parse_outcome
 from harness.sim import REFERENCE_SERVER_LABEL
+from harness.str_enum import StrEnum
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -59,7 +59,7 @@ __all__ = [
 SCHEMA_VERSION = 1
 
 
-class MetricVerdict(str, Enum):
+class MetricVerdict(StrEnum):
     """What the numbers say of one metric, a case or a whole comparison (the module docstring's rule). The
     value is the word reports, ``comparison.json`` and the command's summary print, as before the enum."""
 
@@ -67,9 +67,6 @@ class MetricVerdict(str, Enum):
     SAME = "same"
     WORSE = "worse"
     NOT_ENOUGH_DATA = "not enough data"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 VERDICTS = tuple(v.value for v in MetricVerdict)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
 from typing import Protocol
+
+from harness.str_enum import StrEnum
 
 __all__ = [
     "ACCEPT_LENGTH",
@@ -48,26 +49,20 @@ __all__ = [
 ]
 
 
-class Better(str, Enum):
+class Better(StrEnum):
     """Which way a metric improves."""
 
     HIGHER = "higher"
     LOWER = "lower"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Source(str, Enum):
+class Source(StrEnum):
     """Where a figure comes from. SGLang reports acceptance length three ways that differ
     (``harness.derive`` explains each), so a check names its source."""
 
     REQUESTS = "requests"  # computed by the harness from the measured requests' own records
     SERVER = "server"  # the server's own summary (/server_info)
     GAUGE = "gauge"  # a Prometheus gauge scraped from /metrics (a recent window)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
