@@ -125,3 +125,15 @@ def test_the_step_summary_columns_are_the_compared_metrics(tmp_path) -> None:
     assert lines[3] == "|---|---|---|---|---|---|---|"
     assert lines[4] == "| `t.yaml::c` | passed | pass | - | 2.5 | 123 | ok |"
     assert lines[5] == "| `t.yaml::d` | failed | crash | sig | - | - | died |"
+
+
+def test_bisect_searches_any_registered_metric_and_names_a_wrong_one() -> None:
+    import argparse
+
+    from harness.commands.bisect import _check_target, known_metrics
+    from harness.errors import UserError
+
+    assert set(METRICS) <= known_metrics() and {"ready_s", "server_trial"} <= known_metrics()
+    assert not set(known_metrics()) & {"accept_rate", "cache_hit_rate"}  # per phase only: NAME@PHASE
+    with pytest.raises(UserError, match=r"--metric ttft: not a metric a run records \(did you mean .*ttft_ms_p50"):
+        _check_target(argparse.Namespace(metric="ttft", signature=None))
