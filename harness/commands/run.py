@@ -42,7 +42,7 @@ def summary_line(record: RunRecord) -> str:
         parts.append(f"signature={record.signature}")
     accept, tput = record.metric(ACCEPT_LENGTH.name), record.metric(OUTPUT_THROUGHPUT.name)
     if accept is not None:
-        parts.append(f"accept_length={accept:.3f}")
+        parts.append(f"{ACCEPT_LENGTH.name}={accept:.3f}")
     if tput is not None:
         parts.append(f"output_tok_s={tput:.1f}")
     if record.outcome is not Outcome.PASS:
