@@ -83,6 +83,11 @@ class Metric:
     def higher_is_better(self) -> bool:
         return self.better is Better.HIGHER
 
+    @property
+    def heading(self) -> str:
+        """What a table column of this metric is headed by: the short name, else the label."""
+        return self.short or self.label
+
 
 ACCEPT_LENGTH = Metric("accept_length", "Acceptance length (measured requests)", "tokens/step", Better.HIGHER,
                        Source.REQUESTS, 0.02, "accept_length_max_regression", "accept length")

@@ -92,6 +92,7 @@ def test_per_phase_figures_are_read_by_their_figures_entry() -> None:
     assert metric_label("cache_hit_rate@after") == "Prefix-cache hit rate (cached_tokens), phase after"
     assert metric_label("output_throughput_tok_s", with_unit=False) == "Output throughput"
     assert metric_label("odd_figure@x") == "odd_figure, phase x"
+    assert ACCEPT_LENGTH.heading == "accept length" and metric("ttft_ms_p50").heading == "Time to first token (p50)"
     ar = rule_for("accept_rate@after")
     assert ar is not None and ar.min_effect == ACCEPT_RATE.min_effect and rule_for("accept_rate") is None
 

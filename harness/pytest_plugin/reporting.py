@@ -113,7 +113,7 @@ class StepSummary:
 
     def markdown(self) -> str:
         # One column per metric compare judges, headed by the registry's short name.
-        shown = [m.short[:1].upper() + m.short[1:] for m in COMPARED]
+        shown = [m.heading[:1].upper() + m.heading[1:] for m in COMPARED]
         head = ["### sglang-repro scenarios", "",
                 "| Item | Result | Outcome | Signature | " + " | ".join(shown) + " | Detail |",
                 "|---|---|---|---|" + "---|" * len(shown) + "---|"]
