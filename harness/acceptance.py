@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.derive import request_accept_length
+from harness.metric_registry import CACHE_HIT_RATE
 from harness.request_log import RequestRecord
 
 __all__ = [
@@ -112,8 +113,8 @@ def cache_figures(records: Sequence[RequestRecord]) -> dict[str, float | None]:
         h = details.get("host") if isinstance(details, Mapping) else None
         host += h if isinstance(h, (int, float)) else 0.0
     if not seen or not prompt:
-        return {"cache_hit_rate": None, "cache_host_rate": None}
-    return {"cache_hit_rate": cached / prompt, "cache_host_rate": host / prompt}
+        return {CACHE_HIT_RATE.name: None, "cache_host_rate": None}
+    return {CACHE_HIT_RATE.name: cached / prompt, "cache_host_rate": host / prompt}
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from harness.comparison import (
     CaseComparison,
     ComparisonReport,
     MetricSpec,
+    MetricVerdict,
     RoleResult,
     build_report,
     compare_case,
@@ -31,7 +32,7 @@ from harness.derive import not_comparable
 from harness.errors import UserError
 from harness.expectation import ExpectationCheck, judge_role
 from harness.manifest import Manifest, manifest_mismatch
-from harness.metric_registry import COMPARED, METRICS, relative_tolerances
+from harness.metric_registry import COMPARED, METRICS, PHASE_COMPARED, SHOWN, relative_tolerances
 from harness.outcome import Outcome
 from harness.paths import reports_root
 from harness.record import RunRecord
@@ -44,10 +45,6 @@ from harness.workload_phase import phase_metric
 __all__ = ["ComparisonRun", "compare_cases", "manifest_problem", "role_specs"]
 
 log = logging.getLogger(__name__)
-
-# Metrics carried per trial into the comparison besides the judged ones (DEFAULT_METRICS).
-_SHOWN = ("accept_length_server", "ttft_ms_p50", "itl_ms_p50", "request_throughput_rps")
-
 
 @dataclass(frozen=True)
 class ComparisonRun:
@@ -91,7 +88,7 @@ def _relative_checks(rel: RelativeChecks | None, case: CaseComparison) -> list[E
         tolerance = getattr(rel, entry.relative_check) if entry is not None and entry.relative_check else None
         if tolerance is None or metric.before_role != rel.baseline:
             continue
-        worse = metric.verdict == "worse" and metric.delta_rel < -tolerance
+        worse = metric.verdict is MetricVerdict.WORSE and metric.delta_rel < -tolerance
         out.append(ExpectationCheck(
             role=metric.after_role,
             expected_outcome=f"{metric.metric} not worse than {rel.baseline} by > {tolerance:.0%}",
@@ -109,7 +106,7 @@ def _relative_checks(rel: RelativeChecks | None, case: CaseComparison) -> list[E
 def _role_result(role: str, spec: str, runs: Sequence[RunRecord], report_dir: Path) -> RoleResult:
     # A stateful workload's per-phase figures (NAME@PHASE) are shown and kept beside the run-level ones.
     phased = {name for r in runs for name in r.metrics if "@" in name}
-    names = sorted({m.name for m in DEFAULT_METRICS} | set(_SHOWN) | phased)
+    names = sorted({m.name for m in DEFAULT_METRICS} | {m.name for m in SHOWN} | phased)
     # A trial that crashed or never ran its workload has no meaningful speed (a crash "measures" 0 tok/s), and
     # one whose client fell behind measured the client: leave both blank. A failed check ran the whole workload:
     # its figures are what the check judged (the store keeps pass and fail runs' metrics alike).
@@ -140,19 +137,12 @@ def _metric_specs(tolerances: RelativeChecks | None) -> list[MetricSpec]:
     return [spec_of(m, allowed.get(m.name)) for m in COMPARED]
 
 
-# Judged per phase of a stateful workload: a verdict each (better / same / worse) between builds.
-_PHASE_METRICS = (
-    MetricSpec("accept_length", "Acceptance length", "tokens/step", True, 0.02),
-    MetricSpec("accept_rate", "Draft acceptance rate", "", True, 0.02),
-    MetricSpec("cache_hit_rate", "Prefix-cache hit rate (cached_tokens)", "", True, 0.02),
-)
-
-
 def _phase_specs(case: Case) -> list[MetricSpec]:
-    """One spec per (figure, phase) of a stateful workload, in phase order; none for a plain one."""
+    """One spec per (figure, phase) of a stateful workload (the registry's PHASE_COMPARED), in phase order;
+    none for a plain one."""
     return [MetricSpec(phase_metric(m.name, phase), f"{m.label}, phase {phase}", m.unit, m.higher_is_better,
-                       m.min_effect)
-            for phase in case.scenario.workload.phase_names for m in _PHASE_METRICS]
+                       m.min_effect or 0.02)
+            for phase in case.scenario.workload.phase_names for m in PHASE_COMPARED]
 
 
 def manifest_problem(by_role: Mapping[str, Sequence[RunRecord]]) -> str | None:

@@ -29,7 +29,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any
 
 from harness import __version__
 from harness import statistics as st
@@ -37,6 +37,7 @@ from harness.expectation import ExpectationCheck
 from harness.metric_registry import COMPARED, Metric
 from harness.outcome import Outcome, most_telling, parse_outcome
 from harness.sim import REFERENCE_SERVER_LABEL
+from harness.str_enum import StrEnum
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -56,8 +57,19 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
-VERDICTS = ("better", "same", "worse", "not enough data")
-MetricVerdict = Literal["better", "same", "worse", "not enough data"]
+
+
+class MetricVerdict(StrEnum):
+    """What the numbers say of one metric, a case or a whole comparison (the module docstring's rule). The
+    value is the word reports, ``comparison.json`` and the command's summary print, as before the enum."""
+
+    BETTER = "better"
+    SAME = "same"
+    WORSE = "worse"
+    NOT_ENOUGH_DATA = "not enough data"
+
+
+VERDICTS = tuple(v.value for v in MetricVerdict)
 
 
 @dataclass(frozen=True)
@@ -125,7 +137,7 @@ class MetricComparison:
             "p_value": _nan_to_none(self.p_value),
             "alpha": self.alpha,
             "min_effect": self.min_effect,
-            "verdict": self.verdict,
+            "verdict": self.verdict.value,
             "note": self.note,
         }
 
@@ -141,7 +153,7 @@ class MetricComparison:
             ci_high=_none_to_nan(data["ci_high"]),
             p_value=_none_to_nan(data["p_value"]),
             min_effect=float(data["min_effect"]),
-            verdict=data["verdict"],
+            verdict=MetricVerdict(data["verdict"]),
             alpha=float(data.get("alpha", 0.01)),
             confidence=float(data.get("confidence", 0.95)),
             before_role=data.get("before_role", "before"),
@@ -222,21 +234,21 @@ def _verdict(b: tuple[float, ...], a: tuple[float, ...], delta: float, ci_low: f
              before_role: str, after_role: str) -> tuple[MetricVerdict, str]:
     """The verdict rule of the module docstring on computed figures, and a note saying why when it matters."""
     if len(b) < min_samples or len(a) < min_samples:
-        return "not enough data", (f"{before_role}: {len(b)}, {after_role}: {len(a)} passing trials with a value; "
+        return MetricVerdict.NOT_ENOUGH_DATA, (f"{before_role}: {len(b)}, {after_role}: {len(a)} passing trials with a value; "
                                    f"need {min_samples} on each side")
     if st.min_p_value(len(b), len(a)) >= alpha:
-        return "not enough data", (f"{len(b)} vs {len(a)} trials cannot reach p < {alpha:g} even with complete "
+        return MetricVerdict.NOT_ENOUGH_DATA, (f"{len(b)} vs {len(a)} trials cannot reach p < {alpha:g} even with complete "
                                    f"separation; run {_trials_needed(alpha)} trials per side")
     if math.isnan(delta):
-        return "not enough data", f"{before_role} {stat} is 0: no relative delta"
+        return MetricVerdict.NOT_ENOUGH_DATA, f"{before_role} {stat} is 0: no relative delta"
     significant = p < alpha
     ci_excludes_zero = ci_low > 0.0 or ci_high < 0.0
     if significant and ci_excludes_zero and abs(delta) >= min_effect:
         improved = (delta > 0) == higher_is_better
-        return ("better" if improved else "worse"), ""
+        return (MetricVerdict.BETTER if improved else MetricVerdict.WORSE), ""
     if significant and ci_excludes_zero:
-        return "same", f"difference below the minimum effect of {min_effect:.0%}"
-    return "same", ""
+        return MetricVerdict.SAME, f"difference below the minimum effect of {min_effect:.0%}"
+    return MetricVerdict.SAME, ""
 
 
 @dataclass(frozen=True)
@@ -361,11 +373,11 @@ class RoleResult:
         )
 
 
-def combine_verdicts(verdicts: Iterable[str]) -> MetricVerdict:
+def combine_verdicts(verdicts: Iterable[MetricVerdict | str]) -> MetricVerdict:
     """One verdict from many: worse > better > same > not enough data."""
-    seen = set(verdicts)
-    order: tuple[MetricVerdict, ...] = ("worse", "better", "same")
-    return next((verdict for verdict in order if verdict in seen), "not enough data")
+    seen = {MetricVerdict(v) for v in verdicts}
+    order = (MetricVerdict.WORSE, MetricVerdict.BETTER, MetricVerdict.SAME)
+    return next((verdict for verdict in order if verdict in seen), MetricVerdict.NOT_ENOUGH_DATA)
 
 
 @dataclass(frozen=True)
@@ -399,7 +411,7 @@ class CaseComparison:
         return {
             "case": self.case,
             "values": dict(self.values),
-            "verdict": self.verdict,
+            "verdict": self.verdict.value,
             "expectations_held": self.expectations_held,
             "roles": [r.to_dict() for r in self.roles],
             "expectations": [e.to_dict() for e in self.expectations],
@@ -414,7 +426,7 @@ class CaseComparison:
             roles=tuple(RoleResult.from_dict(r) for r in data["roles"]),
             expectations=tuple(ExpectationCheck.from_dict(e) for e in data.get("expectations", ())),
             metrics=tuple(MetricComparison.from_dict(m) for m in data.get("metrics", ())),
-            verdict=data["verdict"],
+            verdict=MetricVerdict(data["verdict"]),
         )
 
 
@@ -497,7 +509,7 @@ class ComparisonReport:
             "scenario": {"name": self.scenario, "file": self.file},
             "created_at": self.created_at,
             "harness_version": self.harness_version,
-            "verdict": self.verdict,
+            "verdict": self.verdict.value,
             "all_expectations_held": self.all_expectations_held,
             "partial": self.partial,
             "notes": list(self.notes),

@@ -82,6 +82,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.manifest import Manifest
+from harness.metric_registry import (
+    ACCEPT_LENGTH,
+    ACCEPT_LENGTH_BY_SOURCE,
+    OUTPUT_THROUGHPUT,
+    REQUEST_THROUGHPUT,
+    REQUESTS_FAILED,
+    REQUESTS_OK,
+)
 from harness.request_log import NS, ClientTrace, ErrorKind, RequestRecord
 
 __all__ = [
@@ -97,12 +105,11 @@ __all__ = [
     "request_verify_count",
 ]
 
-# Where each acceptance-length metric comes from. A check names one of these sources.
-ACCEPT_LENGTH_SOURCES: Mapping[str, str] = {
-    "requests": "accept_length",  # per-request meta_info of the measured requests (client side)
-    "server": "accept_length_server",  # /server_info internal_states[0].avg_spec_accept_length (since the flush)
-    "gauge": "accept_length_gauge",  # /metrics sglang:spec_accept_length (recent window, per tp_rank)
-}
+# Where each acceptance-length metric comes from (the registry's sources); a check names one of these sources:
+# requests = per-request meta_info of the measured requests (client side); server = /server_info
+# internal_states[0].avg_spec_accept_length (since the flush); gauge = /metrics sglang:spec_accept_length
+# (recent window, per tp_rank).
+ACCEPT_LENGTH_SOURCES: Mapping[str, str] = {source.value: m.name for source, m in ACCEPT_LENGTH_BY_SOURCE.items()}
 ACCEPT_LENGTH_TOLERANCE = 0.05
 CLIENT_BEHIND_MS = 10.0
 STEADY_OPEN_LOOP_FRACTION = 0.10
@@ -215,8 +222,8 @@ def derive_metrics(
 def _counts(out: dict[str, float | None], records: Sequence[RequestRecord], measured: Sequence[RequestRecord],
             ok: Sequence[RequestRecord]) -> None:
     # --- counts and acceptance length -----------------------------------------------------------------------
-    out["requests_ok"] = len(ok)
-    out["requests_failed"] = len(measured) - len(ok)
+    out[REQUESTS_OK.name] = len(ok)
+    out[REQUESTS_FAILED.name] = len(measured) - len(ok)
     kinds = failure_kinds(records)
     for kind in ErrorKind:
         out[f"requests_failed_{kind.value.replace('-', '_')}"] = kinds.get(kind, 0)
@@ -230,7 +237,7 @@ def _counts(out: dict[str, float | None], records: Sequence[RequestRecord], meas
             verify_sum += verify
             chunk_steps += max(0, len(r.content_chunks) - 1) if r.stream else 0
     accept = spec_tokens / verify_sum if verify_sum > 0 else None
-    out["accept_length"] = accept
+    out[ACCEPT_LENGTH.name] = accept
     # Recovered verify counts may be fractional; report whole steps.
     out["spec_verify_ct"] = round(verify_sum) if verify_sum > 0 else None
     by_chunks = spec_tokens / chunk_steps if chunk_steps > 0 and accept is not None else None
@@ -250,8 +257,8 @@ def _throughput(out: dict[str, float | None], measured: Sequence[RequestRecord],
     window = (max(last_tokens) - first_send) / NS if last_tokens and first_send is not None else None
     window = window if window and window > 0 else None
     out["window_s"] = window
-    out["output_throughput_tok_s"] = completion / window if window else None
-    out["request_throughput_rps"] = len(ok) / window if window else None
+    out[OUTPUT_THROUGHPUT.name] = completion / window if window else None
+    out[REQUEST_THROUGHPUT.name] = len(ok) / window if window else None
 
     # --- throughput, steady state ---------------------------------------------------------------------------
     steady = _steady_window(measured, manifest)

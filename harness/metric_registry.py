@@ -14,43 +14,55 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
 from typing import Protocol
+
+from harness.str_enum import StrEnum
 
 __all__ = [
     "ACCEPT_LENGTH",
     "ACCEPT_LENGTH_BY_SOURCE",
+    "ACCEPT_LENGTH_GAUGE",
+    "ACCEPT_LENGTH_SERVER",
+    "ACCEPT_RATE",
+    "CACHE_HIT_RATE",
     "COMPARED",
+    "CROSS_PHASE",
+    "E2E_P50",
+    "ITL_P50",
+    "KEY",
     "METRICS",
     "OUTPUT_THROUGHPUT",
+    "PHASE_COMPARED",
+    "PHASE_ONLY",
+    "PHASE_SEPARATOR",
+    "REQUESTS_FAILED",
+    "REQUESTS_OK",
+    "REQUEST_THROUGHPUT",
+    "SHOWN",
+    "TTFT_P50",
     "Better",
     "Metric",
     "Source",
+    "figure",
     "metric",
     "relative_tolerances",
 ]
 
 
-class Better(str, Enum):
+class Better(StrEnum):
     """Which way a metric improves."""
 
     HIGHER = "higher"
     LOWER = "lower"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Source(str, Enum):
+class Source(StrEnum):
     """Where a figure comes from. SGLang reports acceptance length three ways that differ
     (``harness.derive`` explains each), so a check names its source."""
 
     REQUESTS = "requests"  # computed by the harness from the measured requests' own records
     SERVER = "server"  # the server's own summary (/server_info)
     GAUGE = "gauge"  # a Prometheus gauge scraped from /metrics (a recent window)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -64,37 +76,65 @@ class Metric:
     min_effect: float | None = None
     # The field of a scenario's ``checks.relative`` that bounds this metric's regression against a baseline.
     relative_check: str | None = None
+    # A table column's heading where the label is too long (the dashboard's overview, CI's step summary).
+    short: str = ""
 
     @property
     def higher_is_better(self) -> bool:
         return self.better is Better.HIGHER
 
+    @property
+    def heading(self) -> str:
+        """What a table column of this metric is headed by: the short name, else the label."""
+        return self.short or self.label
+
 
 ACCEPT_LENGTH = Metric("accept_length", "Acceptance length (measured requests)", "tokens/step", Better.HIGHER,
-                       Source.REQUESTS, 0.02, "accept_length_max_regression")
+                       Source.REQUESTS, 0.02, "accept_length_max_regression", "accept length")
+ACCEPT_LENGTH_SERVER = Metric("accept_length_server", "Acceptance length (server)", "tokens/step", Better.HIGHER,
+                              Source.SERVER, 0.02)
+ACCEPT_LENGTH_GAUGE = Metric("accept_length_gauge", "Acceptance length (/metrics gauge)", "tokens/step",
+                             Better.HIGHER, Source.GAUGE)
 OUTPUT_THROUGHPUT = Metric("output_throughput_tok_s", "Output throughput", "tok/s", Better.HIGHER,
-                           Source.REQUESTS, 0.05, "output_throughput_max_regression")
+                           Source.REQUESTS, 0.05, "output_throughput_max_regression", "output tok/s")
+REQUEST_THROUGHPUT = Metric("request_throughput_rps", "Request throughput", "req/s", Better.HIGHER, Source.REQUESTS,
+                            0.05)
+TTFT_P50 = Metric("ttft_ms_p50", "Time to first token (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05)
+ITL_P50 = Metric("itl_ms_p50", "Inter-token latency (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05)
+E2E_P50 = Metric("e2e_ms_p50", "End-to-end latency (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05)
+REQUESTS_OK = Metric("requests_ok", "Requests that succeeded", "requests", Better.HIGHER, Source.REQUESTS)
+REQUESTS_FAILED = Metric("requests_failed", "Requests that failed", "requests", Better.LOWER, Source.REQUESTS)
 
+# The figures of a whole run (``result.json`` metrics); every one is also kept per workload phase where it exists.
 METRICS: Mapping[str, Metric] = {m.name: m for m in (
-    ACCEPT_LENGTH,
-    Metric("accept_length_server", "Acceptance length (server)", "tokens/step", Better.HIGHER, Source.SERVER, 0.02),
-    Metric("accept_length_gauge", "Acceptance length (/metrics gauge)", "tokens/step", Better.HIGHER,
-           Source.GAUGE),
-    OUTPUT_THROUGHPUT,
-    Metric("request_throughput_rps", "Request throughput", "req/s", Better.HIGHER, Source.REQUESTS, 0.05),
-    Metric("ttft_ms_p50", "Time to first token (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05),
-    Metric("itl_ms_p50", "Inter-token latency (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05),
-    Metric("e2e_ms_p50", "End-to-end latency (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05),
-    Metric("requests_ok", "Requests that succeeded", "requests", Better.HIGHER, Source.REQUESTS),
-    Metric("requests_failed", "Requests that failed", "requests", Better.LOWER, Source.REQUESTS),
+    ACCEPT_LENGTH, ACCEPT_LENGTH_SERVER, ACCEPT_LENGTH_GAUGE, OUTPUT_THROUGHPUT, REQUEST_THROUGHPUT, TTFT_P50,
+    ITL_P50, E2E_P50, REQUESTS_OK, REQUESTS_FAILED,
 )}
+
+# Figures that exist only per phase of a stateful workload (``harness.workload_phase``), as NAME@PHASE; a
+# fraction each, so no unit is printed.
+ACCEPT_RATE = Metric("accept_rate", "Draft acceptance rate", "", Better.HIGHER, Source.REQUESTS, 0.02)
+CACHE_HIT_RATE = Metric("cache_hit_rate", "Prefix-cache hit rate (cached_tokens)", "", Better.HIGHER,
+                        Source.REQUESTS, 0.02)
+PHASE_ONLY: Mapping[str, Metric] = {m.name: m for m in (ACCEPT_RATE, CACHE_HIT_RATE)}
+
+# The separator of a per-phase figure's name (``accept_length@after``).
+PHASE_SEPARATOR = "@"
 
 # What ``compare`` judges between builds by default; the others are shown beside them.
 COMPARED: tuple[Metric, ...] = (ACCEPT_LENGTH, OUTPUT_THROUGHPUT)
+# Carried per trial into a comparison beside the judged ones, for the reader.
+SHOWN: tuple[Metric, ...] = (ACCEPT_LENGTH_SERVER, TTFT_P50, ITL_P50, REQUEST_THROUGHPUT)
+# Judged per phase of a stateful workload between builds (a verdict each: better / same / worse).
+PHASE_COMPARED: tuple[Metric, ...] = (ACCEPT_LENGTH, ACCEPT_RATE, CACHE_HIT_RATE)
+# Printed with a failed scenario item (the pytest plugin's failure text), in this order.
+KEY: tuple[Metric, ...] = (ACCEPT_LENGTH, ACCEPT_LENGTH_SERVER, OUTPUT_THROUGHPUT, REQUESTS_OK, REQUESTS_FAILED)
+# What a cross-phase check may compare (``checks.across_phases[].metric``), both phases of one run.
+CROSS_PHASE: tuple[Metric, ...] = (ACCEPT_LENGTH, CACHE_HIT_RATE, OUTPUT_THROUGHPUT, ACCEPT_RATE)
 
 # The acceptance length a check bounds, by the source it names (``checks.accept_length.source``).
 ACCEPT_LENGTH_BY_SOURCE: Mapping[Source, Metric] = {
-    m.source: m for m in METRICS.values() if m.name.startswith("accept_length")}
+    m.source: m for m in (ACCEPT_LENGTH, ACCEPT_LENGTH_SERVER, ACCEPT_LENGTH_GAUGE)}
 
 
 def metric(name: str) -> Metric:
@@ -103,6 +143,15 @@ def metric(name: str) -> Metric:
         return METRICS[name]
     except KeyError:
         raise KeyError(f"no metric {name!r} in harness.metric_registry") from None
+
+
+def figure(name: str) -> Metric | None:
+    """The entry a stored metric name is read by: a run's figure, or the figure a per-phase name
+    (NAME@PHASE) is of, including those that exist only per phase; None for a name not registered."""
+    base, _, phase = name.partition(PHASE_SEPARATOR)
+    if name in METRICS:
+        return METRICS[name]
+    return (METRICS.get(base) or PHASE_ONLY.get(base)) if phase else None
 
 
 class _RelativeChecks(Protocol):

@@ -45,6 +45,7 @@ from harness.derive import (
     request_verify_count,
 )
 from harness.manifest import Manifest
+from harness.metric_registry import ACCEPT_LENGTH_GAUGE, ACCEPT_LENGTH_SERVER
 from harness.request_log import ClientTrace, RequestRecord
 
 __all__ = [
@@ -209,7 +210,7 @@ class ServerFigures:
     accept_length_gauge: float | None
 
     def as_metrics(self) -> dict[str, float | None]:
-        return {"accept_length_server": self.accept_length_server, "accept_length_gauge": self.accept_length_gauge}
+        return {ACCEPT_LENGTH_SERVER.name: self.accept_length_server, ACCEPT_LENGTH_GAUGE.name: self.accept_length_gauge}
 
 
 def read_server_figures(base_url: str, *, metrics_enabled: bool, timeout_s: float = SERVER_READ_TIMEOUT_S,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from harness.build import Builds
 from harness.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK
+from harness.executor.job import PlannedCase
 from harness.history.incidents import Incident
 from harness.history.review import Review, review
 from harness.metric_registry import relative_tolerances
@@ -26,15 +27,6 @@ from harness.store.store import new_batch
 from harness.store.writer import StoreWriter
 
 __all__ = ["Elsewhere", "NightlyResult", "PlannedCase", "run_nightly", "shard", "tolerances"]
-
-
-@dataclass(frozen=True)
-class PlannedCase:
-    """One case of tonight and the build it runs: a spec, and the scenario role it came from, if any."""
-
-    case: Case
-    spec: str
-    role: str | None = None
 
 
 Elsewhere = Callable[[Sequence[PlannedCase], StoreWriter, list[RunRecord]], bool]

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import Enum
 
+from harness.str_enum import StrEnum
+
 __all__ = [
     "EXIT_CODE",
     "EXIT_ORDER",
@@ -32,16 +34,13 @@ __all__ = [
 ]
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     PASS = "pass"
     FAIL = "fail"
     CRASH = "crash"
     INFRA = "infra"
     TIMEOUT = "timeout"
     INTERRUPTED = "interrupted"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def decided(self) -> bool:

@@ -39,7 +39,7 @@ from harness.interrupts import Shield, sigterm_as_ctrl_c
 from harness.launcher import Launcher, hardware_gap, launcher_for
 from harness.lease import DEFAULT_GPU_LEASE_TIMEOUT_S, gpu_env, lease_gpus, lease_port
 from harness.manifest import Manifest
-from harness.metric_registry import OUTPUT_THROUGHPUT
+from harness.metric_registry import OUTPUT_THROUGHPUT, REQUESTS_FAILED, REQUESTS_OK
 from harness.metrics import aggregate, read_server_figures
 from harness.outcome import Outcome, Phase
 from harness.prompts import Prompt
@@ -487,7 +487,7 @@ def evaluate_checks(checks: Checks, metrics: Mapping[str, float | None]) -> list
     ``checks.relative`` needs a baseline role and is judged by ``compare``, not here.
     """
     out = []
-    ok, bad = int(metrics.get("requests_ok") or 0), int(metrics.get("requests_failed") or 0)
+    ok, bad = int(metrics.get(REQUESTS_OK.name) or 0), int(metrics.get(REQUESTS_FAILED.name) or 0)
     if checks.all_requests_succeed:
         out.append(CheckResult("all requests succeed", held=bool(ok) and not bad,
                                detail=f"{bad} of {ok + bad} requests failed" if bad or not ok else f"{ok} ok"))

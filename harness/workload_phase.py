@@ -30,6 +30,17 @@ from harness.acceptance import accept_by_position, accept_trend, cache_figures, 
 from harness.derive import derive_metrics, request_accept_length, request_verify_count
 from harness.errors import HarnessError
 from harness.manifest import Manifest
+from harness.metric_registry import (
+    ACCEPT_LENGTH,
+    ACCEPT_RATE,
+    CACHE_HIT_RATE,
+    ITL_P50,
+    OUTPUT_THROUGHPUT,
+    PHASE_SEPARATOR,
+    REQUESTS_FAILED,
+    REQUESTS_OK,
+    TTFT_P50,
+)
 from harness.prompts import Prompt
 from harness.record import CheckResult
 from harness.request_log import RequestRecord
@@ -48,10 +59,8 @@ __all__ = [
     "split_phase_metric",
 ]
 
-PHASE_SEPARATOR = "@"
 # The per-phase figures kept (of derive_metrics'); the rest stay run-level.
-_KEPT = ("accept_length", "output_throughput_tok_s", "ttft_ms_p50", "itl_ms_p50", "requests_ok",
-         "requests_failed")
+_KEPT = tuple(m.name for m in (ACCEPT_LENGTH, OUTPUT_THROUGHPUT, TTFT_P50, ITL_P50, REQUESTS_OK, REQUESTS_FAILED))
 _QUARTERS = 4
 
 
@@ -150,7 +159,7 @@ def phase_figures(records: Sequence[RequestRecord]) -> dict[str, float | None]:
     out: dict[str, float | None] = dict(cache_figures(ok))
     correct = sum(float(r.meta_info.get("spec_num_correct_drafts") or 0) for r in ok)
     proposed = sum(float(r.meta_info.get("spec_num_proposed_drafts") or 0) for r in ok)
-    out["accept_rate"] = correct / proposed if proposed else None  # sglang#32176's second figure (69.9% -> 11.7%)
+    out[ACCEPT_RATE.name] = correct / proposed if proposed else None  # sglang#32176's second figure (69.9% -> 11.7%)
     for k, rate in enumerate(accept_by_position(ok), 1):
         out[f"accept_rate_pos{k}"] = rate
     for state in ("miss", "device", "host"):
@@ -211,8 +220,8 @@ def drive_phases(
             break
     records = tuple(r for rs in by_phase.values() for r in rs)
     measured_all = [r for r in records if not r.warmup]
-    run_level = {**last, "requests_ok": float(sum(r.ok for r in measured_all)),
-                 "requests_failed": float(sum(not r.ok for r in measured_all))}
+    run_level = {**last, REQUESTS_OK.name: float(sum(r.ok for r in measured_all)),
+                 REQUESTS_FAILED.name: float(sum(not r.ok for r in measured_all))}
     return PhasedResult(records, by_phase, aborted, manifest, {**run_level, **metrics})
 
 
@@ -227,9 +236,9 @@ def evaluate_phase_checks(checks: Checks, metrics: Mapping[str, float | None]) -
     """Per-phase bounds and cross-phase ratios on one run's metrics, each with whether it held."""
     out: list[CheckResult] = []
     for phase, pc in checks.phases.items():
-        for bound, name, label in ((pc.accept_length, "accept_length", "accept length"),
-                                   (pc.cache_hit_rate, "cache_hit_rate", "cache hit rate"),
-                                   (pc.output_throughput, "output_throughput_tok_s", "output throughput tok/s")):
+        for bound, name, label in ((pc.accept_length, ACCEPT_LENGTH.name, "accept length"),
+                                   (pc.cache_hit_rate, CACHE_HIT_RATE.name, "cache hit rate"),
+                                   (pc.output_throughput, OUTPUT_THROUGHPUT.name, "output throughput tok/s")):
             result = _bounded(bound, metrics, phase_metric(name, phase), f"{phase}: {label}")
             if result is not None:
                 out.append(result)

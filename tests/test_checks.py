@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from harness.compare_runner import _relative_checks
-from harness.comparison import MetricComparison
+from harness.comparison import MetricComparison, MetricVerdict
 from harness.run import evaluate_checks
 from harness.scenario.model import Bound, Checks, RelativeChecks
 
@@ -31,7 +31,7 @@ def test_no_successful_request_fails_the_request_check() -> None:
 def _metric(name: str, delta: float, verdict: str) -> MetricComparison:
     return MetricComparison(metric=name, higher_is_better=True, before=(1.0,) * 5, after=(1.0 + delta,) * 5,
                             delta_rel=delta, ci_low=delta - 0.01, ci_high=delta + 0.01, p_value=0.001,
-                            min_effect=0.02, verdict=verdict)  # type: ignore[arg-type]
+                            min_effect=0.02, verdict=MetricVerdict(verdict))
 
 
 class _Case:

@@ -74,3 +74,35 @@ def test_no_function_in_harness_is_longer_than_60_lines() -> None:
 def test_no_legacy_run_result_in_harness() -> None:
     found = [hit for where, text in _harness_sources() for hit in gone_names(text, where)]
     assert not found, "the run record is harness.record.RunRecord:\n" + "\n".join(found)
+
+
+# Who may spell a registered metric's name: the registry itself, the CPU reference server (whose own stats
+# model SGLang's, not the harness's metrics) and the scenario model (pydantic field names and a Literal the
+# registry test holds equal to the registry's CROSS_PHASE).
+_NAME_OWNERS = ("harness/metric_registry.py", "harness/sim/", "harness/scenario/model.py")
+
+
+def metric_name_literals(source: str, where: str, names: frozenset[str]) -> list[str]:
+    """``where:line name`` for each string constant that is exactly one of ``names``."""
+    return sorted({f"{where}:{node.lineno} {node.value}" for node in ast.walk(ast.parse(source))
+                   if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names})
+
+
+def _registered() -> frozenset[str]:
+    from harness.metric_registry import METRICS, PHASE_ONLY
+
+    return frozenset(METRICS) | frozenset(PHASE_ONLY)
+
+
+def test_the_walker_finds_a_planted_metric_name() -> None:
+    planted = 'def f(m):\n    """accept_length in a docstring is prose."""\n    return m["accept_length"], m["x"]\n'
+    assert metric_name_literals(planted, "p.py", _registered()) == ["p.py:3 accept_length"]
+    assert metric_name_literals("from harness.metric_registry import ACCEPT_LENGTH\nn = ACCEPT_LENGTH.name\n",
+                                "ok.py", _registered()) == []
+
+
+def test_metric_names_are_spelled_by_the_registry_only() -> None:
+    names = _registered()
+    found = [hit for where, text in _harness_sources() if not where.startswith(_NAME_OWNERS)
+             for hit in metric_name_literals(text, where, names)]
+    assert not found, "read these names from harness.metric_registry:\n" + "\n".join(found)

@@ -12,8 +12,10 @@ import pytest
 
 from harness.comparison import (
     SCHEMA_VERSION,
+    VERDICTS,
     ComparisonReport,
     MetricSpec,
+    MetricVerdict,
     RoleResult,
     build_report,
     combine_verdicts,
@@ -172,6 +174,26 @@ def test_combine_verdicts_prefers_regressions():
     assert combine_verdicts(["same", "better"]) == "better"
     assert combine_verdicts(["not enough data", "same"]) == "same"
     assert combine_verdicts([]) == "not enough data"
+    assert combine_verdicts([MetricVerdict.SAME, "better"]) is MetricVerdict.BETTER
+
+
+def test_verdicts_are_one_enum_serialised_as_the_words_of_before() -> None:
+    assert VERDICTS == ("better", "same", "worse", "not enough data")
+    assert [str(v) for v in MetricVerdict] == list(VERDICTS)
+    assert [f"{v}" for v in MetricVerdict] == list(VERDICTS)  # f-strings in reports and the summary
+    with pytest.raises(ValueError, match="'improved'"):
+        MetricVerdict("improved")  # a stored word the harness never wrote is refused, not carried along
+    report = _report()
+    case = report.cases[0]
+    assert case.verdict is MetricVerdict.NOT_ENOUGH_DATA and report.verdict is MetricVerdict.NOT_ENOUGH_DATA
+    assert all(isinstance(m.verdict, MetricVerdict) for m in case.metrics)
+    data = report.to_dict()
+    # Plain strings in comparison.json (not the enum), so the file reads as before on any reader.
+    assert type(data["verdict"]) is str and type(data["cases"][0]["verdict"]) is str
+    assert {type(m["verdict"]) for m in data["cases"][0]["metrics"]} == {str}
+    again = ComparisonReport.from_dict(json.loads(json.dumps(data)))
+    assert again.cases[0].verdict is MetricVerdict.NOT_ENOUGH_DATA
+    assert all(m.verdict is MetricVerdict.NOT_ENOUGH_DATA for m in again.cases[0].metrics)
 
 
 def _report() -> ComparisonReport:

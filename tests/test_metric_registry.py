@@ -66,3 +66,75 @@ def test_compare_and_history_judge_with_the_registry() -> None:
     assert ttft is not None and not ttft.higher_is_better and ttft.min_effect == 0.05
     assert rule_for("accept_length", {"accept_length": 0.1}) == type(ttft)(0.1, True)
     assert rule_for("requests_ok") is None  # registered, reported, never judged over history
+
+
+def test_the_cross_phase_literal_is_the_registrys_list() -> None:
+    from typing import get_args
+
+    from harness.metric_registry import CROSS_PHASE
+    from harness.scenario.model import CROSS_PHASE_METRICS, CrossPhaseCheck
+
+    assert get_args(CrossPhaseCheck.model_fields["metric"].annotation) == tuple(m.name for m in CROSS_PHASE)
+    assert tuple(m.name for m in CROSS_PHASE) == CROSS_PHASE_METRICS
+
+
+def test_per_phase_figures_are_read_by_their_figures_entry() -> None:
+    from harness.metric_registry import ACCEPT_RATE, PHASE_ONLY, figure
+    from harness.report._format import metric_label
+
+    assert figure("ttft_ms_p50@after") is metric("ttft_ms_p50")
+    assert figure("accept_rate@pressure") is ACCEPT_RATE
+    assert figure("accept_rate") is None  # exists only per phase
+    assert figure("no_such@after") is None
+    assert set(PHASE_ONLY).isdisjoint(METRICS)
+    # The report's words are the registry's, per phase too; an unknown name is shown as it is.
+    assert metric_label("accept_length") == "Acceptance length (measured requests) (tokens/step)"
+    assert metric_label("cache_hit_rate@after") == "Prefix-cache hit rate (cached_tokens), phase after"
+    assert metric_label("output_throughput_tok_s", with_unit=False) == "Output throughput"
+    assert metric_label("odd_figure@x") == "odd_figure, phase x"
+    assert ACCEPT_LENGTH.heading == "accept length" and metric("ttft_ms_p50").heading == "Time to first token (p50)"
+    ar = rule_for("accept_rate@after")
+    assert ar is not None and ar.min_effect == ACCEPT_RATE.min_effect and rule_for("accept_rate") is None
+
+
+def test_compare_judges_each_phase_with_the_registrys_phase_figures() -> None:
+    from pathlib import Path
+
+    from harness.compare_runner import _phase_specs
+    from harness.metric_registry import PHASE_COMPARED
+    from harness.scenario import load_paths
+
+    stateful = [c for c in (case for loaded in load_paths([Path(__file__).resolve().parent.parent / "scenarios"])
+                            for case in loaded.cases) if c.scenario.workload.phase_names]
+    assert stateful, "no stateful seed scenario to read"
+    case = stateful[0]
+    specs = _phase_specs(case)
+    assert [(s.name, s.higher_is_better, s.min_effect) for s in specs] == [
+        (f"{m.name}@{phase}", m.higher_is_better, m.min_effect)
+        for phase in case.scenario.workload.phase_names for m in PHASE_COMPARED]
+
+
+def test_the_step_summary_columns_are_the_compared_metrics(tmp_path) -> None:
+    from harness.pytest_plugin.reporting import StepSummary
+
+    summary = StepSummary(tmp_path / "summary.md")
+    summary.rows["t.yaml::c"] = ("passed", {"outcome": "pass", "metric.accept_length": 2.5,
+                                            "metric.output_throughput_tok_s": 123.0}, "ok")
+    summary.rows["t.yaml::d"] = ("failed", {"outcome": "crash", "signature": "sig"}, "died")
+    lines = summary.markdown().splitlines()
+    assert lines[2] == "| Item | Result | Outcome | Signature | Accept length | Output tok/s | Detail |"
+    assert lines[3] == "|---|---|---|---|---|---|---|"
+    assert lines[4] == "| `t.yaml::c` | passed | pass | - | 2.5 | 123 | ok |"
+    assert lines[5] == "| `t.yaml::d` | failed | crash | sig | - | - | died |"
+
+
+def test_bisect_searches_any_registered_metric_and_names_a_wrong_one() -> None:
+    import argparse
+
+    from harness.commands.bisect import _check_target, known_metrics
+    from harness.errors import UserError
+
+    assert set(METRICS) <= known_metrics() and {"ready_s", "server_trial"} <= known_metrics()
+    assert not set(known_metrics()) & {"accept_rate", "cache_hit_rate"}  # per phase only: NAME@PHASE
+    with pytest.raises(UserError, match=r"--metric ttft: not a metric a run records \(did you mean .*ttft_ms_p50"):
+        _check_target(argparse.Namespace(metric="ttft", signature=None))

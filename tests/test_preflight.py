@@ -7,12 +7,12 @@ import sys
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 
 from harness.build import Build, ensure_pip_env, resolve_build
 from harness.errors import InfraError
 from harness.preflight import check_flags, model_gap
+from tests.process_marks import MARK_VAR, marked
 
 RELEASES = ("0.5.14", "0.5.15")
 
@@ -44,21 +44,6 @@ def test_known_flags_parse_in_the_real_release(version: str, real_builds: dict[s
     assert version in check.message
 
 
-_MARK_VAR = "SGLANG_REPRO_TEST_MARK"
-
-
-def _marked(mark: str) -> list[str]:
-    """Live processes (not zombies) whose environment carries ``_MARK_VAR=mark``."""
-    found = []
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if proc.status() != psutil.STATUS_ZOMBIE and proc.environ().get(_MARK_VAR) == mark:
-                found.append(" ".join(proc.cmdline()[:4]))
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return found
-
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -73,13 +58,13 @@ def test_unknown_flag_is_rejected_with_the_parsers_message_and_nothing_started(
     # Every process this call starts inherits the mark (the parser runs with os.environ plus the build's
     # env), so "nothing left" is checked on what this call started, not on whatever else the worker runs.
     mark = f"preflight-{uuid.uuid4().hex}"
-    monkeypatch.setenv(_MARK_VAR, mark)
+    monkeypatch.setenv(MARK_VAR, mark)
     port = _free_port()
     argv = ["--model-path", "m", "--port", str(port), "--definitely-not-a-flag"]
     check = check_flags(real_builds[version], argv, timeout_s=120)
     assert not check.ok
     assert check.message == "unrecognized arguments: --definitely-not-a-flag"
-    assert _marked(mark) == []
+    assert marked(mark) == []  # psutil.Process reprs name each leftover
     with socket.socket() as sock:  # no server took the port
         sock.bind(("127.0.0.1", port))
 

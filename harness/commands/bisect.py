@@ -66,11 +66,9 @@ def known_metrics() -> frozenset[str]:
     """Every metric name a run record can carry: the workload's (derive_metrics), the server's figures,
     and the run's own timings."""
     from harness.derive import derive_metrics
-    from harness.history.series import METRIC_RULES
-    from harness.scenario.model import ACCEPT_LENGTH_METRICS
+    from harness.metric_registry import METRICS
 
-    return frozenset(derive_metrics([])) | frozenset(METRIC_RULES) | frozenset(ACCEPT_LENGTH_METRICS.values()) | {
-        "ready_s", "server_trial"}
+    return frozenset(derive_metrics([])) | frozenset(METRICS) | {"ready_s", "server_trial"}
 
 
 def _check_target(args: argparse.Namespace) -> None:

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 from harness.argtypes import positive_int
 from harness.errors import UserError
 from harness.executor.options import add_executor_arguments
 from harness.nightly import Elsewhere, PlannedCase, run_nightly, shard
-from harness.record import RunRecord
 from harness.scenario import load_paths, select_cases
 from harness.scenario.roles import resolve_role
 from harness.store.url import default_store
-from harness.store.writer import StoreWriter
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -90,8 +88,7 @@ def main(args: argparse.Namespace) -> int:
     if args.executor == "slurm":  # every case and trial as a SLURM job (harness.executor)
         from harness.executor.fanout import nightly_on_slurm
 
-        def elsewhere(planned: Sequence[PlannedCase], writer: StoreWriter, records: list[RunRecord]) -> bool:
-            return nightly_on_slurm(args, [(p.case, p.spec, p.role) for p in planned], writer, records)
+        elsewhere = functools.partial(nightly_on_slurm, args)
     result = run_nightly(planned, store=store, label=args.label,
                          trials=args.trials, out_root=args.out, progress=progress, elsewhere=elsewhere)
     bar.finish()

@@ -42,7 +42,7 @@ def summary_line(record: RunRecord) -> str:
         parts.append(f"signature={record.signature}")
     accept, tput = record.metric(ACCEPT_LENGTH.name), record.metric(OUTPUT_THROUGHPUT.name)
     if accept is not None:
-        parts.append(f"accept_length={accept:.3f}")
+        parts.append(f"{ACCEPT_LENGTH.name}={accept:.3f}")
     if tput is not None:
         parts.append(f"output_tok_s={tput:.1f}")
     if record.outcome is not Outcome.PASS:
@@ -61,7 +61,8 @@ def main(args: argparse.Namespace) -> int:
                          builds)
     if args.executor == "slurm":  # one SLURM job per case and trial (harness.executor)
         from harness.executor.fanout import run_on_slurm
-        return run_on_slurm(args, [(c, *resolve_role(c, args.build, args.reference)) for c in cases],
+        from harness.executor.job import PlannedCase
+        return run_on_slurm(args, [PlannedCase(c, *resolve_role(c, args.build, args.reference)) for c in cases],
                             store_choice(args), summary_line)
     for case in cases:
         spec, role = resolve_role(case, args.build, args.reference)

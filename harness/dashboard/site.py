@@ -242,7 +242,7 @@ def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], inci
                         f"<td>{_e(cp.hardware)}</td><td class=\"{_e(outcome)}\">{_e(outcome)}</td>"
                         f"<td>{_e(last.build_label if last else '')}</td>{''.join(cells)}</tr>")
     table = ("<table><tr><th>scenario</th><th>case</th><th>hardware</th><th>latest</th><th>build</th>"
-             "<th>accept length</th><th>noise</th><th>output tok/s</th><th>noise</th></tr>"
+             + "".join(f"<th>{_e(m.heading)}</th><th>noise</th>" for m in COMPARED) + "</tr>"
              + "".join(rows) + "</table>")
     body = (f"<h1>sglang-repro nightly</h1><p class=\"note\">store: {_e(where)}</p>{table}"
             f"<h2>Open incidents</h2>{_incidents_table(incidents)}")

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from harness.executor.job import RunJob, execute_job, jobs_for, run_job
+from harness.executor.job import PlannedCase, RunJob, execute_job, jobs_for, run_job
 from harness.record import RunRecord
 
-__all__ = ["Executor", "RunJob", "execute_job", "jobs_for", "run_job"]
+__all__ = ["Executor", "PlannedCase", "RunJob", "execute_job", "jobs_for", "run_job"]
 
 
 class Executor(Protocol):

@@ -1,6 +1,6 @@
 """The commands' side of ``--executor slurm``: plan the jobs, check the store, submit, record, report.
 
-Each command keeps its own review and report; this module turns its planned (case, spec, role) list
+Each command keeps its own review and report; this module turns its planned cases (``PlannedCase``)
 into jobs, refuses an unsafe store before anything is submitted, and records every record that comes
 back (the jobs' own, or the ``infra`` / ``interrupted`` ones made for jobs that handed none back).
 """
@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from harness.executor.job import jobs_for
+from harness.executor.job import PlannedCase, jobs_for
 from harness.executor.options import dispatch, slurm_executor, slurm_store
 from harness.outcome import exit_code_for
 from harness.paths import reports_root
@@ -22,7 +22,7 @@ from harness.store.writer import DeferredWriter, StoreWriter
 
 __all__ = ["compare_on_slurm", "nightly_on_slurm", "run_on_slurm", "runs_on_slurm"]
 
-Planned = Sequence[tuple[Case, str, "str | None"]]
+Planned = Sequence[PlannedCase]
 
 
 def runs_on_slurm(args: argparse.Namespace, planned: Planned, *, store: str | None, batch: Batch,
@@ -76,7 +76,7 @@ def compare_on_slurm(args: argparse.Namespace, cases: Sequence[Case], specs: Map
 
     def run_all(report_dir: Path) -> dict[tuple[str, str], list[RunRecord]]:
         # Trial-major within a case (trial 0 of every role, then trial 1): the queue starts them in that order.
-        planned = [(case, spec, role) for case in cases for role, spec in specs.items()]
+        planned = [PlannedCase(case, spec, role) for case in cases for role, spec in specs.items()]
         jobs = sorted(jobs_for(planned, args.trials, report_dir, store=server, batch=writer.batch),
                       key=lambda j: (j.case, j.trial))
         root = report_dir.resolve()

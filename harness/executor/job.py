@@ -20,7 +20,17 @@ from harness.scenario import Case
 from harness.scenario.model import Hardware
 from harness.store.store import Batch
 
-__all__ = ["RunJob", "execute_job", "gpus_from_env", "jobs_for", "run_job"]
+__all__ = ["PlannedCase", "RunJob", "execute_job", "gpus_from_env", "jobs_for", "run_job"]
+
+
+@dataclass(frozen=True)
+class PlannedCase:
+    """One case a command plans to run and the build it runs: a spec, and the scenario role it came from, if
+    any. The same record whether the runs stay on this machine (nightly) or become jobs (``jobs_for``)."""
+
+    case: Case
+    spec: str
+    role: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,13 +96,14 @@ def execute_job(job: RunJob) -> RunRecord:
     return record
 
 
-def jobs_for(planned: Sequence[tuple[Case, str, str | None]], trials: int | None, out_root: Path, *,
+def jobs_for(planned: Sequence[PlannedCase], trials: int | None, out_root: Path, *,
              store: str | None = None, batch: Batch | None = None) -> list[RunJob]:
     """One job per (case, build spec, role) and trial, trials first within a case (as ``run`` orders them)."""
     jobs = []
-    for case, spec, role in planned:
+    for p in planned:
+        case = p.case
         for trial in range(trials or case.scenario.workload.trials):
-            jobs.append(RunJob(scenario_file=str(Path(case.file).resolve()), case=case.name, spec=spec, role=role,
+            jobs.append(RunJob(scenario_file=str(Path(case.file).resolve()), case=case.name, spec=p.spec, role=p.role,
                                trial=trial, out_root=str(out_root.resolve()), hardware=case.scenario.hardware,
                                deadline_s=float(case.scenario.timeouts.scenario_s), store=store, batch=batch))
     return jobs

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from harness.history.steps import Rule
-from harness.metric_registry import METRICS
+from harness.metric_registry import METRICS, PHASE_ONLY, PHASE_SEPARATOR
 from harness.outcome import Outcome, most_telling
 
 __all__ = ["METRIC_RULES", "SERIES_BATCH_KINDS", "CasePoints", "Point", "case_points", "host_changes", "rule_for",
@@ -34,11 +34,12 @@ METRIC_RULES: Mapping[str, Rule] = {m.name: Rule(m.min_effect, m.higher_is_bette
 
 # A stateful workload's per-phase figures (NAME@PHASE, harness.workload_phase) are series of their own, judged
 # by their figure's rule; these figures exist only per phase.
-_PHASE_RULES: Mapping[str, Rule] = {"accept_rate": Rule(0.02), "cache_hit_rate": Rule(0.02)}
+_PHASE_RULES: Mapping[str, Rule] = {m.name: Rule(m.min_effect, m.higher_is_better)
+                                    for m in PHASE_ONLY.values() if m.min_effect is not None}
 
 
 def rule_for(metric: str, tolerances: Mapping[str, float] | None = None) -> Rule | None:
-    name, _, phase = metric.partition("@")
+    name, _, phase = metric.partition(PHASE_SEPARATOR)
     base = METRIC_RULES.get(metric) or (METRIC_RULES.get(name) or _PHASE_RULES.get(name) if phase else None)
     if base is None:
         return None

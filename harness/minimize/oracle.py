@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from harness.record import RunRecord
 from harness.scenario import Case, ScenarioError, load_file, server_flags
 from harness.scenario.model import Timeouts
 from harness.store.searches import SearchRuns
+from harness.str_enum import StrEnum
 
 __all__ = ["Attempt", "BudgetSpent", "Oracle", "RepetitionRule", "Runner", "Verdict", "repetition_rule"]
 
@@ -51,14 +51,11 @@ Runner = Callable[[Case, int], RunRecord]
 _NOT_RUN = ("name", "description", "upstream", "markers", "expect", "builds", "timeouts")
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     INTERESTING = "interesting"
     NOT_INTERESTING = "not interesting"
     NOT_TRIED = "not tried"
     UNDECIDED = "could not tell"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 class BudgetSpent(Exception):

@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from harness.metric_registry import COMPARED, KEY
+
 if TYPE_CHECKING:
     from harness.record import RunRecord
 
 __all__ = ["StepSummary", "failure_text", "log_excerpt", "record"]
 
-_KEY_METRICS = ("accept_length", "accept_length_server", "output_throughput_tok_s", "requests_ok", "requests_failed")
+_KEY_METRICS = tuple(m.name for m in KEY)
 _TAIL_LINES = 20
 _MAX_LINES = 40
 _STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -110,16 +112,16 @@ class StepSummary:
         self.rows[report.nodeid] = (report.outcome, props, detail)
 
     def markdown(self) -> str:
+        # One column per metric compare judges, headed by the registry's short name.
+        shown = [m.heading[:1].upper() + m.heading[1:] for m in COMPARED]
         head = ["### sglang-repro scenarios", "",
-                "| Item | Result | Outcome | Signature | Accept length | Output tok/s | Detail |",
-                "|---|---|---|---|---|---|---|"]
+                "| Item | Result | Outcome | Signature | " + " | ".join(shown) + " | Detail |",
+                "|---|---|---|---|" + "---|" * len(shown) + "---|"]
         body = []
         for nodeid, (status, props, detail) in self.rows.items():
+            figures = [_metric(props[f"metric.{m.name}"]) if f"metric.{m.name}" in props else "-" for m in COMPARED]
             cells = [f"`{_cell(nodeid, 200)}`", status, props.get("outcome", "-"), props.get("signature") or "-",
-                     _metric(props["metric.accept_length"]) if "metric.accept_length" in props else "-",
-                     _metric(props["metric.output_throughput_tok_s"])
-                     if "metric.output_throughput_tok_s" in props else "-",
-                     detail]
+                     *figures, detail]
             body.append("| " + " | ".join(_cell(c, 200) if i else c for i, c in enumerate(cells)) + " |")
         return "\n".join(head + body) + "\n"
 

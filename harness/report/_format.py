@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.comparison import (
-    DEFAULT_METRICS,
     CaseComparison,
     ComparisonReport,
     MetricComparison,
+    MetricVerdict,
     RoleResult,
 )
+from harness.metric_registry import ACCEPT_LENGTH, ACCEPT_RATE, CACHE_HIT_RATE, PHASE_SEPARATOR, figure
 from harness.sim import REFERENCE_SERVER_LABEL
 from harness.statistics import summarize
 
@@ -41,18 +42,16 @@ REFERENCE_NOTICE = (
     "SGLang's Frozen-KV MTP mechanism in PyTorch, not SGLang. Its numbers say nothing about SGLang's speed."
 )
 
-VERDICT_SYMBOL = {"better": "▲", "same": "=", "worse": "▼", "not enough data": "?"}
-
-_LABELS = {spec.name: (spec.label, spec.unit) for spec in DEFAULT_METRICS}
-
-
-_PHASE_LABELS = {"accept_rate": ("Draft acceptance rate", ""),
-                 "cache_hit_rate": ("Prefix-cache hit rate (cached_tokens)", "")}
+VERDICT_SYMBOL = {MetricVerdict.BETTER: "▲", MetricVerdict.SAME: "=", MetricVerdict.WORSE: "▼",
+                  MetricVerdict.NOT_ENOUGH_DATA: "?"}
 
 
 def metric_label(name: str, *, with_unit: bool = True) -> str:
-    base, _, phase = name.partition("@")  # a stateful workload's per-phase figure: NAME@PHASE
-    label, unit = _LABELS.get(base) or _PHASE_LABELS.get(base) or (base, "")
+    """The registry's label (and unit) of a stored metric name; a per-phase figure (NAME@PHASE) says its phase;
+    a name the registry does not know is shown as it is."""
+    base, _, phase = name.partition(PHASE_SEPARATOR)
+    entry = figure(name)
+    label, unit = (entry.label, entry.unit) if entry is not None else (base, "")
     if phase:
         label = f"{label}, phase {phase}"
     return f"{label} ({unit})" if with_unit and unit else label
@@ -85,7 +84,8 @@ def phase_rows(case: CaseComparison) -> list[PhaseRow]:
     """Acceptance per workload phase, by draft position, over time and by cache state, for every role."""
     rows = []
     for role in case.roles:
-        phases = list(dict.fromkeys(name.partition("@")[2] for name in role.metrics if "@" in name))
+        phases = list(dict.fromkeys(name.partition(PHASE_SEPARATOR)[2] for name in role.metrics
+                                    if PHASE_SEPARATOR in name))
         for phase in phases:
             def get(name: str, phase: str = phase, role: RoleResult = role) -> float | None:
                 return _median(role, f"{name}@{phase}")
@@ -95,8 +95,8 @@ def phase_rows(case: CaseComparison) -> list[PhaseRow]:
                 positions.append(get(f"accept_rate_pos{k}"))
                 k += 1
             rows.append(PhaseRow(
-                role=role.role, phase=phase, accept_length=get("accept_length"), accept_rate=get("accept_rate"),
-                cache_hit_rate=get("cache_hit_rate"), cache_host_rate=get("cache_host_rate"),
+                role=role.role, phase=phase, accept_length=get(ACCEPT_LENGTH.name), accept_rate=get(ACCEPT_RATE.name),
+                cache_hit_rate=get(CACHE_HIT_RATE.name), cache_host_rate=get("cache_host_rate"),
                 by_position=tuple(positions), over_time=tuple(get(f"accept_length_q{q}") for q in range(1, 5)),
                 by_cache_state=tuple((s, get(f"accept_length_{s}")) for s in ("miss", "device", "host"))))
     return rows
@@ -188,15 +188,15 @@ def headline(report: ComparisonReport) -> Headline:
     if report.partial:
         expect = f"PARTIAL ({report.partial}) · {expect}"
     verdict = report.verdict
-    counts: dict[str, int] = {}
+    counts: dict[MetricVerdict, int] = {}
     for case in report.cases:
         counts[case.verdict] = counts.get(case.verdict, 0) + 1
     spread = ", ".join(f"{n} {v}" for v, n in counts.items())
     title = f"{expect} · performance: {verdict}"
     detail = f"{len(report.cases)} case{'s' if len(report.cases) != 1 else ''}: {spread}" if report.cases else "no cases"
-    if failed or verdict == "worse":
+    if failed or verdict is MetricVerdict.WORSE:
         tone = "bad"
-    elif verdict == "not enough data" and not checks:
+    elif verdict is MetricVerdict.NOT_ENOUGH_DATA and not checks:
         tone = "unsure"
     else:
         tone = "good"
@@ -208,6 +208,6 @@ def case_metric_summary(case: CaseComparison) -> str:
     parts = [
         f"{metric_label(m.metric, with_unit=False)} {fmt_pct(m.delta_rel)} (p={fmt_p(m.p_value)})"
         for m in case.metrics
-        if m.verdict in ("better", "worse")
+        if m.verdict in (MetricVerdict.BETTER, MetricVerdict.WORSE)
     ]
     return "; ".join(parts)

@@ -13,7 +13,14 @@ import re
 from html import escape
 from urllib.parse import quote
 
-from harness.comparison import DEFAULT_METRICS, CaseComparison, ComparisonReport, MetricComparison, RoleResult
+from harness.comparison import (
+    DEFAULT_METRICS,
+    CaseComparison,
+    ComparisonReport,
+    MetricComparison,
+    MetricVerdict,
+    RoleResult,
+)
 from harness.report import _format as f
 from harness.report.svg import ROLE_COLORS, Series, trial_plot
 
@@ -85,8 +92,8 @@ def _badge(text: str, cls: str) -> str:
     return f'<span class="badge {cls}">{_e(text)}</span>'
 
 
-def _verdict_badge(verdict: str) -> str:
-    return _badge(f"{f.VERDICT_SYMBOL.get(verdict, '')} {verdict}", f"v-{_slug(verdict)}")
+def _verdict_badge(verdict: MetricVerdict) -> str:
+    return _badge(f"{f.VERDICT_SYMBOL[verdict]} {verdict.value}", f"v-{_slug(verdict.value)}")
 
 
 def _build_cell(role: RoleResult) -> str:

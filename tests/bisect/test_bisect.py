@@ -27,6 +27,7 @@ import pytest
 
 from harness.bisect.demo_repo import STEP_COST_MS, Layout, make_demo_repo
 from harness.reaper import TAG_VAR
+from tests.process_marks import MARK_VAR, marked
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = REPO / "fixtures" / "bisect" / "stale_out_cache_loc_tiny.yaml"
@@ -171,28 +172,11 @@ def test_endpoints_that_do_not_differ_search_nothing(demo):
     assert res.returncode == 2 and "--find fix" in res.stderr
 
 
-MARK_VAR = "SGLANG_REPRO_TEST_MARK"
-
-
-def _marked(mark: str) -> list[int]:
-    """Live processes that carry ``MARK_VAR=mark``: everything one search started (its git, steps, servers,
-    watchdogs and guard inherit the harness's environment), and nothing another test runs beside it."""
-    found = []
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if proc.status() != psutil.STATUS_ZOMBIE and proc.environ().get(MARK_VAR) == mark:
-                found.append(proc.pid)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
-
-
-def _describe(pids: list[int]) -> list[str]:
+def _describe(procs: list[psutil.Process]) -> list[str]:
     out = []
-    for pid in pids:
+    for proc in procs:
         try:
-            proc = psutil.Process(pid)
-            out.append(f"{pid} ppid={proc.ppid()} {proc.status()} {TAG_VAR}={proc.environ().get(TAG_VAR)} "
+            out.append(f"{proc.pid} ppid={proc.ppid()} {proc.status()} {TAG_VAR}={proc.environ().get(TAG_VAR)} "
                        + " ".join(proc.cmdline()[:6]))
         except psutil.Error:
             continue
@@ -222,15 +206,15 @@ def test_killing_the_harness_leaves_the_checkout_and_no_process(timed_demo, tmp_
         time.sleep(0.2)
     assert log is not None, "no step started in time"
     time.sleep(2.0)  # a server of the step is starting or running now
-    assert any("sim.server" in line for line in _describe(_marked(mark))), "expected a server of the search"
+    assert any("sim.server" in line for line in _describe(marked(mark))), "expected a server of the search"
     proc.send_signal(sig)
     code = proc.wait(timeout=60)
     if sig == signal.SIGINT:
         assert code == 130  # the harness itself ended the search and removed the worktree
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (_marked(mark) or snapshot(repo) != before):
+    while time.monotonic() < deadline and (marked(mark) or snapshot(repo) != before):
         time.sleep(0.5)
-    assert _describe(_marked(mark)) == []
+    assert _describe(marked(mark)) == []
     assert snapshot(repo) == before, (sorted(str(f.relative_to(repo)) for f in (repo / ".git").rglob("*")
                                              if "objects" not in f.parts)[:80],
                                       subprocess.run(["git", "-C", str(repo), "worktree", "list"],

@@ -218,14 +218,14 @@ def test_ctrl_c_of_the_submitter_cancels_its_jobs(slurm_conf: str, pg_url: str, 
 
 
 def test_the_local_executor_runs_the_same_jobs_here(tmp_path: Path) -> None:
-    from harness.executor.job import jobs_for
+    from harness.executor.job import PlannedCase, jobs_for
     from harness.executor.local import LocalExecutor
     from harness.scenario import load_file, select_cases
 
     scenario = _scenario(tmp_path, "here", matrix=True)
     (case,) = select_cases(load_file(scenario), "path=eager")
     seen: list[RunRecord] = []
-    (record,) = LocalExecutor().run_all(jobs_for([(case, "sim:pre-fix", None)], 1, tmp_path), seen.append)
+    (record,) = LocalExecutor().run_all(jobs_for([PlannedCase(case, "sim:pre-fix", None)], 1, tmp_path), seen.append)
     assert seen == [record] and record.outcome is Outcome.CRASH
     assert record.signature == "frozen-kv-mtp-stale-out-cache-loc"
     assert Path(record.artifacts).resolve().is_relative_to(tmp_path.resolve())

@@ -80,10 +80,6 @@ def stop(root: Path) -> None:
 
 
 if __name__ == "__main__":
-    verb, folder = sys.argv[1], Path(sys.argv[2])
-    if verb == "start":
-        print(start(folder))
-    elif verb == "stop":
-        stop(folder)
-    else:
-        sys.exit(f"usage: {sys.argv[0]} start|stop DIR")
+    from tests.daemon_cli import daemon_main
+
+    daemon_main(start, stop, sys.argv)

@@ -78,6 +78,8 @@ def test_dashboard_renders_offline_with_the_step_and_nothing_unescaped(run_cli, 
     assert '"ticks":["sim:post-fix"' in scenario and "2026-11-01" in scenario  # build names, dates on hover
     assert ">trial 0</a>" in scenario  # run folders labelled by trial, not by a cut run id
     assert "new-signature" in index and "sglang-repro compare" in index  # the open incidents table
+    # The overview's columns: the metrics compare judges, headed by the registry's short names.
+    assert "<th>accept length</th><th>noise</th><th>output tok/s</th><th>noise</th></tr>" in index
 
     page = (out / "scenario-store-test-scenario.html").resolve()
     shot = tmp_path / "dashboard.png"
