@@ -60,6 +60,7 @@ __all__ = [
     "MODEL_INFO_PATHS",
     "NO_ACCELERATOR",
     "READY_LINE",
+    "RESOLVED_ATTENTION_KEYS",
     "REQUEST_FIELDS",
     "SAMPLING_PARAMS",
     "SCHEDULER_EXCEPTION",
@@ -267,6 +268,11 @@ DRAFT_TOPK_BACKEND: Final = "Frozen-KV MTP topk > 1 currently supports only the 
 # init_forward_metadata_out_graph, whose SWA refill trtllm_mha does not guard (0.5.14 only).
 DRAFT_GRAPH_PATH: Final = ("execute", "_init_frozen_kv_metadata_replay_cuda_graph", "init_forward_metadata_out_graph")
 DRAFT_GRAPH_SWA_REFILL: Final = "self.cuda_graph_swa_out_cache_loc[:n].copy_("
+# The attention backends the server resolved, as /server_info reports them (its body is the settings after
+# post-init, where Gemma-4's default is filled in): the decode side is decode_attention_backend, else
+# attention_backend (ServerArgs.get_attention_backends); the Frozen-KV MTP draft's is
+# speculative_draft_attention_backend, else the decode side (the worker's _resolve_draft_backend_type).
+RESOLVED_ATTENTION_KEYS: Final = ("attention_backend", "decode_attention_backend", "speculative_draft_attention_backend")
 
 
 FACTS: Final[tuple[Fact, ...]] = (
@@ -537,6 +543,18 @@ FACTS: Final[tuple[Fact, ...]] = (
     ), "0.5.14's trtllm_mha copies an out_cache_loc longer than the max_num_tokens buffer (a stale prefill's) into "
        "[:n] (the only test, :642, is for None): torch raises 'The size of tensor a (48) must match the size of "
        "tensor b (N)'; triton skips it"),
+    Fact("RESOLVED_ATTENTION_KEYS", RESOLVED_ATTENTION_KEYS, (
+        Cite(_HTTP, 700, 718, "**dataclasses.asdict(server_args),"),
+        Cite(_ARGS, 4066, None, "self.attention_backend = default_attention_backend"),
+        Cite("srt/arg_groups/overrides.py", None, 616, 'overrides["attention_backend"] = default_attention_backend'),
+        Cite(_ARGS, 1341, 1277, "    attention_backend: A["),
+        Cite(_ARGS, 1348, 1285, "    decode_attention_backend: A["),
+        Cite(_ARGS, 1507, 1644, "    speculative_draft_attention_backend: A["),
+        Cite(_ARGS, 6559, 6461, "def get_attention_backends(self):"),
+        Cite(_FKV, 235, 228, "def _resolve_draft_backend_type(self) -> str:"),
+        Cite(_FKV, 237, 230, "self.server_args.speculative_draft_attention_backend"),
+    ), "/server_info holds the settings after post-init (Gemma-4's default filled in): the run record keeps the "
+       "decode and draft backends the server resolved (harness.metrics.attention_backends)"),
 )
 
 
@@ -559,6 +577,7 @@ NEEDS: Final[dict[str, str]] = {
     "EXTEND_TOKENS_ONLY": "speculative",
     "CHUNKED_PREFILL": "speculative",
     "GEMMA4_DEFAULT_ATTENTION_BACKEND": "speculative",
+    "RESOLVED_ATTENTION_KEYS": "speculative",
     "METRIC_NAMES": "metrics",
     "AUTH_EXEMPT_PREFIXES": "auth",
     "UNAUTHORIZED_ERROR": "auth",
