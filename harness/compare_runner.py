@@ -128,7 +128,16 @@ def _role_result(role: str, spec: str, runs: Sequence[RunRecord], report_dir: Pa
         artifact_dirs=tuple(str(Path(r.artifacts).resolve().relative_to(report_dir.resolve())) for r in runs),
         excerpt=next((r.excerpt for r in runs if r.excerpt), ""),
         reference_server=first.build.reference_server,
+        attention_backend=next((label for r in runs if (label := _backend_label(r))), ""),
     )
+
+
+def _backend_label(run: RunRecord) -> str:
+    """``triton``, or ``triton, draft trtllm_mha`` when the draft runs another backend; "" when unknown."""
+    decode, draft = run.server.attention_backend, run.server.draft_attention_backend
+    if not decode:
+        return ""
+    return decode if not draft or draft == decode else f"{decode}, draft {draft}"
 
 
 def _metric_specs(tolerances: RelativeChecks | None) -> list[MetricSpec]:

@@ -272,6 +272,9 @@ class RoleResult:
     artifact_dirs: tuple[str, ...] = ()
     excerpt: str = ""
     reference_server: bool = False  # the build is the CPU reference server (sim: or simsrc:), not SGLang
+    # The attention backend the server resolved (decode side, then the draft's when it differs), e.g.
+    # "triton" or "triton, draft trtllm_mha"; "" when no trial's server said (RunRecord.server).
+    attention_backend: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "outcomes", tuple(parse_outcome(o) for o in self.outcomes))
@@ -354,6 +357,7 @@ class RoleResult:
             "artifact_dirs": list(self.artifact_dirs),
             "excerpt": self.excerpt,
             "reference_server": self.reference_server,
+            "attention_backend": self.attention_backend,
         }
 
     @classmethod
@@ -370,6 +374,7 @@ class RoleResult:
             artifact_dirs=tuple(data.get("artifact_dirs", ())),
             excerpt=data.get("excerpt", ""),
             reference_server=bool(data.get("reference_server", False)),
+            attention_backend=str(data.get("attention_backend") or ""),
         )
 
 

@@ -60,6 +60,7 @@ __all__ = [
     "MODEL_INFO_PATHS",
     "NO_ACCELERATOR",
     "READY_LINE",
+    "RESOLVED_ATTENTION_KEYS",
     "REQUEST_FIELDS",
     "SAMPLING_PARAMS",
     "SCHEDULER_EXCEPTION",
@@ -85,19 +86,39 @@ __all__ = [
     "WARMUP_TEXT",
     "Cite",
     "Fact",
+    "Later",
 ]
 
 VERSIONS: Final = ("0.5.14", "0.5.15")
 
 
 @dataclass(frozen=True)
+class Later:
+    """From release ``since`` on, the cited behaviour is written ``text`` (in ``file``, or the citation's own file).
+
+    A release that rewrites a line without changing what it does (a renamed local variable, a moved helper)
+    keeps the fact: its new wording is recorded here, read in that release's wheel, so the contract check
+    holds there instead of stopping every run at pre-flight.
+    """
+
+    since: str
+    text: str
+    file: str | None = None
+
+
+@dataclass(frozen=True)
 class Cite:
-    """``text`` is on line ``v0514`` of ``sglang/<file>`` in 0.5.14 and line ``v0515`` in 0.5.15 (None: absent)."""
+    """``text`` is on line ``v0514`` of ``sglang/<file>`` in 0.5.14 and line ``v0515`` in 0.5.15 (None: absent).
+
+    ``later``: the wording of the same line in later releases (ordered by ``since``); an uncited release
+    takes the last one whose ``since`` it has reached, else ``text``.
+    """
 
     file: str
     v0514: int | None
     v0515: int | None
     text: str
+    later: tuple[Later, ...] = ()
 
     def line(self, version: str) -> int | None:
         return {"0.5.14": self.v0514, "0.5.15": self.v0515}[version]
@@ -247,6 +268,11 @@ DRAFT_TOPK_BACKEND: Final = "Frozen-KV MTP topk > 1 currently supports only the 
 # init_forward_metadata_out_graph, whose SWA refill trtllm_mha does not guard (0.5.14 only).
 DRAFT_GRAPH_PATH: Final = ("execute", "_init_frozen_kv_metadata_replay_cuda_graph", "init_forward_metadata_out_graph")
 DRAFT_GRAPH_SWA_REFILL: Final = "self.cuda_graph_swa_out_cache_loc[:n].copy_("
+# The attention backends the server resolved, as /server_info reports them (its body is the settings after
+# post-init, where Gemma-4's default is filled in): the decode side is decode_attention_backend, else
+# attention_backend (ServerArgs.get_attention_backends); the Frozen-KV MTP draft's is
+# speculative_draft_attention_backend, else the decode side (the worker's _resolve_draft_backend_type).
+RESOLVED_ATTENTION_KEYS: Final = ("attention_backend", "decode_attention_backend", "speculative_draft_attention_backend")
 
 
 FACTS: Final[tuple[Fact, ...]] = (
@@ -280,14 +306,21 @@ FACTS: Final[tuple[Fact, ...]] = (
     Fact("WARMUP_MAX_NEW_TOKENS", WARMUP_MAX_NEW_TOKENS,
          (Cite(_HTTP, 2007, 2031, 'max_new_tokens = 8 if model_info["is_generation"] else 1'),)),
     Fact("WARMUP_TEXT", WARMUP_TEXT, (
-        Cite(_HTTP, 2050, 2074, 'json_data["text"] = ["The capital city of France is"] * server_args.dp_size'),
+        # 0.5.18 reads dp_size from get_parallel() (http_server.py 0.5.18 :2286)
+        Cite(_HTTP, 2050, 2074, 'json_data["text"] = ["The capital city of France is"] * server_args.dp_size',
+             (Later("0.5.18", 'json_data["text"] = ["The capital city of France is"] * get_parallel().dp_size'),)),
     ), "text-only models: POST /generate"),
     Fact("WARMUP_CHAT_PATH", WARMUP_CHAT_PATH, (
-        Cite(_HTTP, 1999, 2023, 'is_vlm = bool(model_info.get("has_image_understanding", False))'),
+        # 0.5.16 splits the line (is_vlm = (bool(...) and not language_only and not is_mps()), http_server.py
+        # 0.5.16 :2150-2154): a CUDA server of a full model still warms up with the chat request.
+        Cite(_HTTP, 1999, 2023, 'is_vlm = bool(model_info.get("has_image_understanding", False))',
+             (Later("0.5.16", 'bool(model_info.get("has_image_understanding", False))'),)),
         Cite(_HTTP, 2002, 2026, 'request_name = "/v1/chat/completions"'),
         Cite(_HTTP, 658, 675, '"has_image_understanding": model_config.is_image_understandable_model,'),
+        # 0.5.18: (enable_multimodal and not is_lm_only and vision_config is not None), model_config.py 0.5.18 :467-471
         Cite("srt/configs/model_config.py", 400, 405,
-             "self.is_image_understandable_model = enable_multimodal and hasattr("),
+             "self.is_image_understandable_model = enable_multimodal and hasattr(",
+             (Later("0.5.18", "self.is_image_understandable_model = ("),)),
     ), "a model whose config has vision_config (Gemma-4) warms up with a chat request carrying one image"),
     Fact("WARMUP_IMAGE_PROMPT", WARMUP_IMAGE_PROMPT, (
         Cite(_HTTP, 2040, 2064, '"text": "Describe the image.",'),
@@ -297,8 +330,13 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_HTTP, 2120, 2144, 'logger.error(f"Initialization failed. warmup error: {last_traceback}")'),
     ), "then kill_process_tree: the server exits before READY_LINE"),
     Fact("SKIP_SERVER_WARMUP_FLAG", "skip_server_warmup", (
-        Cite(_HTTP, 2138, 2162, "if not server_args.skip_server_warmup:"),
-        Cite(_ARGS, 532, 981, 'skip_server_warmup: A[bool, "If set, skip warmup."] = False'),
+        # 0.5.16 adds an elastic-EP joiner that also skips it (http_server.py 0.5.16 :2286); 0.5.18 reads the
+        # flag from get_serving() (0.5.18 :2393); 0.5.17 files the flag under the "serving" namespace.
+        Cite(_HTTP, 2138, 2162, "if not server_args.skip_server_warmup:", (
+            Later("0.5.16", "if not server_args.skip_server_warmup and not skip_elastic_joiner_warmup:"),
+            Later("0.5.18", "if not get_serving().skip_server_warmup and not skip_elastic_joiner_warmup:"))),
+        Cite(_ARGS, 532, 981, 'skip_server_warmup: A[bool, "If set, skip warmup."] = False',
+             (Later("0.5.17", 'skip_server_warmup: A[bool, "If set, skip warmup.", NS("serving")] = False'),)),
     )),
     Fact("GENERATE_PATH", GENERATE_PATH, (Cite(_HTTP, 765, 786, '    "/generate",'),)),
     Fact("STREAM_DATA_PREFIX", STREAM_DATA_PREFIX,
@@ -382,12 +420,18 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_METRICS, 1514, 1515, 'name="sglang:num_requests_total",'),
     ), "sglang:spec_accept_length is a gauge of the last decode log interval (per tp_rank), not a lifetime figure"),
     Fact("LOG_RANK_TAGS", LOG_RANK_TAGS, (
-        Cite(_SCHED, 4135, 4237, 'prefix += f" DP{dp_rank}"'),
-        Cite(_SCHED, 4137, 4239, 'prefix += f" PP{pp_rank}"'),
-        Cite(_SCHED, 4139, 4241, 'prefix += f" ATTN_CP{attn_cp_rank}"'),
-        Cite(_SCHED, 4141, 4243, 'prefix += f" MOE_DP{moe_dp_rank}"'),
-        Cite(_SCHED, 4143, 4245, 'prefix += f" TP{tp_rank}"'),
-        Cite(_SCHED, 4145, 4247, 'prefix += f" EP{moe_ep_rank}"'),
+        # 0.5.16 prints a display rank when one is given (scheduler.py 0.5.16 :4533-4551, shown_dp / shown_tp /
+        # shown_moe_ep, else the rank itself); 0.5.21 reads the ranks from get_parallel() (0.5.21 :6001-6011):
+        # the same tags, in the same order, on the same conditions.
+        Cite(_SCHED, 4135, 4237, 'prefix += f" DP{dp_rank}"', (Later("0.5.16", 'prefix += f" DP{shown_dp}"'),)),
+        Cite(_SCHED, 4137, 4239, 'prefix += f" PP{pp_rank}"',
+             (Later("0.5.21", 'prefix += f" PP{parallel.pp_rank}"'),)),
+        Cite(_SCHED, 4139, 4241, 'prefix += f" ATTN_CP{attn_cp_rank}"',
+             (Later("0.5.21", 'prefix += f" ATTN_CP{parallel.attn_cp_rank}"'),)),
+        Cite(_SCHED, 4141, 4243, 'prefix += f" MOE_DP{moe_dp_rank}"',
+             (Later("0.5.21", 'prefix += f" MOE_DP{parallel.moe_dp_rank}"'),)),
+        Cite(_SCHED, 4143, 4245, 'prefix += f" TP{tp_rank}"', (Later("0.5.16", 'prefix += f" TP{shown_tp}"'),)),
+        Cite(_SCHED, 4145, 4247, 'prefix += f" EP{moe_ep_rank}"', (Later("0.5.16", 'prefix += f" EP{shown_moe_ep}"'),)),
         Cite("srt/utils/common.py", 1369, 2081, 'format = f"[%(asctime)s{maybe_ms}{prefix}] %(message)s"'),
     ), "DP when a dp rank is set; the others only when that size is > 1"),
     Fact("LOG_OTHER_TAGS", LOG_OTHER_TAGS, (
@@ -415,9 +459,13 @@ FACTS: Final[tuple[Fact, ...]] = (
     Fact("NO_ACCELERATOR", NO_ACCELERATOR, (Cite("srt/utils/common.py", 2103, 900, NO_ACCELERATOR),)),
     Fact("DEFAULTS", DEFAULTS, (
         Cite(_ARGS, 528, 977, 'host: A[str, "The host of the HTTP server."] = "127.0.0.1"'),
-        Cite(_ARGS, 529, 978, 'port: A[int, "The port of the HTTP server."] = 30000'),
-        Cite(_ARGS, 989, 1115, 'log_level: A[str, "The logging level of all loggers."] = "info"'),
-        Cite(_ARGS, 1030, 1156, 'enable_metrics: A[bool, "Enable log prometheus metrics."] = False'),
+        # 0.5.17 tags each field with its namespace, same defaults (server_args.py 0.5.17 :1229, :1442, :1492-1494)
+        Cite(_ARGS, 529, 978, 'port: A[int, "The port of the HTTP server."] = 30000',
+             (Later("0.5.17", 'port: A[int, "The port of the HTTP server.", NS("serving")] = 30000'),)),
+        Cite(_ARGS, 989, 1115, 'log_level: A[str, "The logging level of all loggers."] = "info"',
+             (Later("0.5.17", 'log_level: A[str, "The logging level of all loggers.", NS("observability")] = "info"'),)),
+        Cite(_ARGS, 1030, 1156, 'enable_metrics: A[bool, "Enable log prometheus metrics."] = False',
+             (Later("0.5.17", 'enable_metrics: A[bool, "Enable log prometheus metrics.", NS("observability")] = ('),)),
         Cite(_ARGS, 1529, 1668, "    speculative_draft_model_quantization: A["),
     )),
     Fact("DRAFT_QUANTIZATION_UNQUANT", DRAFT_QUANTIZATION_UNQUANT, (
@@ -495,6 +543,18 @@ FACTS: Final[tuple[Fact, ...]] = (
     ), "0.5.14's trtllm_mha copies an out_cache_loc longer than the max_num_tokens buffer (a stale prefill's) into "
        "[:n] (the only test, :642, is for None): torch raises 'The size of tensor a (48) must match the size of "
        "tensor b (N)'; triton skips it"),
+    Fact("RESOLVED_ATTENTION_KEYS", RESOLVED_ATTENTION_KEYS, (
+        Cite(_HTTP, 700, 718, "**dataclasses.asdict(server_args),"),
+        Cite(_ARGS, 4066, None, "self.attention_backend = default_attention_backend"),
+        Cite("srt/arg_groups/overrides.py", None, 616, 'overrides["attention_backend"] = default_attention_backend'),
+        Cite(_ARGS, 1341, 1277, "    attention_backend: A["),
+        Cite(_ARGS, 1348, 1285, "    decode_attention_backend: A["),
+        Cite(_ARGS, 1507, 1644, "    speculative_draft_attention_backend: A["),
+        Cite(_ARGS, 6559, 6461, "def get_attention_backends(self):"),
+        Cite(_FKV, 235, 228, "def _resolve_draft_backend_type(self) -> str:"),
+        Cite(_FKV, 237, 230, "self.server_args.speculative_draft_attention_backend"),
+    ), "/server_info holds the settings after post-init (Gemma-4's default filled in): the run record keeps the "
+       "decode and draft backends the server resolved (harness.metrics.attention_backends)"),
 )
 
 
@@ -517,6 +577,7 @@ NEEDS: Final[dict[str, str]] = {
     "EXTEND_TOKENS_ONLY": "speculative",
     "CHUNKED_PREFILL": "speculative",
     "GEMMA4_DEFAULT_ATTENTION_BACKEND": "speculative",
+    "RESOLVED_ATTENTION_KEYS": "speculative",
     "METRIC_NAMES": "metrics",
     "AUTH_EXEMPT_PREFIXES": "auth",
     "UNAUTHORIZED_ERROR": "auth",

@@ -5,22 +5,27 @@ its line is None), as ``tests/test_contract.py`` checks. For any other release l
 citation holds when its text is on some line of its file. A citation absent in one cited release is
 version-specific by nature (the fix marker; 0.5.14's unguarded SWA refill): for another release it is
 expected as in the nearer cited release (absent before 0.5.15 when 0.5.14 lacks it, absent from
-0.5.15 on when 0.5.15 lacks it), and a drift says so.
+0.5.15 on when 0.5.15 lacks it), and a drift says so. A citation's line reworded in a later release
+without a change of behaviour (:class:`harness.contract.Later`, read in that release's wheel) is looked
+for in its new wording from that release on; a release whose version cannot be read (a source checkout
+without metadata) may hold any of the wordings.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from harness.contract import FACTS, VERSIONS, Cite, Fact
+from harness.contract import FACTS, VERSIONS, Cite, Fact, Later
 from harness.errors import InfraError
 
-__all__ = ["Drift", "applies", "check_package", "sglang_package_of"]
+__all__ = ["Drift", "applies", "check_package", "contract_table", "sglang_package_of", "wordings"]
 
 _FIND = (
     "import importlib.util, json, sys; s = importlib.util.find_spec('sglang'); "
@@ -69,22 +74,48 @@ def applies(cite: Cite, version: str) -> tuple[int | None | bool, str]:
     return (True if v <= first else None), scope
 
 
+def wordings(cite: Cite, version: str) -> tuple[Later, ...]:
+    """The (file, text) forms ``cite`` may take in ``version``: its own in a cited release or before any
+    :class:`Later`; the last ``Later`` reached otherwise; every form when ``version`` cannot be read."""
+    own = Later(VERSIONS[0], cite.text, cite.file)
+    if version in VERSIONS or not cite.later:
+        return (own,)
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return (own, *(dataclasses.replace(w, file=w.file or cite.file) for w in cite.later))
+    reached = [w for w in cite.later if Version(w.since) <= v]
+    if not reached:
+        return (own,)
+    last = reached[-1]
+    return (Later(last.since, last.text, last.file or cite.file),)
+
+
 def _check_cite(fact: Fact, cite: Cite, package: Path, version: str) -> Drift | None:
-    path = package / cite.file
     expect, scope = applies(cite, version)
+    drift: Drift | None = None
+    for form in wordings(cite, version):
+        drift = _check_form(fact, form.file or cite.file, form.text, package, expect, scope)
+        if drift is None:
+            return None
+    return drift
+
+
+def _check_form(fact: Fact, file: str, text: str, package: Path, expect: int | None | bool, scope: str) -> Drift | None:
+    path = package / file
     if not path.is_file():
         if expect is None:
             return None
-        return Drift(fact.name, cite.file, "file", cite.text, (), scope or "the file is missing")
+        return Drift(fact.name, file, "file", text, (), scope or "the file is missing")
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    found = tuple(i + 1 for i, line in enumerate(lines) if cite.text in line)
+    found = tuple(i + 1 for i, line in enumerate(lines) if text in line)
     if expect is None:
-        return Drift(fact.name, cite.file, "absent", cite.text, found, scope) if found else None
+        return Drift(fact.name, file, "absent", text, found, scope) if found else None
     if expect is True:
-        return None if found else Drift(fact.name, cite.file, "some line", cite.text, found, scope)
+        return None if found else Drift(fact.name, file, "some line", text, found, scope)
     assert isinstance(expect, int)
-    ok = expect <= len(lines) and cite.text in lines[expect - 1]
-    return None if ok else Drift(fact.name, cite.file, f"line {expect}", cite.text, found, scope)
+    ok = expect <= len(lines) and text in lines[expect - 1]
+    return None if ok else Drift(fact.name, file, f"line {expect}", text, found, scope)
 
 
 def check_package(package: Path, version: str) -> tuple[list[Drift], int]:
@@ -105,3 +136,16 @@ def sglang_package_of(python: str) -> Path:
     if not pkg:
         raise InfraError(f"{python} has no sglang package")
     return Path(pkg)
+
+
+def contract_table(packages: Mapping[str, Path]) -> str:
+    """The README's fact x release table (markdown) for the ``sglang`` packages of ``packages`` (version -> dir),
+    in the order given: "yes" where every citation of the fact holds, "no" where one does not."""
+    versions = list(packages)
+    failed = {v: {d.fact for d in check_package(packages[v], v)[0]} for v in versions}
+    rows = ["| fact | " + " | ".join(versions) + " |", "|---|" + "---|" * len(versions)]
+    for fact in FACTS:
+        rows.append(f"| `{fact.name}` | " + " | ".join("no" if fact.name in failed[v] else "yes" for v in versions) + " |")
+    rows.append("| **all hold** | " + " | ".join(f"no ({len(failed[v])})" if failed[v] else "**yes**" for v in versions)
+                + " |")
+    return "\n".join(rows)

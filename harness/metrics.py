@@ -49,6 +49,9 @@ from harness.metric_registry import ACCEPT_LENGTH_GAUGE, ACCEPT_LENGTH_SERVER
 from harness.request_log import ClientTrace, RequestRecord
 
 __all__ = [
+    "AttentionBackends",
+    "attention_backends",
+    "attention_from_start",
     "AGGREGATE_KEYS",
     "SERVER_READ_TIMEOUT_S",
     "Recomputed",
@@ -59,6 +62,7 @@ __all__ = [
     "parse_prometheus",
     "percentile",
     "read_server_figures",
+    "server_info",
     "recompute",
     "request_accept_length",
     "request_verify_count",
@@ -97,9 +101,9 @@ def _get(url: str, timeout_s: float, headers: Mapping[str, str] | None = None) -
     return reply.status, reply.body
 
 
-def server_accept_length(base_url: str, *, timeout_s: float = SERVER_READ_TIMEOUT_S,
-                         headers: Mapping[str, str] | None = None) -> float | None:
-    """`internal_states[0].avg_spec_accept_length` from the server, or None (no key, no endpoint, no server)."""
+def server_info(base_url: str, *, timeout_s: float = SERVER_READ_TIMEOUT_S,
+                headers: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """The body of `/server_info` (or the older `/get_server_info`), or None (no endpoint, no server, not JSON)."""
     for path in _SERVER_INFO_PATHS:
         try:
             status, raw = _get(base_url.rstrip("/") + path, timeout_s, headers)
@@ -116,13 +120,76 @@ def server_accept_length(base_url: str, *, timeout_s: float = SERVER_READ_TIMEOU
         except ValueError:
             log.warning("server info %s is not JSON", path)
             return None
-        states = info.get("internal_states") if isinstance(info, dict) else None
-        state = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
-        value = _number(state.get("avg_spec_accept_length"))
-        if value is None and isinstance(info, dict):
-            value = _number(info.get("avg_spec_accept_length"))
-        return value
+        return info if isinstance(info, dict) else None
     return None
+
+
+def server_accept_length(base_url: str, *, timeout_s: float = SERVER_READ_TIMEOUT_S,
+                         headers: Mapping[str, str] | None = None) -> float | None:
+    """`internal_states[0].avg_spec_accept_length` from the server, or None (no key, no endpoint, no server)."""
+    info = server_info(base_url, timeout_s=timeout_s, headers=headers)
+    if info is None:
+        return None
+    states = info.get("internal_states")
+    state = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+    value = _number(state.get("avg_spec_accept_length"))
+    return value if value is not None else _number(info.get("avg_spec_accept_length"))
+
+
+@dataclass(frozen=True)
+class AttentionBackends:
+    """The attention backends a server runs, and where the harness learnt them."""
+
+    decode: str | None
+    draft: str | None  # the speculative draft's; None without speculative decoding
+    source: str  # "server_info" (what the server resolved), "flags" or "log" (a server that never answered)
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {"attention_backend": self.decode, "draft_attention_backend": self.draft,
+                "attention_backend_source": self.source}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def attention_backends(info: Mapping[str, Any], *, speculative: bool) -> AttentionBackends | None:
+    """The decode and draft backends in a `/server_info` body, resolved as SGLang resolves them
+    (harness.contract RESOLVED_ATTENTION_KEYS); None when it names none."""
+    attn, decode_key, draft_key = contract.RESOLVED_ATTENTION_KEYS
+    decode = _text(info.get(decode_key)) or _text(info.get(attn))
+    if decode is None:
+        return None
+    draft = (_text(info.get(draft_key)) or decode) if speculative else None
+    return AttentionBackends(decode, draft, "server_info")
+
+
+# SGLang's INFO line when it fills in Gemma-4's default (server_args.py 0.5.14 :4067-4069; 0.5.15
+# arg_groups/overrides.py :613-615), the reference server's too: all a server that died before it answered
+# says of its backend, and only at --log-level info.
+_DEFAULT_BACKEND_LINE = re.compile(r"Use (\S+) as default attention backend for Gemma4")
+
+
+def _flag(flags: Sequence[str], name: str) -> str | None:
+    for i, arg in enumerate(flags):
+        if arg == name and i + 1 < len(flags):
+            return flags[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def attention_from_start(flags: Sequence[str], log_head: str, *, speculative: bool) -> AttentionBackends | None:
+    """The backends of a server that never answered `/server_info`: from its flags, else its default line."""
+    attn, decode_key, draft_key = (f"--{k.replace('_', '-')}" for k in contract.RESOLVED_ATTENTION_KEYS)
+    decode, source = _flag(flags, decode_key) or _flag(flags, attn), "flags"
+    if decode is None:
+        m = _DEFAULT_BACKEND_LINE.search(log_head)
+        decode, source = (m.group(1), "log") if m else (None, "")
+    if decode is None:
+        return None
+    draft = (_flag(flags, draft_key) or decode) if speculative else None
+    return AttentionBackends(decode, draft, source)
 
 
 # --- Prometheus text exposition format -------------------------------------------------------------

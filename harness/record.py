@@ -94,6 +94,11 @@ class ServerInfo:
     exit_code: int | None = None
     run_tag: str = ""
     teardown: TeardownInfo | None = None
+    # The attention backends the server ran (decode side; the speculative draft's) and where that was learnt:
+    # "server_info" (what the server resolved), "flags" or "log" (harness.metrics.AttentionBackends).
+    attention_backend: str | None = None
+    draft_attention_backend: str | None = None
+    attention_backend_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -301,7 +306,10 @@ def record_from_dict(data: Mapping[str, Any], *, source: str = "result.json") ->
             metrics=metrics,
             server=ServerInfo(argv=tuple(server.get("argv") or ()), env=dict(server.get("env") or {}),
                               log=str(server.get("log") or ""), exit_code=server.get("exit_code"),
-                              run_tag=str(server.get("run_tag") or ""), teardown=_teardown(server.get("teardown"))),
+                              run_tag=str(server.get("run_tag") or ""), teardown=_teardown(server.get("teardown")),
+                              attention_backend=_str_or_none(server.get("attention_backend")),
+                              draft_attention_backend=_str_or_none(server.get("draft_attention_backend")),
+                              attention_backend_source=_str_or_none(server.get("attention_backend_source"))),
             host=host_from_dict(data.get("host")),
             started_at=str(data.get("started_at") or ""),
             duration_s=float(data.get("duration_s") or 0.0),
@@ -336,3 +344,7 @@ def read_record(path: Path) -> RunRecord:
     if not isinstance(data, Mapping):
         raise UserError(f"{path}: not a run record: top level is not an object")
     return record_from_dict(data, source=str(path))
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

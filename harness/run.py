@@ -40,7 +40,14 @@ from harness.launcher import Launcher, hardware_gap, launcher_for
 from harness.lease import DEFAULT_GPU_LEASE_TIMEOUT_S, gpu_env, lease_gpus, lease_port
 from harness.manifest import Manifest
 from harness.metric_registry import OUTPUT_THROUGHPUT, REQUESTS_FAILED, REQUESTS_OK
-from harness.metrics import aggregate, read_server_figures
+from harness.metrics import (
+    AttentionBackends,
+    aggregate,
+    attention_backends,
+    attention_from_start,
+    read_server_figures,
+    server_info,
+)
 from harness.outcome import Outcome, Phase
 from harness.prompts import Prompt
 from harness.record import (
@@ -71,6 +78,10 @@ log = logging.getLogger(__name__)
 
 _EXCERPT_CHARS = 6000
 _DEADLINE = "scenario deadline reached"
+# One /server_info read per trial, once the server is ready (real SGLang asks its scheduler for the internal
+# states, so allow more than the per-figure bound of harness.metrics).
+_SERVER_INFO_TIMEOUT_S = 5.0
+_LOG_HEAD_BYTES = 1 << 20  # the default-backend line is written early in start-up
 
 
 @dataclass(frozen=True)
@@ -193,6 +204,7 @@ class Trail:
     driven: Driven | None = None
     scraped: Scraped | None = None
     teardown: TeardownInfo | None = None
+    backends: AttentionBackends | None = None  # what the server said it resolved, once it was ready
 
     @contextmanager
     def timed(self, phase: str) -> Iterator[None]:
@@ -407,6 +419,7 @@ def _not_ready(server: ServerProcess, exc: ServerDied | StartupTimeout, flags: S
 
 def _workload(server: ServerProcess, resolved: Resolved, plan: Plan, ctx: RunContext, trail: Trail) -> RunVerdict:
     """The workload on a ready server, then (when it passed and nothing hung) what the server says of itself."""
+    trail.backends = _resolved_backends(server, resolved)
     trail.driven = driven = _drive(server, resolved, plan, ctx)
     if driven.verdict.outcome is Outcome.PASS and not driven.hung:
         trail.scraped = _scrape(server, resolved)
@@ -474,6 +487,31 @@ def _scrape(server: ServerProcess, resolved: Resolved) -> Scraped:
     return Scraped(figures.as_metrics(), resolved.launcher.ground_truth(server.url))
 
 
+def _resolved_backends(server: ServerProcess, resolved: Resolved) -> AttentionBackends | None:
+    """The attention backends the ready server resolved, from its `/server_info` (harness.contract
+    RESOLVED_ATTENTION_KEYS); None when it does not say within the bound."""
+    args = resolved.case.scenario.server.args
+    info = server_info(server.url, timeout_s=_SERVER_INFO_TIMEOUT_S, headers=request_headers(args))
+    return attention_backends(info, speculative=_speculative(args)) if info else None
+
+
+def _speculative(args: Mapping[str, Any]) -> bool:
+    algo = args.get("speculative-algorithm")
+    return bool(algo) and str(algo).upper() != "NONE"
+
+
+def _backends(trail: Trail, paths: RunPaths, sc: Scenario) -> AttentionBackends | None:
+    """What the server said it resolved, else (a server that never answered) its flags or its log."""
+    if trail.backends is not None or trail.plan is None:
+        return trail.backends
+    try:
+        with open(paths.log, "rb") as fh:
+            head = fh.read(_LOG_HEAD_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        head = ""
+    return attention_from_start(trail.plan.flags, head, speculative=_speculative(sc.server.args))
+
+
 def _teardown(server: ServerProcess) -> TeardownInfo:
     return teardown_info(server.stop())
 
@@ -538,6 +576,7 @@ def _record(resolved: Resolved | Unresolved, trail: Trail, verdict: RunVerdict, 
     if role and role in sc.expect:
         expectation = judge_run(role, sc.expect[role], verdict.outcome, verdict.signature, verdict.phase)
     server = launched.server if launched else None
+    backends = _backends(trail, paths, sc)
     record = RunRecord(
         run_id=paths.tag,
         scenario=ScenarioRef(name=sc.name, file=str(case.file)),
@@ -550,7 +589,8 @@ def _record(resolved: Resolved | Unresolved, trail: Trail, verdict: RunVerdict, 
         metrics=trail.metrics,
         server=ServerInfo(argv=tuple(redact_argv(plan.argv if plan else [])), env=redact_env(env_overlay),
                           log=str(paths.log), exit_code=server.exit_code if server else None,
-                          run_tag=server.run_tag if server else paths.tag, teardown=trail.teardown),
+                          run_tag=server.run_tag if server else paths.tag, teardown=trail.teardown,
+                          **(backends.as_dict() if backends else {})),
         host=host,
         started_at=started_at,
         duration_s=round(time.monotonic() - started, 3),

@@ -235,6 +235,7 @@ class _Runner:
         body_args: dict[str, Any],
         writer: JsonlWriter,
         progress: _Progress,
+        decoding: asyncio.Event | None = None,
     ) -> None:
         self.session = session
         self.url = base_url.rstrip("/") + "/generate"
@@ -257,17 +258,27 @@ class _Runner:
         self.cpu_start_ns = 0
         self.cpu_ns = 0
         self.loop_lag_us: list[int] = []
+        # Set once every measured request has streamed a token or ended (see run_workload's ``decoding``).
+        self.decoding = decoding
+        self.awaiting_first_token: set[int] = set()
 
     @property
     def measuring(self) -> bool:
         return self.measured_start is not None and self.measured_end is None
 
     async def drive(self, prompts: Sequence[Prompt], warmup: int, rate: float | None, seed: int) -> None:
+        self.awaiting_first_token = set(range(warmup, len(prompts)))
         await self._phase(prompts[:warmup], 0, warmup=True, rate=None, seed=seed)
         self.cpu_start_ns = time.process_time_ns()
         self.measured_start = self.clock.now()
         await self._phase(prompts[warmup:], warmup, warmup=False, rate=rate, seed=seed)
         self.stop_measuring()
+
+    def first_token(self, index: int) -> None:
+        """Request ``index`` streamed a token or ended: when none is left waiting, say the phase is decoding."""
+        self.awaiting_first_token.discard(index)
+        if not self.awaiting_first_token and self.decoding is not None:
+            self.decoding.set()
 
     def stop_measuring(self) -> None:
         if self.measured_start is not None and self.measured_end is None:
@@ -315,6 +326,7 @@ class _Runner:
             self.slots.put_nowait(self.clock.now())
 
     def finish(self, p: _Partial) -> None:
+        self.first_token(p.index)
         rec = p.record(self.clock.now())
         self.records[p.index] = rec
         self.writer.request(rec, p.body)
@@ -343,6 +355,8 @@ class _Runner:
                 while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
                     self._sse_line(p, line, now)
+                if p.completion_tokens and p.index in self.awaiting_first_token:
+                    self.first_token(p.index)
             if buf:
                 self._sse_line(p, buf, self.clock.now())
             if p.done_ns is None:
@@ -406,24 +420,24 @@ async def run_workload(
     progress: bool | None = None,
     jsonl_full_ids: bool = False,
     headers: Mapping[str, str] | None = None,
+    decoding: asyncio.Event | None = None,
 ) -> WorkloadResult:
     """Send `prompts` (the first `warmup` of them as warmup) and return one record per request sent.
 
     `progress`: None draws a bar only when stderr is a terminal; True always; False never. `headers` go with
-    every request (a server's API key: ``harness.auth``); they are never written to `requests.jsonl`.
+    every request (a server's API key: ``harness.auth``), never to `requests.jsonl`. `decoding` is set once
+    every measured request has streamed a token or ended (a phase that joins this one starts then).
     """
     _validate(prompts, concurrency, request_rate, warmup, request_timeout_s, max_new_tokens)
     manifest = build_manifest(
         prompt_tokens=[p.tokens for p in prompts[warmup:]], prompt_digest=_prompts_digest(prompts), warmup=warmup,
         concurrency=concurrency, request_rate=request_rate, max_new_tokens=max_new_tokens, temperature=temperature,
         ignore_eos=ignore_eos, stream=stream)
-    draw = sys.stderr.isatty() if progress is None else progress
     clock = _Clock()
     writer = JsonlWriter(jsonl_path, full_ids=jsonl_full_ids)
     writer.header(manifest, clock.epoch_wall)
-    bar = _Progress(len(prompts), sys.stderr if draw else None)
-    # No connector limit (the slots are the bound); trust_env off so proxies never see 127.0.0.1 traffic.
-    # aiohttp's default 300 s session timeout would cut long generations: the per-request bound is ours.
+    bar = _Progress(len(prompts), sys.stderr if (sys.stderr.isatty() if progress is None else progress) else None)
+    # No connector limit (the slots bound it); no proxies for 127.0.0.1 (trust_env off); no 300 s session cut.
     connector = aiohttp.TCPConnector(limit=0)
     no_timeout = aiohttp.ClientTimeout(total=None)
     runner: _Runner | None = None
@@ -432,9 +446,9 @@ async def run_workload(
                                          headers=dict(headers or {}), trace_configs=[_wire_trace(clock)]) as session:
             runner = _Runner(
                 session, base_url, clock=clock, concurrency=concurrency, request_timeout_s=request_timeout_s,
-                stream=stream,
-                body_args={"max_new_tokens": max_new_tokens, "ignore_eos": ignore_eos, "temperature": temperature},
-                writer=writer, progress=bar,
+                stream=stream, body_args={"max_new_tokens": max_new_tokens, "ignore_eos": ignore_eos,
+                                          "temperature": temperature},
+                writer=writer, progress=bar, decoding=decoding,
             )
             await _supervise(runner, runner.drive(prompts, warmup, request_rate, seed), should_abort)
     finally:

@@ -16,15 +16,21 @@ acceptance over the phase's time in quarters (``accept_length_q1`` .. ``_q4``), 
 
 Such a trial never shares its server (``execute_run`` gives it no pool) and :func:`refuse_flush` stops
 anything that would flush it.
+
+A phase that ``joins`` the one before starts while that one still runs, once each of its measured
+requests has streamed its first token (so sits in the server's running batch): the two run in one event
+loop, each with its own records and figures. This is how a scenario sends a request into a busy batch
+on purpose, rather than by the luck of arrival times.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.acceptance import accept_by_position, accept_trend, cache_figures, cache_state
 from harness.derive import derive_metrics, request_accept_length, request_verify_count
@@ -46,6 +52,9 @@ from harness.record import CheckResult
 from harness.request_log import RequestRecord
 from harness.scenario import Case
 from harness.scenario.model import Bound, Checks, Scenario, WorkloadPhase
+
+if TYPE_CHECKING:
+    from harness.workload import WorkloadResult
 
 __all__ = [
     "PHASE_SEPARATOR",
@@ -93,6 +102,7 @@ class PhasePlan:
     ignore_eos: bool
     temperature: float
     seed: int
+    joins: str | None = None
 
 
 def _phase_case(case: Case, phase: WorkloadPhase) -> Case:
@@ -127,7 +137,8 @@ def phase_plans(case: Case, prompts: Callable[[Case, int], list[Prompt]], trial:
             name=phase.name, prompts=chosen, warmup=phase.warmup if phase.replay is None else 0,
             concurrency=phase.concurrency or wl.concurrency, max_new_tokens=phase.max_new_tokens or wl.max_new_tokens,
             ignore_eos=wl.ignore_eos if phase.ignore_eos is None else phase.ignore_eos,
-            temperature=wl.temperature if phase.temperature is None else phase.temperature, seed=seed)
+            temperature=wl.temperature if phase.temperature is None else phase.temperature, seed=seed,
+            joins=phase.joins)
     return tuple(plans.values())
 
 
@@ -176,6 +187,34 @@ def phase_figures(records: Sequence[RequestRecord]) -> dict[str, float | None]:
     return out
 
 
+def _groups(plans: Sequence[PhasePlan]) -> list[list[PhasePlan]]:
+    """The phases in runs that overlap: a phase that joins the one before goes in that one's group."""
+    groups: list[list[PhasePlan]] = []
+    for plan in plans:
+        if plan.joins is not None and groups:
+            groups[-1].append(plan)
+        else:
+            groups.append([plan])
+    return groups
+
+
+async def _run_group(members: Sequence[PhasePlan],
+                     one: Callable[[PhasePlan, asyncio.Event], Awaitable[WorkloadResult]]) -> list[WorkloadResult]:
+    """The phases of one group: the first at once, each next one when the one before it is decoding."""
+    tasks: list[asyncio.Future[WorkloadResult]] = []
+    events: list[asyncio.Event] = []
+    for plan in members:
+        if tasks:
+            # The joined phase's requests are decoding (or it ended, whatever way): this one's join its batch.
+            decoding = asyncio.ensure_future(events[-1].wait())
+            either: list[asyncio.Future[object]] = [decoding, tasks[-1]]  # type: ignore[list-item]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            decoding.cancel()
+        events.append(asyncio.Event())
+        tasks.append(asyncio.ensure_future(one(plan, events[-1])))
+    return list(await asyncio.gather(*tasks))
+
+
 def drive_phases(
     url: str,
     plans: Sequence[PhasePlan],
@@ -190,33 +229,37 @@ def drive_phases(
     """Each phase's workload in turn on the server at ``url``; no flush, no reset between them.
 
     Each phase's requests go to ``requests.<phase>.jsonl`` beside ``jsonl_path``; a phase stopped by
-    ``should_abort`` (the server died, the scenario bound) ends the run there.
+    ``should_abort`` (the server died, the scenario bound) ends the run there. A phase that joins the one
+    before starts when that one's requests are decoding, and runs beside it.
     """
     from harness.workload import run_workload  # aiohttp loads only when a server is driven
+
+    async def one(plan: PhasePlan, decoding: asyncio.Event) -> WorkloadResult:
+        return await run_workload(
+            url, list(plan.prompts), concurrency=plan.concurrency, request_rate=None,
+            max_new_tokens=plan.max_new_tokens, ignore_eos=plan.ignore_eos, temperature=plan.temperature,
+            stream=stream, warmup=plan.warmup, request_timeout_s=request_timeout_s,
+            jsonl_path=jsonl_path.with_name(f"{jsonl_path.stem}.{plan.name}{jsonl_path.suffix}"),
+            should_abort=should_abort, seed=plan.seed, progress=progress, headers=headers, decoding=decoding,
+        )
 
     by_phase: dict[str, tuple[RequestRecord, ...]] = {}
     metrics: dict[str, float | None] = {}
     aborted: str | None = None
     manifest: Manifest | None = None
     last: dict[str, float | None] = {}
-    for plan in plans:
-        result = asyncio.run(run_workload(
-            url, list(plan.prompts), concurrency=plan.concurrency, request_rate=None,
-            max_new_tokens=plan.max_new_tokens, ignore_eos=plan.ignore_eos, temperature=plan.temperature,
-            stream=stream, warmup=plan.warmup, request_timeout_s=request_timeout_s,
-            jsonl_path=jsonl_path.with_name(f"{jsonl_path.stem}.{plan.name}{jsonl_path.suffix}"),
-            should_abort=should_abort, seed=plan.seed, progress=progress, headers=headers,
-        ))
-        measured = tuple(r for r in result.records if not r.warmup)
-        by_phase[plan.name] = tuple(result.records)
-        last = derive_metrics(result.records, result.trace, result.manifest)
-        for name in _KEPT:
-            metrics[phase_metric(name, plan.name)] = last.get(name)
-        for name, value in phase_figures(measured).items():
-            metrics[phase_metric(name, plan.name)] = value
-        manifest = result.manifest
-        if result.aborted:
-            aborted = result.aborted
+    for members in _groups(plans):
+        for plan, result in zip(members, asyncio.run(_run_group(members, one))):
+            measured = tuple(r for r in result.records if not r.warmup)
+            by_phase[plan.name] = tuple(result.records)
+            last = derive_metrics(result.records, result.trace, result.manifest)
+            for name in _KEPT:
+                metrics[phase_metric(name, plan.name)] = last.get(name)
+            for name, value in phase_figures(measured).items():
+                metrics[phase_metric(name, plan.name)] = value
+            manifest = result.manifest
+            aborted = aborted or result.aborted
+        if aborted:
             break
     records = tuple(r for rs in by_phase.values() for r in rs)
     measured_all = [r for r in records if not r.warmup]

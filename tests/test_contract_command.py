@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness import contract
-from harness.contract_check import applies, check_package
+from harness.contract_check import applies, check_package, contract_table, wordings
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX_CITE = contract.FACTS[[f.name for f in contract.FACTS].index("FIX_MARKER")].cites[0]
@@ -49,7 +49,7 @@ def test_the_cited_releases_hold_and_a_changed_one_names_the_fact(version: str, 
     http = changed / "srt/entrypoints/http_server.py"
     http.write_text(http.read_text().replace(contract.READY_LINE, "The server is up."))
     # on its line; anywhere, for an uncited release on the same side of the fix
-    for as_version in (version, "0.5.13" if version == "0.5.14" else "0.5.99"):
+    for as_version in (version, "0.5.13" if version == "0.5.14" else "0.5.15.post1"):
         drifts, _ = check_package(changed, as_version)
         assert [d.fact for d in drifts] == ["READY_LINE"]
         assert "sglang/srt/entrypoints/http_server.py" in drifts[0].describe()
@@ -69,3 +69,53 @@ def test_exit_status() -> None:
     assert _cli("nonsense:x").returncode == 2
     no_sglang = _cli(f"python:{sys.executable}")  # the harness's own interpreter has no sglang
     assert no_sglang.returncode == 3, no_sglang.stderr
+
+
+RANK_CITES = contract.FACTS[[f.name for f in contract.FACTS].index("LOG_RANK_TAGS")].cites
+
+
+def test_a_reworded_line_is_looked_for_in_its_new_wording_from_its_release_on() -> None:
+    dp = RANK_CITES[0]
+    assert [w.text for w in wordings(dp, "0.5.15")] == [dp.text]  # a cited release: its own line
+    assert [w.text for w in wordings(dp, "0.5.13")] == [dp.text]  # before any rewording
+    assert [w.text for w in wordings(dp, "0.5.16")] == ['prefix += f" DP{shown_dp}"']
+    assert [w.text for w in wordings(dp, "0.5.23")] == ['prefix += f" DP{shown_dp}"']
+    pp = RANK_CITES[1]
+    assert [w.text for w in wordings(pp, "0.5.20")] == [pp.text]
+    assert [w.text for w in wordings(pp, "0.5.21")] == ['prefix += f" PP{parallel.pp_rank}"']
+    assert len(wordings(dp, "unknown")) == 2  # no version to go by: either wording holds
+    assert all(w.file == dp.file for w in wordings(dp, "0.5.16"))
+
+
+@pytest.mark.slow
+def test_a_rewording_holds_from_its_release_on_and_nowhere_else(tmp_path: Path) -> None:
+    from tests.real_sglang import real_sglang
+
+    changed = _copy_cited(real_sglang("0.5.15").package, tmp_path / "sglang")
+    sched = changed / "srt/managers/scheduler.py"
+    text = sched.read_text()
+    for old, new in (('f" DP{dp_rank}"', 'f" DP{shown_dp}"'), ('f" TP{tp_rank}"', 'f" TP{shown_tp}"'),
+                     ('f" EP{moe_ep_rank}"', 'f" EP{shown_moe_ep}"')):
+        assert old in text
+        text = text.replace(old, new)
+    sched.write_text(text)
+    # 0.5.16's wording (read in its wheel): the fact holds there and after, not as 0.5.15 or 0.5.13
+    assert "LOG_RANK_TAGS" not in {d.fact for d in check_package(changed, "0.5.16")[0]}
+    for version in ("0.5.15", "0.5.13"):
+        drifts = [d for d in check_package(changed, version)[0] if d.fact == "LOG_RANK_TAGS"]
+        assert {d.text for d in drifts} == {c.text for c in RANK_CITES[0::4] + RANK_CITES[5:6]}
+    sched.write_text(text.replace('f" TP{shown_tp}"', 'f" TP{tp_shown}"'))  # a wording nobody recorded
+    drifts = [d for d in check_package(changed, "0.5.16")[0] if d.fact == "LOG_RANK_TAGS"]
+    assert [d.text for d in drifts] == ['prefix += f" TP{shown_tp}"']
+    assert "sglang/srt/managers/scheduler.py lacks" in drifts[0].describe()
+
+
+@pytest.mark.slow
+def test_the_release_table_of_the_cited_releases() -> None:
+    from tests.real_sglang import real_sglang
+
+    table = contract_table({v: real_sglang(v).package for v in contract.VERSIONS}).splitlines()
+    assert table[0] == "| fact | 0.5.14 | 0.5.15 |"
+    assert len(table) == 2 + len(contract.FACTS) + 1
+    assert all(row.endswith("| yes | yes |") for row in table[2:-1])
+    assert table[-1] == "| **all hold** | **yes** | **yes** |"

@@ -207,3 +207,31 @@ def test_server_figures_name_each_acceptance_length() -> None:
         figures = read_server_figures(peer.base_url, metrics_enabled=True)
         expected = peer.stats.completion_tokens / peer.stats.verify_steps
     assert figures.as_metrics() == {"accept_length_server": pytest.approx(expected), "accept_length_gauge": 3.25}
+
+
+def test_the_resolved_attention_backends_are_read_as_sglang_resolves_them() -> None:
+    from harness.metrics import attention_backends
+
+    gemma_default = {"attention_backend": "triton", "decode_attention_backend": None,
+                     "speculative_draft_attention_backend": None}
+    got = attention_backends(gemma_default, speculative=True)
+    assert got is not None and (got.decode, got.draft, got.source) == ("triton", "triton", "server_info")
+    split = {**gemma_default, "decode_attention_backend": "trtllm_mha", "speculative_draft_attention_backend": "triton"}
+    got = attention_backends(split, speculative=True)
+    assert got is not None and (got.decode, got.draft) == ("trtllm_mha", "triton")
+    got = attention_backends(split, speculative=False)
+    assert got is not None and got.draft is None
+    assert attention_backends({"attention_backend": None}, speculative=True) is None
+    assert attention_backends({}, speculative=False) is None
+
+
+def test_a_server_that_never_answered_is_described_by_its_flags_else_its_default_line() -> None:
+    from harness.metrics import attention_from_start
+
+    flags = ["--model-path", "m", "--attention-backend", "trtllm_mha", "--speculative-draft-attention-backend=triton"]
+    got = attention_from_start(flags, "", speculative=True)
+    assert got is not None and (got.decode, got.draft, got.source) == ("trtllm_mha", "triton", "flags")
+    log = "[2026-12-01 10:00:00] Use triton as default attention backend for Gemma4\n"
+    got = attention_from_start(["--model-path", "m"], log, speculative=True)
+    assert got is not None and (got.decode, got.draft, got.source) == ("triton", "triton", "log")
+    assert attention_from_start(["--model-path", "m"], "no such line\n", speculative=True) is None

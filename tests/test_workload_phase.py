@@ -14,6 +14,7 @@ from harness.prompts import Prompt
 from harness.request_log import RequestRecord
 from harness.scenario import Case, ScenarioError, load_file
 from harness.workload_phase import (
+    _groups,
     evaluate_phase_checks,
     phase_figures,
     phase_metric,
@@ -95,6 +96,9 @@ def test_the_seed_scenario_is_stateful_with_the_issue_s_phases_and_flags() -> No
     ("phase: after, baseline: baseline", "phase: later, baseline: baseline", "no workload phase 'later'"),
     ("  phases:\n    after:", "  phases:\n    nowhere:", "no workload phase 'nowhere'"),
     ("  args: {", "  share_between_trials: true\n  args: {", "never shares a server between trials"),
+    ("      replay: baseline\n", "      replay: baseline\n      joins: baseline\n",
+     "joins 'baseline' must name the phase just before it (pressure)"),
+    ("    - name: baseline\n", "    - name: baseline\n      joins: pressure\n", "(none: it is the first)"),
 ])
 def test_bad_phases_are_one_line_errors_naming_file_line_and_field(tmp_path: Path, old: str, new: str,
                                                                   wanted: str) -> None:
@@ -102,6 +106,16 @@ def test_bad_phases_are_one_line_errors_naming_file_line_and_field(tmp_path: Pat
     lines = _errors(tmp_path, STATEFUL.replace(old, new, 1))
     assert len(lines) == 1 and wanted in lines[0], lines
     assert lines[0].startswith(f"{tmp_path / 's.yaml'}:"), lines  # FILE:LINE:COL first
+
+
+def test_a_joining_phase_needs_a_stream_and_runs_beside_the_one_it_joins(tmp_path: Path) -> None:
+    joining = STATEFUL.replace("      replay: baseline\n", "      replay: baseline\n      joins: pressure\n")
+    (case,) = load_file(_write(tmp_path, joining)).cases
+    plans = phase_plans(case, lambda c, t: [Prompt(input_ids=(1,), text=None, tokens=1)] * c.scenario.workload.requests, 0)
+    assert [p.joins for p in plans] == [None, None, "pressure"]
+    assert [[p.name for p in g] for g in _groups(plans)] == [["baseline"], ["pressure", "after"]]
+    lines = _errors(tmp_path, joining.replace("  max_new_tokens: 4\n", "  max_new_tokens: 4\n  stream: false\n", 1))
+    assert len(lines) == 1 and "joins waits for the first streamed token" in lines[0], lines
 
 
 def test_phase_plans_replay_the_earlier_phase_s_prompts(tmp_path: Path) -> None:

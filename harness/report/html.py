@@ -100,6 +100,8 @@ def _build_cell(role: RoleResult) -> str:
     text = f"<code>{_e(role.build)}</code>"
     if role.is_reference_server:
         text += ' <span class="sim">reference server (CPU model, not SGLang)</span>'
+    if role.attention_backend:
+        text += f' · attention backend <code>{_e(role.attention_backend)}</code>'
     return text
 
 

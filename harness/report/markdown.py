@@ -44,6 +44,8 @@ def _build_cell(role: RoleResult) -> str:
     text = _code(role.build)
     if role.is_reference_server:
         text += " — *reference server (CPU model, not SGLang)*"
+    if role.attention_backend:
+        text += f" · attention backend {_code(role.attention_backend)}"
     return text
 
 

@@ -263,6 +263,10 @@ class WorkloadPhase(_Strict):
 
     Unset fields take the workload's own values. ``replay`` sends an earlier phase's prompts again (the
     prefix cache holds them, on the device or, after pressure, on the host), instead of ``prompt``.
+    ``joins`` names the phase just before: this phase starts once each of that phase's measured requests
+    has streamed its first token (its prefill is done and it sits in the running batch, decoding), while
+    it still runs, instead of after it ends; so its requests join a busy batch (sglang#28264: a prefill
+    merged into a running batch carries no stale out_cache_loc).
     """
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=40)
@@ -275,6 +279,7 @@ class WorkloadPhase(_Strict):
     ignore_eos: bool | None = None
     temperature: float | None = Field(default=None, ge=0)
     warmup: int = Field(default=0, ge=0, le=1_000_000)
+    joins: str | None = None
 
     @model_validator(mode="after")
     def _source(self) -> WorkloadPhase:
@@ -311,6 +316,14 @@ class Workload(_Strict):
             if phase.replay is not None and phase.replay not in seen:
                 raise ValueError(f"phases[{i}] ({phase.name}): replay {excerpt(phase.replay)} names no earlier phase "
                                  f"(earlier: {', '.join(seen) or 'none'})")
+            if phase.joins is not None:
+                before = seen[-1] if seen else None
+                if phase.joins != before:
+                    raise ValueError(f"phases[{i}] ({phase.name}): joins {excerpt(phase.joins)} must name the phase "
+                                     f"just before it ({before or 'none: it is the first'})")
+                if not self.stream:
+                    raise ValueError(f"phases[{i}] ({phase.name}): joins waits for the first streamed token of "
+                                     f"{phase.joins}'s requests: it needs workload.stream true")
             seen.append(phase.name)
         return self
 

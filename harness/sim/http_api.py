@@ -235,6 +235,8 @@ async def server_info(request: web.Request) -> web.Response:
     state: ApiState = request.app["state"]
     stats = await _stats(state)
     flat = {k: v for k, v in vars(state.args).items()}
+    # SGLang reports its settings after post-init, Gemma-4's default backend filled in (RESOLVED_ATTENTION_KEYS)
+    flat["attention_backend"] = state.settings.server_attention_backend
     if state.settings.speculative:
         flat["speculative_algorithm"] = "FROZEN_KV_MTP"
     internal = {"last_gen_throughput": stats["gen_throughput"], "memory_usage": {"kv_free_slots": stats["free_kv_slots"]}}

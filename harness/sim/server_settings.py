@@ -60,7 +60,7 @@ class SchedulerSettings:
     num_draft_tokens: int
     eager_draft: bool
     disable_cuda_graph: bool
-    attention_backend: str
+    attention_backend: str  # the decode side (--decode-attention-backend, else the one below)
     draft_attention_backend: str
     hybrid_swa: bool
     max_running_requests: int
@@ -80,6 +80,9 @@ class SchedulerSettings:
     hicache_ratio: float = 2.0
     hicache_size_gb: int = 0
     draft_cache: str = "post-fix"  # the HiCache load-back of the draft's view (harness.sim.radix_cache)
+    # What SGLang's settings hold as attention_backend after post-init (the flag, else Gemma-4's default), which
+    # /server_info reports (harness.contract RESOLVED_ATTENTION_KEYS).
+    server_attention_backend: str = "triton"
 
 
 class SettingsError(ValueError):
@@ -180,7 +183,8 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
     num_steps = args.speculative_num_steps or 3
     topk = args.speculative_eagle_topk or 1
     num_draft_tokens = args.speculative_num_draft_tokens or (num_steps * topk + 1)
-    backend = args.decode_attention_backend or _attention_backend(args, target)
+    server_backend = _attention_backend(args, target)
+    backend = args.decode_attention_backend or server_backend
     draft_backend = args.speculative_draft_attention_backend or backend
     if speculative and topk > 1 and draft_backend != "triton":
         # SGLang raises this ValueError in the draft worker (frozen_kv_mtp_worker_v2.py 0.5.14 :246-251).
@@ -217,4 +221,5 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
         chunked_prefill_size=_DEFAULT_CHUNKED_PREFILL if args.chunked_prefill_size is None else args.chunked_prefill_size,
         radix_cache=not args.disable_radix_cache, hicache=bool(args.enable_hierarchical_cache),
         hicache_ratio=float(args.hicache_ratio), hicache_size_gb=args.hicache_size, draft_cache=args.sim_draft_cache,
+        server_attention_backend=server_backend,
     )
