@@ -6,9 +6,12 @@ peak RSS are measured: ``sglang-repro dashboard`` cold (no detection cached), ag
 night is recorded (what a nightly's review costs: only the new night is recomputed), and
 ``store export`` as HUD records and as Parquet. With ``--baseline CHECKOUT`` the same commands run
 from that checkout too, in the same run, each on its own copy of the store (a version the
-checkout does not know is not opened by it).
+checkout does not know is not opened by it). ``--baseline-rev REV`` (repeatable) does the same for a
+revision of this repository, unpacked with ``git archive`` into the run's temporary folder, so that a
+fresh clone measures the previous implementations beside this one without preparing a checkout.
 
     .venv/bin/python benchmarks/bench_dashboard.py [--nights 365 --cases 200] [--baseline /tmp/before]
+        [--baseline-rev be4b0bf --baseline-rev 0b9cf12^1]
 """
 
 from __future__ import annotations
@@ -109,12 +112,24 @@ def _round(checkout: Path, db: Path, site: Path, nights: int, cases: int, parts:
     return out
 
 
+def _unpack(rev: str, into: Path) -> Path:
+    """``git archive REV`` of this repository unpacked into ``into``: a checkout of that revision's files."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], capture_output=True, timeout=300)
+    if archive.returncode != 0:
+        raise SystemExit(f"--baseline-rev {rev}: git archive failed: {archive.stderr.decode(errors='replace').strip()}")
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True, timeout=300)
+    return into
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nights", type=int, default=365)
     ap.add_argument("--cases", type=int, default=200)
     ap.add_argument("--store", type=Path, default=None, help="keep the filled store here and reuse it")
     ap.add_argument("--baseline", type=Path, default=None, help="another checkout to measure in the same run")
+    ap.add_argument("--baseline-rev", action="append", default=[],
+                    help="a revision of this repository to measure in the same run (repeatable)")
     ap.add_argument("--parts", default="dashboard,exports", help="what to measure: dashboard, exports or both")
     ap.add_argument("--work", type=Path, default=None, help="unused; accepted like the other benchmarks")
     ap.add_argument("--out", type=Path, default=None)
@@ -127,10 +142,13 @@ def main() -> None:
         master.parent.mkdir(parents=True, exist_ok=True)
         fill = _fill(master, args.nights, args.cases)
         rounds = {}
-        for label, checkout in (("this", REPO), ("baseline", args.baseline)):
+        arms: list[tuple[str, Path | None]] = [("this", REPO), ("baseline", args.baseline)]
+        for i, rev in enumerate(args.baseline_rev):
+            arms.append((f"rev {rev}", _unpack(rev, Path(tmp) / f"rev-{i}")))
+        for label, checkout in arms:
             if checkout is None:
                 continue
-            work = Path(tmp) / label
+            work = Path(tmp) / label.replace(" ", "-").replace("/", "-")
             work.mkdir()
             db = work / "year.db"
             shutil.copyfile(master, db)  # each checkout on a store as filled (this one caches detection in it)
@@ -144,13 +162,16 @@ def main() -> None:
         result.update(dashboard_s=rounds["this"]["dashboard_cold"]["s"],
                       dashboard_peak_rss_mib=rounds["this"]["dashboard_cold"]["peak_rss_mib"],
                       site_mib=rounds["this"]["site_mib"])
-    if "baseline" in rounds:
-        result["ratio_this_over_baseline"] = {
-            k: {"time": round(rounds["this"][k]["s"] / rounds["baseline"][k]["s"], 3),
-                "cpu": round(rounds["this"][k]["cpu_s"] / max(0.01, rounds["baseline"][k]["cpu_s"]), 3),
-                "peak_rss": round(rounds["this"][k]["peak_rss_mib"] / rounds["baseline"][k]["peak_rss_mib"], 3)}
+    for label in rounds:
+        if label == "this":
+            continue
+        base = rounds[label]
+        result["ratio_this_over_baseline" if label == "baseline" else f"ratio_this_over {label}"] = {
+            k: {"time": round(rounds["this"][k]["s"] / base[k]["s"], 3),
+                "cpu": round(rounds["this"][k]["cpu_s"] / max(0.01, base[k]["cpu_s"]), 3),
+                "peak_rss": round(rounds["this"][k]["peak_rss_mib"] / base[k]["peak_rss_mib"], 3)}
             for k in ("dashboard_cold", "dashboard_next_night", "export_hud", "export_parquet")
-            if k in rounds["this"] and rounds["baseline"][k]["s"]}
+            if k in rounds["this"] and base[k]["s"]}
     emit(result, args.out)
 
 
