@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,8 @@ def _measure(checkout: Path, argv: list[str]) -> dict[str, Any]:
             "load_1m": round(os.getloadavg()[0], 2)}
 
 
-def _round(checkout: Path, db: Path, site: Path, nights: int, cases: int, parts: set[str]) -> dict[str, Any]:
+def _round(checkout: Path, db: Path, site: Path, nights: int, cases: int, parts: set[str],
+           formats: Sequence[str] = ("hud", "parquet")) -> dict[str, Any]:
     """The commands from one checkout, on its own copy of the store."""
     out: dict[str, Any] = {"checkout": str(checkout)}
     if "dashboard" in parts:
@@ -102,13 +104,10 @@ def _round(checkout: Path, db: Path, site: Path, nights: int, cases: int, parts:
         out["dashboard_next_night"] = _measure(checkout, ["dashboard", "--store", str(db), "-o", str(site)])
     if "exports" not in parts:
         return out
-    hud = db.parent / "export.hud.json"
-    out["export_hud"] = _measure(checkout, ["store", "export", "--store", str(db), "--format", "hud", "-o", str(hud)])
-    out["export_hud"]["file_mib"] = round(hud.stat().st_size / 2**20, 2)
-    pq = db.parent / "export.parquet"
-    out["export_parquet"] = _measure(checkout, ["store", "export", "--store", str(db), "--format", "parquet",
-                                                "-o", str(pq)])
-    out["export_parquet"]["file_mib"] = round(pq.stat().st_size / 2**20, 2)
+    for fmt in formats:
+        path = db.parent / f"export.{fmt}"
+        out[f"export_{fmt}"] = _measure(checkout, ["store", "export", "--store", str(db), "--format", fmt, "-o", str(path)])
+        out[f"export_{fmt}"]["file_mib"] = round(path.stat().st_size / 2**20, 2)
     return out
 
 
@@ -131,10 +130,14 @@ def main() -> None:
     ap.add_argument("--baseline-rev", action="append", default=[],
                     help="a revision of this repository to measure in the same run (repeatable)")
     ap.add_argument("--parts", default="dashboard,exports", help="what to measure: dashboard, exports or both")
+    ap.add_argument("--exports", default="hud,parquet", help="the export formats measured (hud, parquet or both)")
     ap.add_argument("--work", type=Path, default=None, help="unused; accepted like the other benchmarks")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     parts = set(args.parts.split(","))
+    formats = [f for f in args.exports.split(",") if f]
+    if not set(formats) <= {"hud", "parquet"}:
+        raise SystemExit(f"--exports {args.exports}: name hud, parquet or both")
     if not parts or not parts <= {"dashboard", "exports"}:
         raise SystemExit(f"--parts {args.parts}: name dashboard, exports or both")
     with tempfile.TemporaryDirectory() as tmp:
@@ -152,7 +155,7 @@ def main() -> None:
             work.mkdir()
             db = work / "year.db"
             shutil.copyfile(master, db)  # each checkout on a store as filled (this one caches detection in it)
-            rounds[label] = _round(checkout.resolve(), db, work / "site", args.nights, args.cases, parts)
+            rounds[label] = _round(checkout.resolve(), db, work / "site", args.nights, args.cases, parts, formats)
     result: dict[str, Any] = {
         "question": "dashboard and exports for a store of nightly history",
         "points": args.nights * args.cases * len(METRICS), "nights": args.nights, "cases": args.cases,

@@ -119,12 +119,13 @@ def _from_cache(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[f
 
 
 def _detect(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]],
-            cached: Mapping[str, Any] | None, hot: np.ndarray | None = None
+            restored: tuple[Tracker | None, int], hot: np.ndarray | None = None
             ) -> tuple[list[Finding], dict[str, Any] | None]:
-    """``steps.detect`` from the cached state where it still holds; the findings and the row to cache.
-    ``hot``: the series' hot nights (``screen.hot_nights``) when it is replayed from its first point."""
+    """``steps.detect`` from the cached state where it still holds (``restored``: ``_from_cache``'s answer);
+    the findings and the row to cache. ``hot``: the series' hot nights (``screen.hot_nights``) when it is
+    replayed from its first point."""
     n = len(values)
-    tracker, start = _from_cache(rule, values, trials, cached)
+    tracker, start = restored
     if tracker is None and hot is not None:
         tracker, start = screen.replay(rule, values, trials, hot), 0
         pushed = n
@@ -144,12 +145,11 @@ def _detect(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float
 _Job = tuple[CaseKey, str, Rule, Sequence[float], Sequence[Sequence[float]]]
 
 
-def _screened(jobs: Sequence[_Job], known: Mapping[str, Mapping[str, Any]], cases: Mapping[CaseKey, CasePoints]
+def _screened(jobs: Sequence[_Job], restored: Mapping[tuple[CaseKey, str], tuple[Tracker | None, int]]
               ) -> dict[tuple[CaseKey, str], np.ndarray]:
     """The hot nights of every series that is replayed from its first point and can be screened, all at once."""
     cold = [(key, metric, values) for key, metric, rule, values, trials in jobs
-            if screen.screenable(trials, values)
-            and _from_cache(rule, values, trials, known.get(series_key(cases[key], metric, rule)))[0] is None]
+            if restored[(key, metric)][0] is None and screen.screenable(trials, values)]
     hot = screen.hot_nights([np.asarray(v, dtype=float) for _, _, v in cold])
     return {(key, metric): h for (key, metric, _), h in zip(cold, hot)}
 
@@ -180,14 +180,17 @@ def findings_of(store: Store | None, cases: Sequence[CasePoints],
             return []
 
         case_findings(cp, tol.get(cp.scenario), detector=collect)
-    hot = _screened(jobs, known, by_key)
+    # Each series' cached state restored once (its digest and replayed inputs are most of a cached night's cost).
+    restored = {(key, metric): _from_cache(rule, values, trials, known.get(series_key(by_key[key], metric, rule)))
+                for key, metric, rule, values, trials in jobs}
+    hot = _screened(jobs, restored)
     fresh: list[dict[str, Any]] = []
     out: dict[CaseKey, list[SeriesFindings]] = {}
     for key, cp in by_key.items():
         def cached(metric: str, rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]],
                    cp: CasePoints = cp, key: CaseKey = key) -> list[Finding]:
             skey = series_key(cp, metric, rule)
-            findings, row = _detect(rule, values, trials, known.get(skey), hot.get((key, metric)))
+            findings, row = _detect(rule, values, trials, restored[(key, metric)], hot.get((key, metric)))
             if row is not None:
                 fresh.append({"series_key": skey, **row, "updated_at": now})
             return findings
