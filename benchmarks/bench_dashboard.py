@@ -6,9 +6,12 @@ peak RSS are measured: ``sglang-repro dashboard`` cold (no detection cached), ag
 night is recorded (what a nightly's review costs: only the new night is recomputed), and
 ``store export`` as HUD records and as Parquet. With ``--baseline CHECKOUT`` the same commands run
 from that checkout too, in the same run, each on its own copy of the store (a version the
-checkout does not know is not opened by it).
+checkout does not know is not opened by it). ``--baseline-rev REV`` (repeatable) does the same for a
+revision of this repository, unpacked with ``git archive`` into the run's temporary folder, so that a
+fresh clone measures the previous implementations beside this one without preparing a checkout.
 
     .venv/bin/python benchmarks/bench_dashboard.py [--nights 365 --cases 200] [--baseline /tmp/before]
+        [--baseline-rev be4b0bf --baseline-rev 0b9cf12^1]
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +93,8 @@ def _measure(checkout: Path, argv: list[str]) -> dict[str, Any]:
             "load_1m": round(os.getloadavg()[0], 2)}
 
 
-def _round(checkout: Path, db: Path, site: Path, nights: int, cases: int, parts: set[str]) -> dict[str, Any]:
+def _round(checkout: Path, db: Path, site: Path, nights: int, cases: int, parts: set[str],
+           formats: Sequence[str] = ("hud", "parquet")) -> dict[str, Any]:
     """The commands from one checkout, on its own copy of the store."""
     out: dict[str, Any] = {"checkout": str(checkout)}
     if "dashboard" in parts:
@@ -99,14 +104,21 @@ def _round(checkout: Path, db: Path, site: Path, nights: int, cases: int, parts:
         out["dashboard_next_night"] = _measure(checkout, ["dashboard", "--store", str(db), "-o", str(site)])
     if "exports" not in parts:
         return out
-    hud = db.parent / "export.hud.json"
-    out["export_hud"] = _measure(checkout, ["store", "export", "--store", str(db), "--format", "hud", "-o", str(hud)])
-    out["export_hud"]["file_mib"] = round(hud.stat().st_size / 2**20, 2)
-    pq = db.parent / "export.parquet"
-    out["export_parquet"] = _measure(checkout, ["store", "export", "--store", str(db), "--format", "parquet",
-                                                "-o", str(pq)])
-    out["export_parquet"]["file_mib"] = round(pq.stat().st_size / 2**20, 2)
+    for fmt in formats:
+        path = db.parent / f"export.{fmt}"
+        out[f"export_{fmt}"] = _measure(checkout, ["store", "export", "--store", str(db), "--format", fmt, "-o", str(path)])
+        out[f"export_{fmt}"]["file_mib"] = round(path.stat().st_size / 2**20, 2)
     return out
+
+
+def _unpack(rev: str, into: Path) -> Path:
+    """``git archive REV`` of this repository unpacked into ``into``: a checkout of that revision's files."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], capture_output=True, timeout=300)
+    if archive.returncode != 0:
+        raise SystemExit(f"--baseline-rev {rev}: git archive failed: {archive.stderr.decode(errors='replace').strip()}")
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True, timeout=300)
+    return into
 
 
 def main() -> None:
@@ -115,11 +127,17 @@ def main() -> None:
     ap.add_argument("--cases", type=int, default=200)
     ap.add_argument("--store", type=Path, default=None, help="keep the filled store here and reuse it")
     ap.add_argument("--baseline", type=Path, default=None, help="another checkout to measure in the same run")
+    ap.add_argument("--baseline-rev", action="append", default=[],
+                    help="a revision of this repository to measure in the same run (repeatable)")
     ap.add_argument("--parts", default="dashboard,exports", help="what to measure: dashboard, exports or both")
+    ap.add_argument("--exports", default="hud,parquet", help="the export formats measured (hud, parquet or both)")
     ap.add_argument("--work", type=Path, default=None, help="unused; accepted like the other benchmarks")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     parts = set(args.parts.split(","))
+    formats = [f for f in args.exports.split(",") if f]
+    if not set(formats) <= {"hud", "parquet"}:
+        raise SystemExit(f"--exports {args.exports}: name hud, parquet or both")
     if not parts or not parts <= {"dashboard", "exports"}:
         raise SystemExit(f"--parts {args.parts}: name dashboard, exports or both")
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,14 +145,17 @@ def main() -> None:
         master.parent.mkdir(parents=True, exist_ok=True)
         fill = _fill(master, args.nights, args.cases)
         rounds = {}
-        for label, checkout in (("this", REPO), ("baseline", args.baseline)):
+        arms: list[tuple[str, Path | None]] = [("this", REPO), ("baseline", args.baseline)]
+        for i, rev in enumerate(args.baseline_rev):
+            arms.append((f"rev {rev}", _unpack(rev, Path(tmp) / f"rev-{i}")))
+        for label, checkout in arms:
             if checkout is None:
                 continue
-            work = Path(tmp) / label
+            work = Path(tmp) / label.replace(" ", "-").replace("/", "-")
             work.mkdir()
             db = work / "year.db"
             shutil.copyfile(master, db)  # each checkout on a store as filled (this one caches detection in it)
-            rounds[label] = _round(checkout.resolve(), db, work / "site", args.nights, args.cases, parts)
+            rounds[label] = _round(checkout.resolve(), db, work / "site", args.nights, args.cases, parts, formats)
     result: dict[str, Any] = {
         "question": "dashboard and exports for a store of nightly history",
         "points": args.nights * args.cases * len(METRICS), "nights": args.nights, "cases": args.cases,
@@ -144,13 +165,16 @@ def main() -> None:
         result.update(dashboard_s=rounds["this"]["dashboard_cold"]["s"],
                       dashboard_peak_rss_mib=rounds["this"]["dashboard_cold"]["peak_rss_mib"],
                       site_mib=rounds["this"]["site_mib"])
-    if "baseline" in rounds:
-        result["ratio_this_over_baseline"] = {
-            k: {"time": round(rounds["this"][k]["s"] / rounds["baseline"][k]["s"], 3),
-                "cpu": round(rounds["this"][k]["cpu_s"] / max(0.01, rounds["baseline"][k]["cpu_s"]), 3),
-                "peak_rss": round(rounds["this"][k]["peak_rss_mib"] / rounds["baseline"][k]["peak_rss_mib"], 3)}
+    for label in rounds:
+        if label == "this":
+            continue
+        base = rounds[label]
+        result["ratio_this_over_baseline" if label == "baseline" else f"ratio_this_over {label}"] = {
+            k: {"time": round(rounds["this"][k]["s"] / base[k]["s"], 3),
+                "cpu": round(rounds["this"][k]["cpu_s"] / max(0.01, base[k]["cpu_s"]), 3),
+                "peak_rss": round(rounds["this"][k]["peak_rss_mib"] / base[k]["peak_rss_mib"], 3)}
             for k in ("dashboard_cold", "dashboard_next_night", "export_hud", "export_parquet")
-            if k in rounds["this"] and rounds["baseline"][k]["s"]}
+            if k in rounds["this"] and base[k]["s"]}
     emit(result, args.out)
 
 

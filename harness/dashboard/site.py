@@ -138,6 +138,13 @@ def _charts(cp: CasePoints, n: int, found: Sequence[SeriesFindings],
             incidents: Sequence[StoredIncident] = ()) -> list[_Chart]:
     out: list[_Chart] = []
     marks = _incident_marks(cp, incidents)
+    # A point's tick and hover label are the same in every metric's chart of the case: escaped once.
+    ticks: dict[int, str] = {}
+    labels: dict[int, str] = {}
+    for i in sorted({i for sf in found for i in sf.indices}):
+        p = cp.points[i]
+        ticks[i] = _pe(_build_name(p))
+        labels[i] = f"{_pe(p.build_label)}<br>{_pe(p.started_at[:10])}"
     for sf in found:
         idx = list(sf.indices)
         chart_id = f"c{n}-{len(out)}"
@@ -156,9 +163,8 @@ def _charts(cp: CasePoints, n: int, found: Sequence[SeriesFindings],
         changes += marks
         out.append(_Chart({"id": chart_id, "metric": _pe(sf.metric),
                            "title": _pe(f"{cp.case} · {sf.metric} · {cp.hardware}"),
-                           "x": idx, "y": values, "ticks": [_pe(_build_name(cp.points[i])) for i in idx],
-                           "labels": [f"{_pe(cp.points[i].build_label)}<br>{_pe(cp.points[i].started_at[:10])}"
-                                      for i in idx],
+                           "x": idx, "y": values, "ticks": [ticks[i] for i in idx],
+                           "labels": [labels[i] for i in idx],
                            "trials_x": trials_x, "trials_y": trials_y, "changes": changes},
                           f'<div class="chart" id="{_e(chart_id)}"></div>'))
     return out

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import InfraError
-from harness.history import steps
+from harness.history import screen, steps
 from harness.history.alerts import SeriesFindings, case_findings
 from harness.history.series import CasePoints
 from harness.history.steps import Finding, Rule, Tracker
@@ -104,19 +104,35 @@ def _restore(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[floa
     return tracker
 
 
-def _detect(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]],
-            cached: Mapping[str, Any] | None) -> tuple[list[Finding], dict[str, Any] | None]:
-    """``steps.detect`` from the cached state where it still holds; the findings and the row to cache."""
+def _from_cache(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]],
+                cached: Mapping[str, Any] | None) -> tuple[Tracker | None, int]:
+    """The tracker restored from the cached state where it still holds, and the points it has; (None, 0)
+    when the series must be replayed from its first point."""
     n = len(values)
-    tracker, start = None, 0
     if cached is not None and cached["detector"] == DETECTOR and 0 < int(cached["points"]) <= n:
         m = int(cached["points"])
         if cached["inputs"] == _inputs_digest(values, trials, m):
             tracker = _restore(rule, values, trials, m, str(cached["state"]))
-            start = m if tracker is not None else 0
-    if tracker is None:
-        tracker = Tracker(rule)
-    for i in range(start, n):
+            if tracker is not None:
+                return tracker, m
+    return None, 0
+
+
+def _detect(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]],
+            restored: tuple[Tracker | None, int], hot: np.ndarray | None = None
+            ) -> tuple[list[Finding], dict[str, Any] | None]:
+    """``steps.detect`` from the cached state where it still holds (``restored``: ``_from_cache``'s answer);
+    the findings and the row to cache. ``hot``: the series' hot nights (``screen.hot_nights``) when it is
+    replayed from its first point."""
+    n = len(values)
+    tracker, start = restored
+    if tracker is None and hot is not None:
+        tracker, start = screen.replay(rule, values, trials, hot), 0
+        pushed = n
+    else:
+        tracker = tracker or Tracker(rule)
+        pushed = start
+    for i in range(pushed, n):
         tracker.push(values[i], trials[i])
     state = _state(tracker) if start < n else None  # nothing new: the cached row stays as it is
     tail = tracker.suspicious()
@@ -124,6 +140,18 @@ def _detect(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float
     if state is None:
         return findings, None
     return findings, {"detector": DETECTOR, "points": n, "inputs": _inputs_digest(values, trials, n), "state": state}
+
+
+_Job = tuple[CaseKey, str, Rule, Sequence[float], Sequence[Sequence[float]]]
+
+
+def _screened(jobs: Sequence[_Job], restored: Mapping[tuple[CaseKey, str], tuple[Tracker | None, int]]
+              ) -> dict[tuple[CaseKey, str], np.ndarray]:
+    """The hot nights of every series that is replayed from its first point and can be screened, all at once."""
+    cold = [(key, metric, values) for key, metric, rule, values, trials in jobs
+            if restored[(key, metric)][0] is None and screen.screenable(trials, values)]
+    hot = screen.hot_nights([np.asarray(v, dtype=float) for _, _, v in cold])
+    return {(key, metric): h for (key, metric, _), h in zip(cold, hot)}
 
 
 def findings_of(store: Store | None, cases: Sequence[CasePoints],
@@ -141,18 +169,33 @@ def findings_of(store: Store | None, cases: Sequence[CasePoints],
         log.warning("detection cache not read, every series replayed: %s", exc)
         known = {}
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    by_key = {(cp.scenario, cp.case, cp.hardware): cp for cp in cases}
+    # First the series themselves (case_findings says which, with which rule), then every cold one
+    # screened at once, then each series' findings.
+    jobs: list[_Job] = []
+    for key, cp in by_key.items():
+        def collect(metric: str, rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]],
+                    key: CaseKey = key) -> list[Finding]:
+            jobs.append((key, metric, rule, values, trials))
+            return []
+
+        case_findings(cp, tol.get(cp.scenario), detector=collect)
+    # Each series' cached state restored once (its digest and replayed inputs are most of a cached night's cost).
+    restored = {(key, metric): _from_cache(rule, values, trials, known.get(series_key(by_key[key], metric, rule)))
+                for key, metric, rule, values, trials in jobs}
+    hot = _screened(jobs, restored)
     fresh: list[dict[str, Any]] = []
     out: dict[CaseKey, list[SeriesFindings]] = {}
-    for cp in cases:
+    for key, cp in by_key.items():
         def cached(metric: str, rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]],
-                   cp: CasePoints = cp) -> list[Finding]:
-            key = series_key(cp, metric, rule)
-            findings, row = _detect(rule, values, trials, known.get(key))
+                   cp: CasePoints = cp, key: CaseKey = key) -> list[Finding]:
+            skey = series_key(cp, metric, rule)
+            findings, row = _detect(rule, values, trials, restored[(key, metric)], hot.get((key, metric)))
             if row is not None:
-                fresh.append({"series_key": key, **row, "updated_at": now})
+                fresh.append({"series_key": skey, **row, "updated_at": now})
             return findings
 
-        out[(cp.scenario, cp.case, cp.hardware)] = case_findings(cp, tol.get(cp.scenario), detector=cached)
+        out[key] = case_findings(cp, tol.get(cp.scenario), detector=cached)
     try:
         store.put_detections(fresh)
     except InfraError as exc:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -231,24 +232,117 @@ def hud_records(frame: pd.DataFrame, *, repo: str = "sgl-project/sglang") -> lis
             for first, values, outcomes in _hud_groups(rows.to_dict("records"))]
 
 
+def _runs_query(store: Store, order: Sequence[str], columns: Sequence[str] | None = None) -> Select[Any]:
+    """The runs (no metrics), sorted by ``order`` in byte order of the text; ``columns`` (default: all)."""
+    base = runs_select().subquery("r")
+    picked = list(base.c) if columns is None else [base.c[name] for name in columns]
+    by = {c.key: c for c in picked}
+    collation = 'C' if store.dialect == "postgresql" else "BINARY"  # Python's order of str, on both
+    keys = [(by[name].collate(collation) if isinstance(by[name].type, (String, Text)) else by[name]).asc().nulls_last()
+            for name in order]
+    return select(*picked).order_by(*keys)
+
+
+_Metrics = dict[str, list[tuple[str, float]]]
+
+
+def _row_key(query: Select[Any], fields: Sequence[str]) -> Callable[[Any], tuple[Any, ...]]:
+    """The ``fields`` of a row of ``query`` as a tuple, by position (a row's lookup by name costs more)."""
+    names = [str(c.key) for c in query.selected_columns]
+    pos = [names.index(k) for k in fields]
+    return lambda row: tuple(row[i] for i in pos)
+
+
+def _run_groups(store: Store, query: Select[Any], group: Sequence[str]) -> Iterator[tuple[list[Any], _Metrics]]:
+    """The runs of ``query`` (sorted so that equal ``group`` fields are adjacent) in parts of whole groups,
+    each with its runs' metrics: a group (a point's trials) is never cut by a part's end, and a part holds
+    at most ``EXPORT_ROWS // 10`` runs beyond one group (about ``EXPORT_ROWS`` metric values)."""
+    pending: list[Any] = []
+    pending_metrics: _Metrics = {}
+    key = _row_key(query, group)
+    for part, by_run in store.stream_runs_with_metrics(query, runs_per_part=max(1, EXPORT_ROWS // 10)):
+        rows = [*pending, *part]
+        known = {**pending_metrics, **by_run}
+        last = key(rows[-1])
+        cut = len(rows)
+        while cut > 0 and key(rows[cut - 1]) == last:
+            cut -= 1
+        pending = rows[cut:]  # the last group may go on in the next part
+        pending_metrics = {r.run_id: known.pop(r.run_id) for r in pending if r.run_id in known}
+        if cut:
+            yield rows[:cut], known
+    if pending:
+        yield pending, pending_metrics
+
+
+def _runs_of(rows: list[Any], key: Callable[[Any], tuple[Any, ...]]) -> Iterator[list[Any]]:
+    """The runs of adjacent rows with equal ``key``."""
+    start = 0
+    for i in range(1, len(rows) + 1):
+        if i == len(rows) or key(rows[i]) != key(rows[start]):
+            yield rows[start:i]
+            start = i
+
+
+def _json_number(v: float) -> str:
+    """A float as ``json.dumps`` writes it."""
+    return float.__repr__(v) if v == v and v not in (float("inf"), float("-inf")) else json.dumps(v)
+
+
+@functools.lru_cache(maxsize=1024)
+def _hud_metric_text(name: str) -> tuple[str, str]:
+    """The text of ``_hud_metric``'s dict around its values and outcomes (a few metric names: made once each)."""
+    facts = _metric_facts(name)
+    return ('{"name": ' + json.dumps(name) + ', "benchmark_values": [',
+            (", " + json.dumps(facts)[1:-1] if facts else "") + "}}")
+
+
 def _write_hud(store: Store, tmp: Path, repo: str = "sgl-project/sglang") -> int:
-    """The records as one JSON array, one record a line, written record by record into ``tmp`` (the
-    temporary file of :func:`harness.atomic.replace_with`): json's C encoder (an indented dump runs its
-    pure-Python one, 5x the time at 730k records, and a third more bytes)."""
-    query = _export_select(store, (*_HUD_KEY, "trial", "run_id"), with_metrics_only=True, columns=_HUD_COLUMNS)
-    rows = (r._mapping for part in store.stream(query, rows=EXPORT_ROWS) for r in part)
+    """The records as one JSON array, one record a line, the bytes ``json.dumps`` of each ``hud_records``
+    record gives, written point by point into ``tmp`` (the temporary file of
+    :func:`harness.atomic.replace_with`). The runs come sorted by the point (the key less the metric) and
+    the trial, their metrics by run id; a point's records are its metric names in order. A run's shared
+    fields are encoded once by json (its C encoder), a record's metric around its values from a template."""
+    point = _HUD_KEY[:-1]
+    query = _runs_query(store, (*point, "trial", "run_id"), _HUD_COLUMNS)
+    key = _row_key(query, point)
     n = 0
     with tmp.open("w", encoding="utf-8") as f:
-        shared: tuple[Any, ...] | None = None
-        head = ""
-        for first, values, outcomes in _hud_groups(rows):
-            here = tuple(first[k] for k in _COMMON_FIELDS)
-            if here != shared:  # a run's every metric shares all but the last key: its text is encoded once
-                shared, head = here, json.dumps(_hud_common(first, repo))[:-1]
-            f.write(("[\n" if n == 0 else ",\n") + head + ', "metric": ' + json.dumps(_hud_metric(first, values, outcomes))
-                    + "}")
-            n += 1
+        for rows, metrics_of in _run_groups(store, query, point):
+            for trials in _runs_of(rows, key):
+                n = _write_point(f, trials, metrics_of, repo, n)
         f.write("\n]\n" if n else "[]\n")
+    return n
+
+
+_RUN_ID, _OUTCOME = _HUD_COLUMNS.index("run_id"), _HUD_COLUMNS.index("outcome")
+
+
+def _write_point(f: Any, trials: Sequence[Any], metrics_of: _Metrics, repo: str, n: int) -> int:
+    """One point's records (a metric each, its trials' values in trial order); the records written so far."""
+    by_name: dict[str, tuple[int, list[float], list[str]]] = {}
+    for at, run in enumerate(trials):
+        outcome = str(run[_OUTCOME])
+        for name, value in metrics_of.get(run[_RUN_ID], ()):
+            got = by_name.get(name)
+            if got is None:
+                got = by_name[name] = (at, [], [])
+            got[1].append(float(value))
+            got[2].append(outcome)
+    heads: dict[int, str] = {}
+    out = []
+    for name in sorted(by_name):
+        first, values, outcomes = by_name[name]
+        head = heads.get(first)
+        if head is None:
+            head = heads[first] = json.dumps(_hud_common(trials[first]._mapping, repo))[:-1]
+        pre, post = _hud_metric_text(str(name))
+        nums = ", ".join(map(float.__repr__, values)) if all(map(math.isfinite, values)) else \
+            ", ".join(map(_json_number, values))
+        out.append(("[\n" if n == 0 else ",\n") + head + ', "metric": ' + pre + nums
+                   + '], "target_value": 0.0, "extra_info": {"outcomes": ' + json.dumps(",".join(outcomes)) + post + "}")
+        n += 1
+    f.write("".join(out))
     return n
 
 
@@ -278,22 +372,49 @@ def export_store(store: Store, fmt: str, out: Path) -> int:
     # as it was.
     if fmt == "hud":
         write: Callable[[Path], int] = functools.partial(_write_hud, store)
+    elif fmt == "parquet":
+        write = functools.partial(_write_parquet, store)
     else:
-        query = _export_select(store, _EXPORT_ORDER, with_metrics_only=False)
-        write = functools.partial(_write_parquet if fmt == "parquet" else _write_csv, store, query)
+        write = functools.partial(_write_csv, store, _export_select(store, _EXPORT_ORDER, with_metrics_only=False))
     written: list[int] = []
     replace_with(out, lambda tmp: written.append(write(tmp)))
     return written[0]
 
 
-def _write_parquet(store: Store, query: Select[Any], tmp: Path) -> int:
+def _write_parquet(store: Store, tmp: Path) -> int:
+    """The long rows in the export's order (``_EXPORT_ORDER``), a row group per part of runs: the runs
+    come sorted by the order less the metric, their metrics by run id; within a group of runs equal up
+    to the trial, the rows are sorted by metric (a run without metrics: one row, last) and run id. The
+    runs' columns become Arrow arrays once per part and are taken per row (a run has ~10 metrics)."""
     schema = _arrow_schema()
+    run_fields = schema.names[:-2]
+    group = [k for k in _EXPORT_ORDER if k not in ("metric", "run_id")]
+    query = _runs_query(store, (*group, "run_id"))
+    key, run_id = _row_key(query, group), run_fields.index("run_id")
     n = 0
     with pq.ParquetWriter(tmp, schema) as writer:
-        for rows in store.stream(query, rows=EXPORT_ROWS):
-            columns = list(zip(*rows)) if rows else [()] * len(schema)
-            writer.write_table(pa.table([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema))
-            n += len(rows)
+        for rows, metrics_of in _run_groups(store, query, group):
+            take: list[int] = []
+            names: list[str | None] = []
+            values: list[float | None] = []
+            at = 0
+            for runs in _runs_of(rows, key):
+                ids = [r[run_id] for r in runs]
+                # (metric, run id) order; a run's position in the part rises with its run id here
+                long: list[tuple[str | None, int, float | None]] = sorted(
+                    (name, i, value) for i, rid in enumerate(ids, at) for name, value in metrics_of.get(rid, ()))
+                long += [(None, i, None) for i, rid in enumerate(ids, at) if not metrics_of.get(rid)]
+                take += [r[1] for r in long]
+                names += [r[0] for r in long]
+                values += [r[2] for r in long]
+                at += len(runs)
+            columns = list(zip(*rows))
+            part = pa.table([pa.array(c, type=schema.field(k).type) for c, k in zip(columns, run_fields)],
+                            names=run_fields).take(pa.array(take, type=pa.int64()))
+            table = pa.table([*part.columns, pa.array(names, type=pa.string()), pa.array(values, type=pa.float64())],
+                             schema=schema)
+            writer.write_table(table)
+            n += len(table)
     return n
 
 

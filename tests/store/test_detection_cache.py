@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sqlalchemy import update
 
-from harness.history import detections, steps
+from harness.history import detections, screen, steps
 from harness.history.alerts import SeriesFindings, case_findings
 from harness.history.detections import findings_of
 from harness.history.series import CasePoints, case_points
@@ -43,15 +43,29 @@ def _plain(cases: list[CasePoints]) -> dict[tuple[str, str, str], list[SeriesFin
 
 @pytest.fixture
 def pushes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many nights the detector is given (a counter around the real ``Tracker.push``)."""
-    count = [0]
-    real = steps.Tracker.push
+    """How many nights the detector decides from scratch: a counter around the real ``Tracker.push``, where a
+    series screened and replayed from its first point (``screen.replay``) counts all its nights, decided or
+    skipped as nothing could be decided there. ``[1]``: the real pushes alone."""
+    count = [0, 0]
+    inside = [False]
+    real_push, real_replay = steps.Tracker.push, screen.replay
 
     def counted(self: steps.Tracker, value: float, trials: Sequence[float] = ()) -> list[tuple[str, int]]:
-        count[0] += 1
-        return real(self, value, trials)
+        count[0] += not inside[0]
+        count[1] += 1
+        return real_push(self, value, trials)
+
+    def replay(rule: steps.Rule, values: Sequence[float], trials: Sequence[Sequence[float]],
+               hot: np.ndarray) -> steps.Tracker:
+        count[0] += len(values)
+        inside[0] = True
+        try:
+            return real_replay(rule, values, trials, hot)
+        finally:
+            inside[0] = False
 
     monkeypatch.setattr(steps.Tracker, "push", counted)
+    monkeypatch.setattr(screen, "replay", replay)
     return count
 
 
@@ -62,10 +76,11 @@ def test_cached_findings_are_the_detectors_and_only_new_nights_are_pushed(store_
         for night in range(40):
             _night(store, night, rng)
         cases = _cases(store)
-        pushes[0] = 0
+        pushes[:] = [0, 0]
         first = findings_of(store, cases)
         cold = pushes[0]
         assert cold == 2 * 2 * 40  # two cases x two metrics x 40 nights, all replayed once
+        assert pushes[1] < cold  # the single-trial series screened: only their hot nights pushed
         assert first == _plain(cases)
         steps_found = [f for sf in first[("store-test-scenario", "case-a", "cpu:test-cpu")] for f in sf.findings
                        if f.kind == "step"]

@@ -1,0 +1,184 @@
+"""Screening every series at once: the nights on which the sequential detector could decide something.
+
+``steps.Tracker`` replays a series night by night, a few dozen small numpy calls a night: a year of
+1400 series is half a million nights, minutes of CPU. On almost every night nothing can be decided:
+a step needs the best split's ``|z| >= Z_STEP`` with ``MIN_AFTER`` points after it, a drift a line's
+``|t| >= Z_DRIFT``. While a series has no finding (its segment starts at its first point), what the
+tracker computes on a night depends on that night's points only, so every (series, night) is a row of
+its own, and all rows are computed at once here: the noise model, the best split and its z, the
+drift's t, as the tracker computes them (single-trial points, where a point's variance is the noise
+model's alone).
+
+These figures are a filter, never a verdict. A night is *hot* when it might decide: ``|z|`` or
+``|t|`` within ``MARGIN`` of its threshold, or two splits fitting so nearly alike that the tracker's
+choice between them is not certain here. ``replay`` then runs the real tracker on the hot nights
+(and the night before each, whose best split the hot night compares with), adds the other nights'
+points without deciding anything (nothing can be decided there), and replays every night in full
+after a finding (the segment moved: the rows no longer describe the tracker). The tracker's state
+after the last night is the one a full replay leaves (the last night is always pushed), so its
+findings, its suspicious tail and the state cached in the store are the same bits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from harness.history import steps
+from harness.history.steps import Rule, Tracker
+
+__all__ = ["MARGIN", "hot_nights", "replay"]
+
+# Far wider than the rounding between these figures and the tracker's (about 1e-12): a night this
+# close to a threshold is decided by the tracker itself.
+MARGIN = 1e-6
+_WIDTH = max(steps.DRIFT_WINDOW, steps.MAX_BEFORE + steps.MAX_AFTER, steps.NOISE_WINDOW)  # points a row reads
+_CHUNK_ROWS = 20_000  # rows (series-nights) per step: 20k x 80 floats, about 13 MB an array
+
+
+def screenable(trials: Sequence[Sequence[float]], values: Sequence[float]) -> bool:
+    """Every point one trial (the noise model has no within-night part) and finite."""
+    return all(len(t) <= 1 for t in trials) and bool(np.all(np.isfinite(np.asarray(values, dtype=float))))
+
+
+def _sorted_median(sorted_rows: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """The median of each row's first ``count`` values (the rows sorted, the rest after them)."""
+    rows = np.arange(len(sorted_rows))
+    c = np.maximum(count, 1)
+    return (sorted_rows[rows, (c - 1) // 2] + sorted_rows[rows, c // 2]) / 2
+
+
+def _noise_sd(w: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``Tracker._fit_noise`` of single-trial points: the points' sd over the newest NOISE_WINDOW
+    (``w``: those points, nan before the first)."""
+    cnt = np.minimum(n, steps.NOISE_WINDOW)
+    level = _sorted_median(np.sort(np.abs(w), axis=1), cnt)  # nan (before the first point) sorts last
+    level = np.where(level == 0, 1.0, level)
+    d = np.diff(w, axis=1)
+    md = _sorted_median(np.sort(d, axis=1), cnt - 1)
+    mad = _sorted_median(np.sort(np.abs(d - md[:, None]), axis=1), cnt - 1)
+    sd = np.where(cnt >= 3, 1.4826 * mad / np.sqrt(2.0), 0.0)
+    return np.maximum(sd, 1e-6 * level)
+
+
+def _side(y: np.ndarray, mask: np.ndarray, sd: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``steps._sides`` with equal weights: clipped mean, spread of the standardised residuals, count."""
+    cnt = mask.sum(axis=1)
+    med = _sorted_median(np.sort(np.where(mask, y, np.inf), axis=1), cnt)[:, None]
+    z = np.where(mask, np.minimum(np.maximum(y, med - steps.CLIP * sd[:, None]), med + steps.CLIP * sd[:, None]), 0.0)
+    mean = z.sum(axis=1) / cnt
+    r = np.where(mask, (z - mean[:, None]) / sd[:, None], 0.0)
+    return mean, np.sqrt((r * r).sum(axis=1) / np.maximum(1, cnt - 1)), cnt
+
+
+class _Sums:
+    """Prefix sums of each series' points (less its first point: the sums of a window stay small beside its
+    spread), over the flat array of padded series: a window's sum is two lookups."""
+
+    def __init__(self, flat: np.ndarray) -> None:
+        y = np.nan_to_num(flat)
+        q = np.arange(len(y), dtype=float)
+        self.s1 = np.concatenate([[0.0], np.cumsum(y)])
+        self.s2 = np.concatenate([[0.0], np.cumsum(y * y)])
+        self.sq = np.concatenate([[0.0], np.cumsum(q * y)])
+
+    def window(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sum of y, of y^2 and of (flat index) * y over [lo, hi)."""
+        return self.s1[hi] - self.s1[lo], self.s2[hi] - self.s2[lo], self.sq[hi] - self.sq[lo]
+
+
+def _step_hot(flat: np.ndarray, sums: _Sums, end: np.ndarray, n: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """Rows whose best split (``Tracker._scan(MIN_LOOK)``) might be confirmed, or is not certain here.
+    ``end``: the flat index after the row's newest point."""
+    first = np.maximum(steps.MIN_BEFORE, n - steps.MAX_AFTER)
+    start = np.maximum(0, first - steps.MAX_BEFORE)  # the scan's window: [start, n)
+    total, squares, _ = sums.window(end - (n - start), end)
+    after = np.arange(steps.MIN_LOOK, steps.MAX_AFTER + 1)  # points after the cut
+    tail = np.stack([sums.window(end - a, end)[0] for a in after], axis=1)
+    cb = ((n - start)[:, None] - after[None, :]).astype(float)
+    ok = (n[:, None] - after[None, :]) >= first[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rss = np.where(ok, squares[:, None] - (total[:, None] - tail) ** 2 / cb - tail ** 2 / after[None, :], np.inf)
+        order = np.argsort(rss, axis=1)
+        rows = np.arange(len(rss))
+        best, second = rss[rows, order[:, 0]], rss[rows, order[:, 1]]
+        has = np.isfinite(best)
+        unsure = has & ~(second - best > 1e-9 * np.maximum(squares, 1.0))
+    a = after[order[:, 0]]
+    cut = end - a
+    before = cut[:, None] - steps.MAX_BEFORE + np.arange(steps.MAX_BEFORE)[None, :]
+    yb = flat[before]
+    ya = flat[np.minimum(cut[:, None] + np.arange(steps.MAX_AFTER)[None, :], len(flat) - 1)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mb, sb, nb = _side(yb, ~np.isnan(yb), sd)
+        ma, sa, na = _side(ya, np.arange(steps.MAX_AFTER)[None, :] < a[:, None], sd)
+        se = sd * np.sqrt(np.maximum(1.0, sb) ** 2 / nb + np.maximum(1.0, sa) ** 2 / na)
+        z = (ma - mb) / se
+    could = (a >= steps.MIN_AFTER) & ~(np.abs(z) < steps.Z_STEP * (1 - MARGIN))
+    return has & (unsure | could)
+
+
+def _drift_hot(sums: _Sums, end: np.ndarray, n: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """Rows whose line over the segment's newest DRIFT_WINDOW points (``Tracker._drift``: equal weights, so
+    least squares) has ``|t|`` near Z_DRIFT or beyond."""
+    m = np.minimum(n, steps.DRIFT_WINDOW)
+    sy, syy, sqy = sums.window(end - m, end)
+    mf = m.astype(float)
+    sxy = sqy - (end - m) * sy - (mf - 1) / 2 * sy  # x from 0 at the window's first point, centred
+    sxx = mf * (mf * mf - 1) / 12
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = sxy / sxx
+        rss = np.maximum(0.0, syy - sy * sy / mf - slope * slope * sxx) / sd ** 2
+        scale = np.maximum(1.0, rss / np.maximum(1.0, mf - 2))
+        t = slope / np.sqrt(scale * sd ** 2 / sxx)
+    return (n >= steps.DRIFT_MIN_POINTS) & ~(np.abs(t) < steps.Z_DRIFT * (1 - MARGIN))
+
+
+def hot_nights(series: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Per series (single-trial, finite values): the point indices whose push might decide something
+    while the series has no finding."""
+    lengths = [len(s) for s in series]
+    if not series:
+        return []
+    # Rows: (series, night). The series lie in one flat array, each after WIDTH nan, so that a row's
+    # window of up to WIDTH points never reaches into the series before.
+    pad = np.full(_WIDTH, np.nan)
+    flat = np.concatenate([x for s in series for x in (pad, np.asarray(s, dtype=float))])
+    base = np.cumsum([0, *((_WIDTH + k) for k in lengths)])[:-1] + _WIDTH
+    ref = np.repeat([float(s[0]) if len(s) else 0.0 for s in series], [_WIDTH + k for k in lengths])
+    sums = _Sums(flat - ref)
+    owner = np.repeat(np.arange(len(series)), lengths)
+    night = np.concatenate([np.arange(k) for k in lengths])
+    hot = np.zeros(len(owner), dtype=bool)
+    for lo in range(0, len(owner), _CHUNK_ROWS):
+        o, j = owner[lo:lo + _CHUNK_ROWS], night[lo:lo + _CHUNK_ROWS]
+        end, n = base[o] + j + 1, j + 1
+        sd = _noise_sd(flat[end[:, None] - steps.NOISE_WINDOW + np.arange(steps.NOISE_WINDOW)[None, :]], n)
+        hot[lo:lo + _CHUNK_ROWS] = _step_hot(flat, sums, end, n, sd) | _drift_hot(sums, end, n, sd)
+    bounds = np.cumsum([0, *lengths])
+    return [night[bounds[i]:bounds[i + 1]][hot[bounds[i]:bounds[i + 1]]] for i in range(len(series))]
+
+
+def replay(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]], hot: np.ndarray) -> Tracker:
+    """The tracker after every point, as ``steps.detect`` leaves it, pushing only where it might decide."""
+    tracker = Tracker(rule)
+    n, done = len(values), 0
+    for j in (int(h) for h in hot):
+        if j < done:
+            continue
+        for p in range(done, j - 1):
+            tracker._add(values[p], trials[p])
+        if j - 1 >= done:
+            tracker.push(values[j - 1], trials[j - 1])  # the night before: its best split, as the tracker had it
+        tracker.push(values[j], trials[j])
+        done = j + 1
+        if tracker.findings:  # the segment moved: the screen's rows say nothing more
+            for p in range(done, n):
+                tracker.push(values[p], trials[p])
+            return tracker
+    if done < n:
+        for p in range(done, n - 1):
+            tracker._add(values[p], trials[p])
+        tracker.push(values[n - 1], trials[n - 1])
+    return tracker
