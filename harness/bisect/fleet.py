@@ -96,7 +96,11 @@ def probe_job(job: ProbeJob) -> ProbeAnswer:
     """The probe of ``job`` in this process (inside a SLURM job, or ``python -m harness.bisect.fleet``)."""
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # as run_job: the run ends on SLURM's own SIGTERM
     state = replace(job.state, store=job.store)
-    probe = Probe(state, load_case(Path(state.scenario), state.case))
+    from harness.executor.job import gpus_from_env
+
+    # Inside a SLURM job: the GPUs SLURM gave it (CUDA_VISIBLE_DEVICES), as run_job leases them.
+    gpus = gpus_from_env() if os.environ.get("SLURM_JOB_ID") else None
+    probe = Probe(state, load_case(Path(state.scenario), state.case), gpus=gpus)
     if job.mode == "judge":
         step = probe.judge(kind=job.kind, revision=job.revision, label=job.label, spec=job.spec,
                            fresh_trials=job.n, index=job.index)
