@@ -309,25 +309,7 @@ def bisect_commits_kary(request: Request, repo: Path, good_rev: str, bad_rev: st
     probe = probe_of(state)
     progress(f"searching {count} commits ({old[:12]}..{new[:12]}, first parents) for "
              f"{endpoints.target.describe()}, {k} at once: about {rounds_expected} rounds")
-    known: dict[int, str] = {count - 1: NEW}
-    answer_of = {0: OLD, 1: NEW, 125: SKIP}
-    log: list[str] = []
-    rounds = steps = 0
-    while picks := next_round(count, known, k):
-        rounds += 1
-        jobs = [probe.job("judge", kind="step", revision=revs[i], index=steps + j + 1) for j, i in enumerate(picks)]
-        steps += len(jobs)
-        progress(f"round {rounds} of ~{rounds_expected}: testing {len(jobs)} commits at once: "
-                 + ", ".join(r[:12] for r in (revs[i] for i in picks))
-                 + f"  (elapsed {time.time() - started:.0f}s)")
-        for i, answer in zip(picks, runner.run(jobs), strict=True):
-            assert answer.step is not None
-            record = replace(answer.step, extra={**answer.step.extra, "round": rounds})
-            append_step(report_dir, record)
-            known[i] = answer_of[state.exit_code(record.verdict)]
-            log.append(f"round {rounds}: {record.term} {revs[i]} ({record.reason[:200]})")
-            progress(f"round {rounds}: {revs[i][:12]} is {record.term} ({record.reason}; {record.launched} "
-                     f"launched, {record.cached} cached)")
+    known, rounds, log = _rounds(probe, revs, rounds_expected)
     result = result_of(count, known, rounds=rounds)
     culprit = _culprit(repo, revs[result.first_new]) if result.first_new is not None else None
     candidates = tuple(revs[i] for i in result.candidates)
@@ -341,6 +323,30 @@ def bisect_commits_kary(request: Request, repo: Path, good_rev: str, bad_rev: st
                         culprit=culprit, candidates=candidates, confirmed=confirmed,
                         steps=tuple(read_steps(report_dir)), bisect_log="\n".join(log), git_output="",
                         commits_in_range=count, expected_steps=rounds_expected, jobs=k, rounds=rounds)
+
+
+def _rounds(probe: FleetProbe, revs: Sequence[str], rounds_expected: int) -> tuple[dict[int, str], int, list[str]]:
+    """The K-ary search's rounds, each round's K probes at once: (answers by index, rounds, log lines)."""
+    state, runner, report_dir = probe.state, probe.runner, Path(probe.state.report_dir)
+    known: dict[int, str] = {len(revs) - 1: NEW}
+    answer_of = {0: OLD, 1: NEW, 125: SKIP}
+    log: list[str] = []
+    rounds = steps = 0
+    while picks := next_round(len(revs), known, runner.jobs):
+        rounds += 1
+        jobs = [probe.job("judge", kind="step", revision=revs[i], index=steps + j + 1) for j, i in enumerate(picks)]
+        steps += len(jobs)
+        progress(f"round {rounds} of ~{rounds_expected}: testing {len(jobs)} commits at once: "
+                 + ", ".join(revs[i][:12] for i in picks) + f"  (elapsed {time.time() - state.started:.0f}s)")
+        for i, answer in zip(picks, runner.run(jobs), strict=True):
+            assert answer.step is not None
+            record = replace(answer.step, extra={**answer.step.extra, "round": rounds})
+            append_step(report_dir, record)
+            known[i] = answer_of[state.exit_code(record.verdict)]
+            log.append(f"round {rounds}: {record.term} {revs[i]} ({record.reason[:200]})")
+            progress(f"round {rounds}: {revs[i][:12]} is {record.term} ({record.reason}; {record.launched} "
+                     f"launched, {record.cached} cached)")
+    return known, rounds, log
 
 
 def _watch_parent() -> None:
