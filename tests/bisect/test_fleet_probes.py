@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -54,3 +56,19 @@ def test_k_probes_run_at_once_and_a_probe_past_its_bound_is_a_skip(tmp_path: Pat
     assert _children() == before  # no probe, no server outlives the round
     assert len({p.name for p in (tmp_path / "probes").glob("*.log")}) == 3
     assert time.monotonic() - started < 240
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    (("--repo", str(REPO), "--good", "HEAD~1", "--bad", "HEAD", "--executor", "slurm", "--jobs", "2"),
+     "is an SQLite file, which jobs on other machines cannot share safely"),
+    (("--releases", "0.5.14..0.5.15", "--executor", "slurm", "--store", "postgresql+psycopg://u@127.0.0.1:1/x"),
+     "bisect --executor slurm searches commits"),
+])
+def test_unsafe_or_unsupported_fleet_bisects_are_refused_in_one_line(extra: tuple[str, ...], words: str,
+                                                                     tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "harness", "bisect", str(SCENARIO), "--out", str(tmp_path / "o"),
+                           *extra], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], done.stderr
+    assert not (tmp_path / "o").exists()  # nothing started, nothing written
