@@ -9,7 +9,8 @@ from harness.ci_matrix import FORMATS, RUNNERS, plan_jobs, render, scenario_path
 
 DESCRIPTION = ("Print the CI job matrix of the scenarios: cases grouped by the hardware they need (a runner label "
                "per GPU kind and count), each group split into shards that fit --max-minutes by the durations the "
-               "store has seen, each job's command its `nightly --shard K/N` line.")
+               "store has seen, each job's command its `nightly --shard K/N` line (--runner pytest: `pytest -m gpu "
+               "--shard K/N`).")
 
 
 def _minutes(text: str) -> float:
