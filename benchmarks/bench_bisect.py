@@ -17,6 +17,10 @@ Three searchers, each on its own fresh clone of the history:
   pass is good, the searched signature bad, anything else skip (125);
 * (c) the same script, but any crash is bad.
 
+With ``--jobs 1,2,4`` only the harness searches, once per K (``bisect --jobs K``: K commits judged at once,
+each a local probe process; K = 1 is ``git bisect run``), and the report puts rounds and wall time of
+each K side by side (a machine with fewer cores than K runs the K probes slower, not fewer rounds).
+
 A wrong answer is any result other than the exact culprit commit, including "could be any of" and
 an aborted search. Launches count server starts (a build that does not install starts none);
 decisions count the oracle's answers (steps, endpoints, confirmations) for (a), the steps for (b)/(c).
@@ -69,15 +73,17 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
 
 
-def harness_search(origin: Path, good: str, bad: str, work: Path) -> dict[str, Any]:
-    repo = work / "a-repo"
+def harness_search(origin: Path, good: str, bad: str, work: Path, jobs: int = 1) -> dict[str, Any]:
+    name = "a" if jobs == 1 else f"a-k{jobs}"
+    repo = work / f"{name}-repo"
     subprocess.run(["git", "clone", "-q", str(origin), str(repo)], check=True)
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "harness", "bisect", str(SCENARIO), "--repo", str(repo), "--good",
-                           good, "--bad", bad, "--trials", "1", "--confirm-trials", "1", "--out", str(work / "a")],
+                           good, "--bad", bad, "--trials", "1", "--confirm-trials", "1", "--out", str(work / name),
+                           "--jobs", str(jobs)],
                           capture_output=True, text=True, env={**_env(), "SGLANG_REPRO_CACHE": str(work / "cache")},
                           cwd=REPO)
-    reports = list((work / "a" / "bisect").glob("*/report.json"))
+    reports = list((work / name / "bisect").glob("*/report.json"))
     report = json.loads(reports[0].read_text()) if reports else {}
     commits = report.get("commits") or {}
     culprit = (commits.get("culprit") or {}).get("commit")
@@ -85,6 +91,7 @@ def harness_search(origin: Path, good: str, bad: str, work: Path) -> dict[str, A
     return {"answer": culprit, "exit_code": done.returncode, "launches": report.get("server_launches"),
             "decisions": len(steps), "search_steps": sum(1 for s in steps if s["kind"] == "step"),
             "skips": sum(1 for s in steps if s["verdict"] == "skip"), "confirmed": commits.get("confirmed"),
+            "jobs": jobs, "rounds": commits.get("rounds"), "expected_rounds": commits.get("expected_steps"),
             "wall_s": round(time.monotonic() - started, 1)}
 
 
@@ -123,13 +130,57 @@ def _summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "per_seed": rows}
 
 
+def _kary_summary(rows: list[dict[str, Any]], ks: list[int]) -> dict[str, Any]:
+    out: dict[str, Any] = {"server": SERVER, "case": str(SCENARIO.relative_to(REPO)), "seeds": [r["seed"] for r in rows],
+                           "cpus": os.cpu_count()}
+    for k in ks:
+        runs = [r[f"k{k}"] for r in rows]
+        out[f"k{k}"] = {"searches": len(runs), "wrong_answers": sum(1 for r in runs if not r["correct"]),
+                        "rounds_mean": round(sum(r["rounds"] or 0 for r in runs) / len(runs), 2),
+                        "rounds_max": max(r["rounds"] or 0 for r in runs),
+                        "search_steps_mean": round(sum(r["search_steps"] for r in runs) / len(runs), 2),
+                        "launches_mean": round(sum(r["launches"] or 0 for r in runs) / len(runs), 2),
+                        "wall_s_mean": round(sum(r["wall_s"] for r in runs) / len(runs), 1)}
+    out["per_seed"] = rows
+    return out
+
+
+def kary_main(args: argparse.Namespace, ks: list[int]) -> int:
+    rows: list[dict[str, Any]] = []
+    text = ""
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        work = args.work / f"kary-seed-{seed}-{int(time.time())}"
+        work.mkdir(parents=True)
+        layout = random_layout(seed)
+        named = make_demo_repo(work / "origin", layout)
+        good, bad, culprit = named["c0"], named[f"c{layout.fix - 1}"], named["culprit"]
+        row: dict[str, Any] = {"seed": seed, "culprit_index": layout.culprit, "commits_in_range": layout.fix - 1}
+        for k in ks:
+            row[f"k{k}"] = harness_search(work / "origin", good, bad, work, jobs=k)
+            row[f"k{k}"]["correct"] = row[f"k{k}"]["answer"] == culprit
+        rows.append(row)
+        sys.stderr.write(f"seed {seed}: " + ", ".join(
+            f"K={k} {'ok' if row[f'k{k}']['correct'] else 'WRONG'} {row[f'k{k}']['rounds']} rounds "
+            f"{row[f'k{k}']['wall_s']} s" for k in ks) + "\n")
+        text = json.dumps(_kary_summary(rows, ks), indent=2)
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(text + "\n")
+    print(text)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--work", type=Path, default=REPO / "reports" / "benchmarks" / "bisect")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--jobs", default=None, metavar="K,K,...",
+                        help="only the harness, once per K (bisect --jobs K), rounds and wall time side by side")
     args = parser.parse_args()
+    if args.jobs:
+        return kary_main(args, [int(k) for k in args.jobs.split(",")])
     rows: list[dict[str, Any]] = []
     text = ""
     for seed in range(args.first_seed, args.first_seed + args.seeds):

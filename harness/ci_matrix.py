@@ -26,7 +26,7 @@ from harness.errors import UserError
 from harness.scenario import Case, LoadedScenario
 from harness.scenario.model import Hardware
 
-__all__ = ["FORMATS", "CiJob", "plan_jobs", "render", "runner_label", "scenario_paths", "seen_minutes"]
+__all__ = ["FORMATS", "RUNNERS", "CiJob", "plan_jobs", "render", "runner_label", "scenario_paths", "seen_minutes"]
 
 FORMATS = ("github", "buildkite", "gitlab")
 
@@ -79,9 +79,16 @@ def _case_minutes(case: Case, seen: Mapping[tuple[str, str], float], default_min
     return per_run * case.scenario.workload.trials
 
 
+RUNNERS = ("nightly", "pytest")
+
+
 def plan_jobs(loaded: Sequence[LoadedScenario], *, max_minutes: float | None, seen: Mapping[tuple[str, str], float],
-              default_minutes: float, build: str, store_arg: str) -> list[CiJob]:
-    """The jobs of the matrix, by runner label then shard."""
+              default_minutes: float, build: str, store_arg: str, runner: str = "nightly") -> list[CiJob]:
+    """The jobs of the matrix, by runner label then shard.
+
+    ``runner`` is what each job runs: ``nightly --shard K/N`` (cases dealt round-robin), or ``pytest -m gpu
+    --shard K/N`` (the plugin deals its items round-robin in collection order: per case, one item per build
+    role, files in the order given), so each shard's load is computed over the units that job will run."""
     groups: dict[str, list[LoadedScenario]] = {}
     for item in loaded:
         groups.setdefault(_group_key(item), []).append(item)
@@ -89,6 +96,8 @@ def plan_jobs(loaded: Sequence[LoadedScenario], *, max_minutes: float | None, se
     for label in sorted(groups):
         files = sorted(groups[label], key=lambda it: str(it.file))
         cases = [c for item in files for c in item.cases]  # the order nightly deals them in
+        if runner == "pytest":  # the plugin's gpu items: one per case and build role, in collection order
+            cases = [c for c in cases for _ in c.scenario.builds]
         minutes = [_case_minutes(c, seen, default_minutes) for c in cases]
         n = 1
         while max_minutes is not None and n < len(cases) and max(_loads(minutes, n)) > max_minutes:
@@ -96,8 +105,9 @@ def plan_jobs(loaded: Sequence[LoadedScenario], *, max_minutes: float | None, se
         loads = _loads(minutes, n)
         names = tuple(str(it.file) for it in files)
         for k in range(1, n + 1):
-            argv = ["sglang-repro", "nightly", *names, "--build", build, "--shard", f"{k}/{n}", "--store", store_arg,
-                    "--no-progress"]
+            argv = (["pytest", *names, "-m", "gpu", "--shard", f"{k}/{n}"] if runner == "pytest" else
+                    ["sglang-repro", "nightly", *names, "--build", build, "--shard", f"{k}/{n}", "--store", store_arg,
+                     "--no-progress"])
             # The build and the store are CI variables ($BUILD, $SGLANG_REPRO_STORE): left for the shell to expand.
             command = " ".join(f"\"{a}\"" if a.startswith("$") else shlex.quote(a) for a in argv)
             jobs.append(CiJob(runner=label, files=names, shard=(k, n), cases=len(cases[k - 1::n]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -140,3 +141,39 @@ def test_the_readme_workflow_with_real_ci_matrix_output_passes_the_linters(linte
     argv = ([tool, "--builtin-schema", "vendor.github-workflows", str(files[1])] if linter == "check-jsonschema"
             else [tool, "-no-color", "-shellcheck=", "-pyflakes=", str(files[1])])
     assert subprocess.run(argv, capture_output=True, text=True, timeout=120).returncode != 0
+
+
+def _collected(argv: list[str]) -> list[str]:
+    """The node ids a pytest command line selects (its own collection, --collect-only), run here."""
+    assert argv[0] == "pytest"
+    done = subprocess.run([sys.executable, "-m", "pytest", *argv[1:], "--collect-only", "-q", "-p", "no:xdist",
+                           "-p", "no:cacheprovider"], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def test_pytest_jobs_use_the_plugins_shard_option_and_their_shards_partition_the_items() -> None:
+    """``--runner pytest``: every job runs ``pytest ... --shard K/N``, and the N shards of a group, collected by
+    pytest itself, hold each item of the unsharded collection exactly once."""
+    # The #28264 scenario: cases x build roles items, dealt into 3 shards (each collection costs seconds).
+    res = _cli("ci-matrix", LONG.relative_to(REPO), "--format", "github", "--runner", "pytest", "--default-minutes",
+               "10", "--max-minutes", str(10 * -(-len(_long_cases()) * 2 // 3) + 1))
+    jobs = _matrix(res)
+    groups: dict[tuple[str, ...], list[dict]] = {}
+    for job in jobs:
+        argv = shlex.split(job["command"])
+        assert argv[0] == "pytest" and argv[argv.index("--shard") + 1] == job["shard"]
+        files = tuple(a for a in argv[1:argv.index("-m")])
+        groups.setdefault(files, []).append(job)
+    assert any(len(g) > 1 for g in groups.values()), "no group was split: the test would show nothing"
+    for files, group in groups.items():
+        n = int(group[0]["shard"].split("/")[1])
+        assert sorted(int(j["shard"].split("/")[0]) for j in group) == list(range(1, n + 1))
+        whole = _collected(["pytest", *files, "-m", "gpu"])
+        assert whole, files
+        seen: list[str] = []
+        for job in group:
+            items = _collected(shlex.split(job["command"]))
+            assert len(items) == job["cases"], (job, items)  # the matrix's count is what the job runs
+            seen += items
+        assert sorted(seen) == sorted(whole) and len(seen) == len(set(seen))

@@ -152,10 +152,11 @@ def progress(text: str) -> None:
 class Probe:
     """Judges revisions of one experiment: known trials first, then runs until the oracle decides."""
 
-    def __init__(self, state: SearchState, case: Case) -> None:
+    def __init__(self, state: SearchState, case: Case, *, gpus: tuple[int, ...] | None = None) -> None:
         self.state = state
         self.case = case
         self.runs = SearchRuns(state.store, state.batch)
+        self.gpus = gpus  # the GPUs a scheduler gave the job this probe runs in; None: lease from this machine's
 
     def _known(self, revision: str) -> list[Trial]:
         return [trial_from_record(r) for r in self.runs.known(search_key(revision, self.state.experiment))]
@@ -164,7 +165,7 @@ class Probe:
         from harness.run import RunOptions, execute_run, resolve_for
 
         return execute_run(self.case, resolve_for(self.case, spec, builds), role=None, trial=index, pool=pool,
-                           options=RunOptions(out_root=Path(self.state.out_root), progress=False))
+                           options=RunOptions(out_root=Path(self.state.out_root), progress=False, gpus=self.gpus))
 
     def _run_trial(self, revision: str, spec: str, index: int, pool: ServerPool, builds: Builds) -> Trial:
         """One new trial, recorded in the store under the revision and the experiment."""

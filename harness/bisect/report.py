@@ -61,7 +61,8 @@ def report_dict(r: BisectReport) -> dict[str, Any]:
     if c is not None:
         data["commits"] = {
             "repo": c.repo, "layout": c.layout, "good": c.good, "bad": c.bad, "terms": list(c.terms),
-            "commits_in_range": c.commits_in_range, "expected_steps": c.expected_steps,
+            "commits_in_range": c.commits_in_range, "expected_steps": c.expected_steps, "jobs": c.jobs,
+            "rounds": c.rounds if c.jobs > 1 else sum(1 for s in c.steps if s.kind == "step"),
             "culprit": asdict(c.culprit) if c.culprit else None, "candidates": list(c.candidates),
             "confirmed": c.confirmed, "steps": [s.to_dict() for s in c.steps],
             "skips": [{"revision": s.revision, "reason": s.reason} for s in c.steps if s.verdict is Verdict.SKIP],
@@ -115,7 +116,8 @@ def report_markdown(r: BisectReport) -> str:
         skips = [s for s in c.steps if s.verdict is Verdict.SKIP]
         if skips:
             out += ["### Skipped", "", *[f"- `{s.label}`: {_md_escape(s.reason)}" for s in skips], ""]
-        out += ["### git bisect log", "", "```", redact_log(c.bisect_log), "```", ""]
+        log_title = "git bisect log" if c.jobs == 1 else f"rounds ({c.jobs} commits at once)"
+        out += [f"### {log_title}", "", "```", redact_log(c.bisect_log), "```", ""]
     return "\n".join(out)
 
 

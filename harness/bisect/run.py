@@ -21,6 +21,7 @@ from harness.bisect.report import BisectReport, write_report
 from harness.bisect.session import CommitResult, Request, bisect_commits, new_bisect_id
 from harness.bisect.step import expected_steps
 from harness.errors import UserError
+from harness.executor.slurm import SlurmOptions
 from harness.paths import reports_root
 from harness.proc import git
 from harness.signatures import Catalogue
@@ -48,6 +49,8 @@ class BisectArgs:
     out_root: Path | None = None
     store: str | None = None  # the results store: trials are recorded there and known ones reused; None: neither
     started: float = 0.0
+    jobs: int = 1  # commits judged at once; 1 with the local executor: git bisect run
+    slurm: SlurmOptions | None = None  # --executor slurm: each commit's probe a SLURM job
 
 
 def _release_phase(args: BisectArgs, request: Request) -> tuple[list[str], tuple[StepRecord, ...], Target,
@@ -138,7 +141,7 @@ def run_bisect(args: BisectArgs) -> BisectReport:
                                     "(looked for vX, X, sglang-vX)")
                 good, bad = (old_tag, new_tag) if args.find is Find.REGRESSION else (new_tag, old_tag)
             assert good is not None and bad is not None
-            commits = bisect_commits(request, args.repo, good, bad)
+            commits = _search_commits(args, request, good, bad)
             target = commits.target
             code, status, summary = _commit_summary(commits, prefix=f"{summary}; " if summary else "")
     except EndpointError as exc:
@@ -153,6 +156,18 @@ def run_bisect(args: BisectArgs) -> BisectReport:
     md, _ = write_report(report, folder)
     print(f"{status.upper()}: {summary}\n        -> {md}", flush=True)
     return report
+
+
+def _search_commits(args: BisectArgs, request: Request, good: str, bad: str) -> CommitResult:
+    """git bisect run (``--jobs 1`` here), else the K-ary search with each probe a job (here or on SLURM)."""
+    assert args.repo is not None
+    if args.jobs == 1 and args.slurm is None:
+        return bisect_commits(request, args.repo, good, bad)
+    from harness.bisect.fleet import LocalProbes, ProbeRunner, SlurmProbes, bisect_commits_kary
+
+    runner: ProbeRunner = (SlurmProbes(args.jobs, args.slurm) if args.slurm is not None
+                           else LocalProbes(args.jobs, request.report_dir / "probes"))
+    return bisect_commits_kary(request, args.repo, good, bad, runner)
 
 
 def _commit_summary(c: CommitResult, *, prefix: str) -> tuple[int, str, str]:

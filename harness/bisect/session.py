@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 from harness.bisect.endpoints import Endpoints, establish
 from harness.bisect.oracle import Find, Limits, Target, Trial, Verdict
@@ -90,6 +91,17 @@ class CommitResult:
     git_output: str
     commits_in_range: int
     expected_steps: int
+    jobs: int = 1  # revisions judged at once (--jobs); 1: git bisect run
+    rounds: int = 0  # rounds of a --jobs K search (0: git bisect run, one step a round)
+
+
+class Checkout(Protocol):
+    """What the confirmation needs of the tree it runs in (the bisect worktree, or nothing for builds by commit)."""
+
+    path: Path
+
+    def checkout(self, commit: str) -> None:
+        ...
 
 
 def new_bisect_id(scenario: str) -> str:
@@ -232,7 +244,7 @@ def _bisect_run(wt: BisectWorktree, state_path: Path, tag: str, store: str | Non
     return log_path.read_text()
 
 
-def _confirm(probe: Probe, wt: BisectWorktree, culprit: Culprit, state: SearchState, started: float,
+def _confirm(probe: Probe, wt: Checkout, culprit: Culprit, state: SearchState, started: float,
              threshold: float) -> bool:
     """Fresh trials of the first new commit and of its parent. A signature: each judged on its own. A metric:
     the two compared with each other (Welch), which the machine's drift since the endpoints cannot fake."""

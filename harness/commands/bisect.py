@@ -57,6 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     memory.add_argument("--no-cache", action="store_true",
                         help="neither read nor write known trials (no results store is used)")
     parser.add_argument("--out", type=Path, metavar="DIR", help="output root (default: reports/)")
+    parser.add_argument("--jobs", type=positive_int, default=1, metavar="K",
+                        help="judge K commits of the remaining range at once (a K-ary search: about log_(K+1) N "
+                             "rounds instead of log_2 N), each one job; 1 (default): git bisect run")
+    from harness.executor.options import add_executor_arguments
+
+    add_executor_arguments(parser)
     parser.add_argument("--cleanup", action="store_true",
                         help="with --repo: only remove what an earlier bisect killed with its guard left in the "
                              "checkout (its worktree, with its refs/bisect and BISECT_* files), and exit")
@@ -115,6 +121,15 @@ def main(args: argparse.Namespace) -> int:
     store = None if args.no_cache else str(args.store or default_store(args.out))
     if store is not None:
         check_store_value(store)  # a bad URL is bad input, found before anything runs
+    slurm = None
+    if args.executor == "slurm":
+        from harness.executor.options import slurm_executor, slurm_store
+        from harness.paths import reports_root
+
+        if args.releases is not None:
+            raise UserError("bisect --executor slurm searches commits (--repo --good --bad); --releases runs here")
+        store = slurm_store(store, "bisect")  # SQLite refused: every job records its trials itself
+        slurm = slurm_executor(args, (args.out or reports_root()).resolve(), "bisect").options
     limits = Limits(trials=args.trials, max_trials=max(args.max_trials, args.trials),
                     confirm_trials=args.confirm_trials)
     report = run_bisect(BisectArgs(
@@ -122,5 +137,5 @@ def main(args: argparse.Namespace) -> int:
         releases=args.releases, versions=tuple(v.strip() for v in args.versions.split(",") if v.strip())
         if args.versions else None, release_build=args.release_build, signature=args.signature,
         metric=args.metric, threshold=args.threshold, find=Find(args.find), limits=limits, base=args.base,
-        out_root=args.out, store=store, started=time.time()))
+        out_root=args.out, store=store, started=time.time(), jobs=args.jobs, slurm=slurm))
     return report.exit_code

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.ci_matrix import FORMATS, plan_jobs, render, scenario_paths, seen_minutes
+from harness.ci_matrix import FORMATS, RUNNERS, plan_jobs, render, scenario_paths, seen_minutes
 
 DESCRIPTION = ("Print the CI job matrix of the scenarios: cases grouped by the hardware they need (a runner label "
                "per GPU kind and count), each group split into shards that fit --max-minutes by the durations the "
-               "store has seen, each job's command its `nightly --shard K/N` line.")
+               "store has seen, each job's command its `nightly --shard K/N` line (--runner pytest: `pytest -m gpu "
+               "--shard K/N`).")
 
 
 def _minutes(text: str) -> float:
@@ -31,6 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="minutes per run of a case the store has not seen (default 10)")
     parser.add_argument("--build", default="$BUILD", metavar="SPEC",
                         help="the build in the commands (default: $BUILD, the CI variable)")
+    parser.add_argument("--runner", choices=RUNNERS, default="nightly",
+                        help="what each job runs: nightly --shard K/N (default), or pytest -m gpu --shard K/N")
     parser.add_argument("--job-store", default="$SGLANG_REPRO_STORE", metavar="URL",
                         help="the store in the commands (default: $SGLANG_REPRO_STORE, the CI variable)")
 
@@ -38,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     loaded = scenario_paths(args.scenarios)
     jobs = plan_jobs(loaded, max_minutes=args.max_minutes, seen=seen_minutes(args.store),
-                     default_minutes=args.default_minutes, build=args.build, store_arg=args.job_store)
+                     default_minutes=args.default_minutes, build=args.build, store_arg=args.job_store,
+                     runner=args.runner)
     print(render(jobs, args.format, max_minutes=args.max_minutes))
     return 0

@@ -94,33 +94,55 @@ def _parameters(hardware: Hardware, deadline_s: float, options: SlurmOptions) ->
     gres = gres_for(hardware, options.gpu_types)
     if gres:
         params["gres"] = gres
+    if hardware.cpus is not None:
+        params["cpus_per_task"] = hardware.cpus
     # submitit asks SLURM for USR2 90 s before the time limit (sent up to 60 s earlier still), to requeue or
     # checkpoint; with a short limit it arrives before the job's Python has a handler, and kills it with no
     # reason. SIGCONT in its place is harmless: the run ends on SLURM's own SIGTERM at the limit (TIMEOUT).
-    params["additional_parameters"] = {"signal": "CONT@30",
+    # --mem in SLURM's own unit (whole MiB): submitit's "mem" writes a fraction as "NMB", which sbatch refuses
+    # ("Invalid --mem specification", slurm 22.05); an extra --slurm-arg mem=... still wins.
+    memory = {"mem": f"{math.ceil(hardware.host_memory_gib * 1024)}M"} if hardware.host_memory_gib else {}
+    params["additional_parameters"] = {"signal": "CONT@30", **memory,
                                        **{k.replace("-", "_"): v for k, v in options.extra.items()}}
     return params
 
 
 @dataclass
 class _Tracked:
-    job: RunJob
+    job: Any  # a RunJob by default
     handle: Any  # submitit.Job
     state: str = "PENDING"
-    record: RunRecord | None = None
+    record: Any = None  # what the job handed back (a RunRecord by default), or the executor's lost one
+
+
+def _lost_run(job: RunJob, reason: str, folder: Path, interrupted: bool) -> RunRecord:
+    return lost_record(job, reason, folder, outcome=Outcome.INTERRUPTED if interrupted else Outcome.INFRA)
 
 
 class SlurmExecutor:
-    """Runs jobs on SLURM; ``run_all`` blocks until every job has a record."""
+    """Runs jobs on SLURM; ``run_all`` blocks until every job has a record.
+
+    A job is a :class:`RunJob` run by :func:`run_job` by default; another caller (a bisection's probe of one
+    revision) gives its own picklable job type (with ``hardware``, ``deadline_s``), the function run inside
+    the job, the type of what it returns, and ``lost`` (job, reason, folder, interrupted) for a job that
+    handed nothing back."""
 
     name = "slurm"
 
-    def __init__(self, options: SlurmOptions) -> None:
+    def __init__(self, options: SlurmOptions, *, call: Callable[[Any], Any] = run_job,
+                 result_type: type = RunRecord, lost: Callable[[Any, str, Path, bool], Any] = _lost_run) -> None:
         self.options = options
+        self._call = call
+        self._result_type = result_type
+        self._lost = lost
 
     def run_all(self, jobs: Sequence[RunJob], on_record: Callable[[RunRecord], None] | None = None) -> list[RunRecord]:
         """Submit ``jobs`` and wait; their records in the order of ``jobs`` (``on_record`` sees each as it
         arrives). Raises :class:`ExecutorInterrupted` on Ctrl-C, after cancelling the jobs."""
+        return self.run_jobs(jobs, on_record)
+
+    def run_jobs(self, jobs: Sequence[Any], on_record: Callable[[Any], None] | None = None) -> list[Any]:
+        """``run_all`` for jobs of the executor's own ``call`` (their results, or ``lost`` ones)."""
         with sigterm_as_ctrl_c():  # a CI runner stopping the submitter cancels the jobs
             submitted: dict[int, Any] = {}
             try:
@@ -159,9 +181,9 @@ class SlurmExecutor:
             try:
                 if len(indices) > 1:
                     with executor.batch():
-                        subs = [executor.submit(run_job, jobs[i]) for i in indices]
+                        subs = [executor.submit(self._call, jobs[i]) for i in indices]
                 else:
-                    subs = [executor.submit(run_job, jobs[indices[0]])]
+                    subs = [executor.submit(self._call, jobs[indices[0]])]
             except (submitit.core.utils.FailedJobError, OSError) as exc:  # sbatch said no (partition, account...)
                 for handle in handles.values():
                     handle.cancel(check=False)
@@ -174,7 +196,7 @@ class SlurmExecutor:
 
     # ------------------------------------------------------------------ waiting
 
-    def _wait(self, tracked: list[_Tracked], on_record: Callable[[RunRecord], None] | None) -> None:
+    def _wait(self, tracked: list[_Tracked], on_record: Callable[[Any], None] | None) -> None:
         import submitit
 
         watcher = submitit.SlurmJob.watcher
@@ -198,7 +220,7 @@ class SlurmExecutor:
             if any(t.record is None for t in tracked):
                 time.sleep(self.options.poll_s)
 
-    def _finish(self, t: _Tracked) -> RunRecord:
+    def _finish(self, t: _Tracked) -> Any:
         """The record of a job SLURM reports finished: its own, or ``infra`` with SLURM's reason."""
         job_id = t.handle.job_id
         base = t.state.split()[0].upper()
@@ -206,26 +228,26 @@ class SlurmExecutor:
             try:
                 result = t.handle.result()
             except Exception as exc:  # any failure to hand the record back is the job's infra
-                return lost_record(t.job, f"slurm job {job_id} completed without a record: {_last_line(exc)}",
-                                   _job_folder(t))
-            if isinstance(result, RunRecord):
+                return self._lost(t.job, f"slurm job {job_id} completed without a record: {_last_line(exc)}",
+                                  _job_folder(t), False)
+            if isinstance(result, self._result_type):
                 return result
-            return lost_record(t.job, f"slurm job {job_id} returned {type(result).__name__}, not a record",
-                               _job_folder(t))
+            return self._lost(t.job, f"slurm job {job_id} returned {type(result).__name__}, not a record",
+                              _job_folder(t), False)
         if base == "FAILED":
             why = ""
             try:
                 t.handle.result()
             except Exception as exc:  # submitit re-raises the job's error with its traceback
                 why = f": {_last_line(exc)}"
-            return lost_record(t.job, f"slurm job {job_id} FAILED{why}", _job_folder(t))
+            return self._lost(t.job, f"slurm job {job_id} FAILED{why}", _job_folder(t), False)
         # TIMEOUT, CANCELLED by UID, PREEMPTED, NODE_FAIL, OUT_OF_MEMORY, DEADLINE, BOOT_FAIL: SLURM ended it.
         node = t.handle.get_info(mode="cache").get("NodeList", "")
         where = f" on {node}" if node and node != "None assigned" else ""
-        return lost_record(t.job, f"slurm job {job_id} {t.state}{where}: SLURM ended the job before it handed "
-                                  "back a record", _job_folder(t))
+        return self._lost(t.job, f"slurm job {job_id} {t.state}{where}: SLURM ended the job before it handed "
+                                 "back a record", _job_folder(t), False)
 
-    def _cancel(self, tracked: list[_Tracked], on_record: Callable[[RunRecord], None] | None) -> list[RunRecord]:
+    def _cancel(self, tracked: list[_Tracked], on_record: Callable[[Any], None] | None) -> list[Any]:
         """Cancel every unfinished job (one scancel each, checked) and give each an ``infra`` record."""
         for t in tracked:
             if t.record is None:
@@ -233,8 +255,8 @@ class SlurmExecutor:
                     t.handle.cancel(check=True)
                 except Exception as exc:  # report and go on cancelling the others
                     _say(f"slurm: could not cancel job {t.handle.job_id}: {first_line(exc)}")
-                t.record = lost_record(t.job, f"slurm job {t.handle.job_id} cancelled: the submitter was "
-                                              "interrupted (Ctrl-C)", _job_folder(t), outcome=Outcome.INTERRUPTED)
+                t.record = self._lost(t.job, f"slurm job {t.handle.job_id} cancelled: the submitter was "
+                                             "interrupted (Ctrl-C)", _job_folder(t), True)
                 if on_record:
                     on_record(t.record)
         _say("slurm: interrupted; every unfinished job is cancelled")

@@ -98,6 +98,11 @@ class Hardware(_Strict):
     gpu_name: str | None = None
     min_memory_gib: float | None = Field(default=None, gt=0)
     min_compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$")
+    # What a fleet job asks its scheduler for besides GPUs (SLURM's --cpus-per-task and --mem); a local run
+    # does not check them. None: the cluster's default.
+    cpus: int | None = Field(default=None, ge=1, le=1024, description="CPU cores per job (--cpus-per-task)")
+    host_memory_gib: float | None = Field(default=None, gt=0, le=65536,
+                                          description="host memory per job in GiB (--mem)")
 
     @field_validator("gpu_name")
     @classmethod
