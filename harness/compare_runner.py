@@ -213,6 +213,8 @@ def _run_case_here(
     except RunInterrupted as exc:
         by_role[exc.record.build.role or ""] = [*by_role.get(exc.record.build.role or "", []), exc.record]
         all_runs.append(exc.record)
+        if progress:  # the interrupted record goes to the store too, as run's does (issue 24)
+            progress(exc.record)
         return by_role, exc.record
     return by_role, None
 
