@@ -553,7 +553,8 @@ FACTS: Final[tuple[Fact, ...]] = (
 # harness.preflight_contract): every run (readiness, health, the stream, logs, crash markers, the
 # warm-up phase) unless listed here; "speculative": a scenario with --speculative-algorithm (its
 # acceptance figures, the draft's quantization, and the Frozen-KV MTP crash paths the catalogue and
-# the reference server model); "metrics": --enable-metrics or a check on the gauge; "auth": --api-key.
+# the reference server model); "metrics": --enable-metrics or a check on the gauge; "auth": --api-key;
+# "teardown": no run (reported by ``sglang-repro contract``, never a pre-flight verdict).
 NEEDS: Final[dict[str, str]] = {
     "SPEC_META_INFO_KEYS": "speculative",
     "AVG_ACCEPT_LENGTH_KEY": "speculative",
@@ -571,9 +572,17 @@ NEEDS: Final[dict[str, str]] = {
     "METRIC_NAMES": "metrics",
     "AUTH_EXEMPT_PREFIXES": "auth",
     "UNAUTHORIZED_ERROR": "auth",
+    # What SGLang does on SIGTERM is modelled by the reference server; no verdict rests on it (the harness's
+    # teardown escalates to SIGKILL whatever the server does), so a drift is reported, never ends a run.
+    "SIGTERM_LINE": "teardown",
+    "SIGTERM_POLL_S": "teardown",
+    "SIGTERM_DRAIN_LINE": "teardown",
+    "SIGTERM_FORCE_ENV": "teardown",
+    "SIGTERM_SCHEDULER_WAIT_S": "teardown",
+    "SIGTERM_SELF_KILL": "teardown",
 }
 
 
 def needs(fact: Fact) -> str:
-    """Which runs depend on ``fact``: "every run", "speculative", "metrics" or "auth"."""
+    """Which runs depend on ``fact``: "every run", "speculative", "metrics", "auth", or "teardown" (none)."""
     return NEEDS.get(fact.name, "every run")
