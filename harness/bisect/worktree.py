@@ -60,7 +60,8 @@ class BisectWorktree:
     def __init__(self, repo: Path, commit: str, *, tag: str) -> None:
         self.repo = repo
         self.tag = tag
-        clean_stale(repo)  # what an earlier bisect left when it and its guard were killed together
+        for stale in clean_stale(repo):  # what an earlier bisect left when it and its guard were killed together
+            sys.stderr.write(f"bisect: removed what an earlier, killed bisect of {repo} left: {stale}\n")
         self.path = Path(tempfile.mkdtemp(prefix=_PREFIX)) / "tree"
         # The lock tells a later bisect this clone is alive; the kernel drops it when this process dies.
         self._lock_fd: int | None = os.open(self.path.parent / _LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)

@@ -58,8 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="neither read nor write known trials (no results store is used)")
     parser.add_argument("--out", type=Path, metavar="DIR", help="output root (default: reports/)")
     parser.add_argument("--cleanup", action="store_true",
-                        help="with --repo: only remove what an earlier bisect killed with its guard left in the "
-                             "checkout (its worktree, with its refs/bisect and BISECT_* files), and exit")
+                        help="with --repo: only remove what an earlier bisect of the checkout killed with its guard "
+                             "left (its temporary clone; from older versions a worktree in .git), and exit")
 
 
 def known_metrics() -> frozenset[str]:

@@ -67,11 +67,8 @@ sys.stdin.read()  # until killed
 """
 
 
-def test_a_bisect_killed_with_its_guard_leaves_the_users_git_as_it_was(tmp_path: Path,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    repo = _repo(tmp_path / "repo")
-    other = _repo(tmp_path / "other")
-    before = _snapshot(repo)
+def _killed_bisect(repo: Path, before: str) -> Path:
+    """A bisect (in a child) and its guard SIGKILLed together mid-bisect; the tree of its clone."""
     child = subprocess.Popen([sys.executable, "-c", _CHILD, str(repo), _git(repo, "rev-parse", "HEAD")],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
                              env={**_ENV, "PYTHONPATH": str(REPO_ROOT)})
@@ -89,6 +86,15 @@ def test_a_bisect_killed_with_its_guard_leaves_the_users_git_as_it_was(tmp_path:
     finally:
         if child.poll() is None:
             child.kill()
+    return tree
+
+
+def test_a_bisect_killed_with_its_guard_leaves_the_users_git_as_it_was(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    repo = _repo(tmp_path / "repo")
+    other = _repo(tmp_path / "other")
+    before = _snapshot(repo)
+    tree = _killed_bisect(repo, before)
     time.sleep(0.2)
     assert tree.is_dir(), "nothing removed it: the guard died with the harness"
     assert _snapshot(repo) == before, "a killed bisect left something in the user's repository"
@@ -127,4 +133,18 @@ def test_a_legacy_worktree_and_the_packed_refs_its_bisect_made_are_removed(tmp_p
         os.close(held)
     assert clean_stale(repo) == [str(tree)]
     assert not tree.parent.exists() and not packed.exists()
+    assert _snapshot(repo) == before
+
+
+def test_the_next_bisect_of_the_repository_removes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = _repo(tmp_path / "repo")
+    before = _snapshot(repo)
+    tree = _killed_bisect(repo, before)
+    assert tree.is_dir()
+    nxt = BisectWorktree(repo, _git(repo, "rev-parse", "HEAD~1"), tag="next")
+    try:
+        assert not tree.parent.exists()
+        assert f"removed what an earlier, killed bisect of {repo} left: {tree}" in capsys.readouterr().err
+    finally:
+        nxt.close()
     assert _snapshot(repo) == before
