@@ -31,6 +31,7 @@ from harness.comparison import (
 from harness.derive import not_comparable
 from harness.errors import UserError
 from harness.expectation import ExpectationCheck, judge_role
+from harness.interrupts import Shield
 from harness.manifest import Manifest, manifest_mismatch
 from harness.metric_registry import COMPARED, METRICS, PHASE_COMPARED, SHOWN, relative_tolerances
 from harness.outcome import Outcome
@@ -212,6 +213,9 @@ def _run_case_here(
     except RunInterrupted as exc:
         by_role[exc.record.build.role or ""] = [*by_role.get(exc.record.build.role or "", []), exc.record]
         all_runs.append(exc.record)
+        if progress:  # the interrupted record goes to the store too, as run's does (issue 24)
+            with Shield(reraise=False):  # already interrupted: a second signal must not cut the store's write
+                progress(exc.record)
         return by_role, exc.record
     return by_role, None
 

@@ -65,6 +65,12 @@ __all__ = [
     "SAMPLING_PARAMS",
     "SCHEDULER_EXCEPTION",
     "SERVER_INFO_PATHS",
+    "SIGTERM_DRAIN_LINE",
+    "SIGTERM_FORCE_ENV",
+    "SIGTERM_LINE",
+    "SIGTERM_POLL_S",
+    "SIGTERM_SCHEDULER_WAIT_S",
+    "SIGTERM_SELF_KILL",
     "SKIP_SERVER_WARMUP_FLAG",
     "SPEC_META_INFO_KEYS",
     "SPEC_HISTOGRAM_KEYS",
@@ -238,6 +244,24 @@ CHILD_FAILED_LINE: Final = "Received sigquit from a child process. It usually me
 # a scheduler that dies after that logs this at ERROR ("SIGQUIT received. signum=None, frame=None. ...").
 CHILD_FAILED_RUNNING_LINE: Final = "It usually means one child failed."
 NO_ACCELERATOR: Final = "No accelerator (CUDA, XPU, HPU, NPU, MUSA, MPS) or platform plugin is available."
+
+# -- SIGTERM ---------------------------------------------------------------------------------------
+
+# What SGLang's launcher does on SIGTERM once the tokenizer manager has taken its first request (the warm-up):
+# its SignalHandler (loop.add_signal_handler, installed by auto_create_handle_loop, replacing uvicorn's)
+# logs SIGTERM_LINE at WARNING and sets ``gracefully_exit``; ``sigterm_watchdog`` looks at that flag every
+# SIGTERM_POLL_S, then drains: while requests remain (a client that went away is aborted by the request's
+# own disconnect check) it logs SIGTERM_DRAIN_LINE and waits SIGTERM_POLL_S again, with no bound of its own
+# (SIGTERM_FORCE_ENV skips the drain); then it sends ShutdownReq to the schedulers, waits up to
+# SIGTERM_SCHEDULER_WAIT_S for them, and ``kill_process_tree(os.getpid(), include_parent=True)`` SIGKILLs the
+# children and then itself: a graceful stop ends with wait status -SIGKILL (SIGTERM_SELF_KILL), so a
+# record's ``exit_code`` -9 alone does not say the harness killed it (``teardown.killed`` does).
+SIGTERM_LINE: Final = "Draining requests and shutting down..."
+SIGTERM_POLL_S: Final = 5.0
+SIGTERM_DRAIN_LINE: Final = "Gracefully exiting... Remaining number of requests"
+SIGTERM_FORCE_ENV: Final = "SGL_FORCE_SHUTDOWN"
+SIGTERM_SCHEDULER_WAIT_S: Final = 15.0
+SIGTERM_SELF_KILL: Final = -9
 
 # -- flags -------------------------------------------------------------------------------------------
 
@@ -449,6 +473,33 @@ FACTS: Final[tuple[Fact, ...]] = (
          "one log record: only its first line carries the prefix"),
     Fact("CHILD_FAILED_LINE", CHILD_FAILED_LINE, (Cite("srt/entrypoints/engine.py", 1303, 1328, CHILD_FAILED_LINE),),
          "the launch-phase SIGQUIT handler: until the first request"),
+    Fact("SIGTERM_LINE", SIGTERM_LINE, (
+        Cite(_TM, 1814, 1837, "loop.add_signal_handler(signal.SIGTERM, signal_handler.sigterm_handler)"),
+        Cite(_TM, 3090, 3123, 'f"SIGTERM received. {signum=} {frame=}. Draining requests and shutting down..."'),
+        Cite(_TM, 3092, 3125, "self.tokenizer_manager.gracefully_exit = True"),
+    ), "logged at WARNING by the running-phase handler (after the first request); before it uvicorn's own"),
+    Fact("SIGTERM_POLL_S", SIGTERM_POLL_S, (
+        Cite(_TM, 2613, 2646, "while not self.gracefully_exit:"),
+        Cite(_TM, 2614, 2647, "await asyncio.sleep(5)"),
+        Cite(_TM, 2642, 2675, "await asyncio.sleep(5)"),
+    ), "the watchdog notices the flag up to 5 s late, and looks again every 5 s while requests remain"),
+    Fact("SIGTERM_DRAIN_LINE", SIGTERM_DRAIN_LINE, (
+        Cite(_TM, 2639, 2672, "Gracefully exiting... Remaining number of requests {remain_num_req}"),
+        Cite(_TM, 2618, 2651, "remain_num_req = len(self.rid_to_state)"),
+    ), "at INFO, once per look; the drain has no bound of its own"),
+    Fact("SIGTERM_FORCE_ENV", SIGTERM_FORCE_ENV, (
+        Cite(_TM, 2630, 2663, 'elif get_bool_env_var("SGL_FORCE_SHUTDOWN"):'),
+    ), "set true: no drain, straight to the shutdown"),
+    Fact("SIGTERM_SCHEDULER_WAIT_S", SIGTERM_SCHEDULER_WAIT_S, (
+        Cite(_TM, 2651, None, "self.send_to_scheduler.send_pyobj(ShutdownReq())"),
+        Cite(_TM, None, 2684, "self._dispatch_to_scheduler(ShutdownReq())"),
+        Cite(_TM, 2652, 2685, "deadline = time.monotonic() + 15"),
+    ), "the schedulers are asked to exit and waited for, up to 15 s"),
+    Fact("SIGTERM_SELF_KILL", SIGTERM_SELF_KILL, (
+        Cite(_TM, 2655, 2688, "kill_process_tree(os.getpid(), include_parent=True)"),
+        Cite("srt/utils/common.py", 1288, 2000, "if parent_pid == os.getpid():"),
+        Cite("srt/utils/common.py", 1289, 2001, "itself.kill()"),
+    ), "psutil's kill is SIGKILL: the launcher's graceful stop ends by killing itself, wait status -9"),
     Fact("CHILD_FAILED_RUNNING_LINE", CHILD_FAILED_RUNNING_LINE, (
         Cite(_TM, 581, 594, "self.auto_create_handle_loop()"),
         Cite(_TM, 1799, 1822, "def auto_create_handle_loop(self):"),
@@ -562,7 +613,8 @@ FACTS: Final[tuple[Fact, ...]] = (
 # harness.preflight_contract): every run (readiness, health, the stream, logs, crash markers, the
 # warm-up phase) unless listed here; "speculative": a scenario with --speculative-algorithm (its
 # acceptance figures, the draft's quantization, and the Frozen-KV MTP crash paths the catalogue and
-# the reference server model); "metrics": --enable-metrics or a check on the gauge; "auth": --api-key.
+# the reference server model); "metrics": --enable-metrics or a check on the gauge; "auth": --api-key;
+# "teardown": no run (reported by ``sglang-repro contract``, never a pre-flight verdict).
 NEEDS: Final[dict[str, str]] = {
     "SPEC_META_INFO_KEYS": "speculative",
     "AVG_ACCEPT_LENGTH_KEY": "speculative",
@@ -581,9 +633,17 @@ NEEDS: Final[dict[str, str]] = {
     "METRIC_NAMES": "metrics",
     "AUTH_EXEMPT_PREFIXES": "auth",
     "UNAUTHORIZED_ERROR": "auth",
+    # What SGLang does on SIGTERM is modelled by the reference server; no verdict rests on it (the harness's
+    # teardown escalates to SIGKILL whatever the server does), so a drift is reported, never ends a run.
+    "SIGTERM_LINE": "teardown",
+    "SIGTERM_POLL_S": "teardown",
+    "SIGTERM_DRAIN_LINE": "teardown",
+    "SIGTERM_FORCE_ENV": "teardown",
+    "SIGTERM_SCHEDULER_WAIT_S": "teardown",
+    "SIGTERM_SELF_KILL": "teardown",
 }
 
 
 def needs(fact: Fact) -> str:
-    """Which runs depend on ``fact``: "every run", "speculative", "metrics" or "auth"."""
+    """Which runs depend on ``fact``: "every run", "speculative", "metrics", "auth", or "teardown" (none)."""
     return NEEDS.get(fact.name, "every run")

@@ -650,6 +650,15 @@ def _request_body(prompt: Prompt, case: Case) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the run
 
 
+def _phase_reached(trail: Trail) -> Phase:
+    """Where an interrupt found the run, from what its trail holds (the record and the store keep it)."""
+    if trail.launched is None and trail.ready is None:
+        return Phase.PREFLIGHT
+    if trail.ready is None:
+        return Phase.STARTUP
+    return Phase.WORKLOAD if trail.driven is None else Phase.TEARDOWN
+
+
 def _serve_guarded(resolved: Resolved, ctx: RunContext, trail: Trail) -> RunVerdict:
     """``_serve`` with what stops the harness itself turned into the run's verdict (``interrupted`` for SIGINT
     or SIGTERM, the server torn down)."""
@@ -664,7 +673,7 @@ def _serve_guarded(resolved: Resolved, ctx: RunContext, trail: Trail) -> RunVerd
         return RunVerdict(Outcome.INFRA, f"{phase.value}: {first_line(exc)}", phase)
     except KeyboardInterrupt as exc:
         return RunVerdict(Outcome.INTERRUPTED, f"interrupted ({first_line(exc) or 'SIGINT'}); "
-                          "the server was torn down", None)
+                          "the server was torn down", _phase_reached(trail))
     except OSError as exc:
         # A full disk or a vanished output folder: the harness could not keep the run's artifacts.
         return RunVerdict(Outcome.INFRA, f"harness I/O error: {exc}", None)

@@ -305,3 +305,14 @@ def test_harness_modules_take_their_constants_from_the_contract() -> None:
 
     assert server.READY_LINE is contract.READY_LINE and sim_server.READY_LINE is contract.READY_LINE
 
+
+
+def test_sigterms_last_step_kills_the_launcher_itself(release: RealSGLang) -> None:
+    """The end of SGLang's SIGTERM path, run from the release itself: ``kill_process_tree(os.getpid(),
+    include_parent=True)`` SIGKILLs the calling process (SIGTERM_SELF_KILL), so the sys.exit(0) after it never
+    runs."""
+    code = ("import os\nfrom sglang.srt.utils.common import kill_process_tree\n"
+            "kill_process_tree(os.getpid(), include_parent=True)\nprint('survived')")
+    done = release.run(code)
+    assert done.returncode == contract.SIGTERM_SELF_KILL, (done.returncode, done.stderr[-2000:])
+    assert "survived" not in done.stdout

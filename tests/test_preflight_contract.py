@@ -131,3 +131,12 @@ def test_a_run_on_a_release_whose_facts_changed_is_infra_before_a_server_starts(
     assert result.outcome is Outcome.INFRA and result.phase is Phase.PREFLIGHT, result.reason
     assert "contract fact FIX_MARKER" in result.reason and "frozen_kv_mtp_worker_v2.py:439" in result.reason
     assert not Path(result.server.log).exists(), "nothing may be launched"
+
+
+def test_what_sglang_does_on_sigterm_never_ends_a_run(tmp_path: Path) -> None:
+    """The SIGTERM facts are the reference server's model of SGLang's teardown; no verdict rests on them, so a
+    release that moved them is reported by ``sglang-repro contract`` and still runs (issue 24)."""
+    sigterm = {f.name for f in contract.FACTS if f.name.startswith("SIGTERM_")}
+    assert len(sigterm) == 6 and {contract.needs(f) for f in contract.FACTS if f.name in sigterm} == {"teardown"}
+    for case in (_case(LONG), _case(_scenario_with(tmp_path, **{"enable-metrics": True, "api-key": "k"}))):
+        assert "teardown" not in needed_by(case)

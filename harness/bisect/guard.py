@@ -4,7 +4,7 @@ It holds the read end of a pipe whose write end only the harness has. Lines: ``p
 ``git bisect run`` process group), ``disarm`` (the harness cleaned up itself; exit quietly). End of
 file without ``disarm`` means the harness is gone, even by SIGKILL: TERM then KILL the groups and
 every process tagged ``SGLANG_REPRO_RUN=<tag>`` (each run's own watchdog then reaps its server), then
-remove the temporary worktree so the user's repository is left as it was.
+remove the temporary clone (the user's repository holds nothing of the search).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.bisect.worktree import remove_worktree
+from harness.bisect.worktree import remove_tree
 from harness.reaper import kill_run, read_watch_pipe
 
 __all__ = ["main"]
@@ -26,8 +26,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tag", required=True)
     parser.add_argument("--repo", required=True, type=Path)
     parser.add_argument("--tree", required=True, type=Path)
-    parser.add_argument("--empty-packed-refs", type=Path, default=None,
-                        help="a packed-refs file that did not exist before: removed if it still holds no reference")
     args = parser.parse_args(argv)
     # Ctrl-C and hang-ups belong to the harness; this process must outlive it to do its job.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -36,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if pgids is None:
         return 0
     kill_run(args.tag, pgids, grace_s=3.0, kill_wait_s=2.0)
-    remove_worktree(args.repo, args.tree, args.empty_packed_refs)
+    remove_tree(args.tree)  # a clone: nothing of the search is in the user's repository
     return 0
 
 

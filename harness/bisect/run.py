@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.bisect.endpoints import EndpointError, establish
+from harness.bisect.interrupted import INTERRUPTED_EXIT, interrupted_commits, interrupted_summary
 from harness.bisect.oracle import Find, Limits, Target, Trial, Verdict
 from harness.bisect.probe import Probe, SearchState, StepRecord, experiment_key, load_case, progress
 from harness.bisect.releases import (
@@ -22,10 +23,12 @@ from harness.bisect.session import CommitResult, Request, bisect_commits, new_bi
 from harness.bisect.step import expected_steps
 from harness.errors import UserError
 from harness.executor.slurm import SlurmOptions
+from harness.interrupts import Shield, sigterm_as_ctrl_c
 from harness.paths import reports_root
 from harness.proc import git
 from harness.signatures import Catalogue
 from harness.store.store import new_batch
+from harness.text import first_line
 
 __all__ = ["BisectArgs", "run_bisect"]
 
@@ -102,24 +105,32 @@ def _release_phase(args: BisectArgs, request: Request) -> tuple[list[str], tuple
     return versions, tuple(steps), endpoints.target, pair, found.candidates
 
 
+def _request(args: BisectArgs, bisect_id: str) -> Request:
+    """The search's request, its report folder made."""
+    folder = (args.out_root or reports_root()) / "bisect" / bisect_id
+    folder.mkdir(parents=True, exist_ok=True)
+    progress(f"report folder {folder}")
+    return Request(scenario=args.scenario, case=args.case, signature=args.signature, metric=args.metric,
+                   threshold=args.threshold, find=args.find, limits=args.limits, report_dir=folder,
+                   store=args.store, batch=new_batch("bisect", bisect_id), base=args.base)
+
+
 def run_bisect(args: BisectArgs) -> BisectReport:
     started = args.started or time.time()
     args = replace(args, started=started)
     case = load_case(args.scenario, args.case)  # bad input fails here, before anything runs
-    root = args.out_root or reports_root()
     bisect_id = new_bisect_id(case.scenario.name)
-    folder = root / "bisect" / bisect_id
-    folder.mkdir(parents=True, exist_ok=True)
-    request = Request(scenario=args.scenario, case=args.case, signature=args.signature, metric=args.metric,
-                      threshold=args.threshold, find=args.find, limits=args.limits, report_dir=folder,
-                      store=args.store, batch=new_batch("bisect", bisect_id), base=args.base)
-    progress(f"report folder {folder}")
+    request = _request(args, bisect_id)
+    folder = request.report_dir
     versions: list[str] = []
     release_steps: tuple[StepRecord, ...] = ()
     pair: tuple[str, str] | None = None
     commits: CommitResult | None = None
     target = Target(signature=args.signature, metric=args.metric)
     status, summary, code = "not-found", "", 1
+    commit_ends: tuple[str, str] | None = None  # the --good/--bad of the commit search, once it starts
+    sigterm = sigterm_as_ctrl_c()  # SIGTERM ends the search as Ctrl-C does: with its report, exit 3
+    sigterm.__enter__()
     try:
         if args.releases:
             versions, release_steps, target, pair, candidates = _release_phase(args, request)
@@ -141,20 +152,34 @@ def run_bisect(args: BisectArgs) -> BisectReport:
                                     "(looked for vX, X, sglang-vX)")
                 good, bad = (old_tag, new_tag) if args.find is Find.REGRESSION else (new_tag, old_tag)
             assert good is not None and bad is not None
+            commit_ends = (good, bad)
             commits = _search_commits(args, request, good, bad)
             target = commits.target
             code, status, summary = _commit_summary(commits, prefix=f"{summary}; " if summary else "")
     except EndpointError as exc:
         status, summary, code = "endpoints-disagree", str(exc), exc.exit_code
+    except KeyboardInterrupt as exc:  # issue 24: the report as far as it got, exit 3 (a second signal waits)
+        with Shield(reraise=False):
+            if args.repo is not None and commit_ends is not None:
+                commits = interrupted_commits(folder, args.repo, *commit_ends, args.find, target)
+            status, code, summary = "interrupted", INTERRUPTED_EXIT, interrupted_summary(
+                first_line(exc) or "SIGINT", f"{summary}; " if summary else "", commits)
     except UserError:
         if not (folder / "runs").exists():  # bad input found before anything ran: leave nothing behind
             shutil.rmtree(folder, ignore_errors=True)
         raise
+    finally:
+        sigterm.__exit__(None, None, None)
     report = BisectReport(id=bisect_id, scenario=str(args.scenario), case=case.name, find=args.find, status=status,
                           summary=summary, exit_code=code, duration_s=time.time() - started, target=target,
                           commits=commits, release_steps=release_steps, releases=tuple(versions), release_pair=pair)
-    md, _ = write_report(report, folder)
-    print(f"{status.upper()}: {summary}\n        -> {md}", flush=True)
+    return _written(report, folder)
+
+
+def _written(report: BisectReport, folder: Path) -> BisectReport:
+    with Shield(reraise=False):  # from here a signal only waits: the report is written whole
+        md, _ = write_report(report, folder)
+        print(f"{report.status.upper()}: {report.summary}\n        -> {md}", flush=True)
     return report
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -37,6 +38,7 @@ from harness.bisect.worktree import (
     resolve_commit,
 )
 from harness.errors import UserError
+from harness.interrupts import Shield
 from harness.proc import git, is_ancestor
 from harness.signatures import Catalogue
 from harness.store.store import Batch, new_batch
@@ -238,8 +240,11 @@ def _bisect_run(wt: BisectWorktree, state_path: Path, tag: str, store: str | Non
                     sys.stderr.flush()
             proc.wait()
         except BaseException:  # Ctrl-C: the search and its servers go with the harness
-            kill_group(proc.pid)
-            proc.wait()
+            # A second signal only hurries it (issue 24): passed on to the step, whose run then SIGKILLs its
+            # server at once and still writes its record; the interrupt still ends in the report.
+            with Shield(on_signal=lambda: os.killpg(proc.pid, signal.SIGTERM), reraise=False):
+                kill_group(proc.pid)
+                proc.wait()
             raise
     return log_path.read_text()
 

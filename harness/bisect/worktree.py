@@ -1,10 +1,15 @@
-"""The temporary linked worktree a bisection runs in, so the user's checkout and branch never move.
+"""The temporary clone a bisection runs in, so the user's checkout, branch and ``.git`` never move.
 
-``git worktree add --detach`` makes a second working tree of the user's repository in a temporary
-folder; ``git bisect`` keeps its state (``refs/bisect/*``, ``BISECT_LOG``) per worktree, so the
-search moves only that folder's HEAD. Before the worktree exists a guard process
-(``python -m harness.bisect.guard``) is started holding a pipe only this process writes: if the
-harness dies, even by SIGKILL, the guard ends the search's processes and removes the worktree.
+``git clone --shared --no-checkout`` makes a second repository of the user's in a temporary folder:
+it borrows the user's objects (``objects/info/alternates``, nothing copied) and writes nothing into
+the user's ``.git``. ``git bisect`` keeps all its state (``refs/bisect/*``, ``BISECT_*``, the
+``packed-refs`` that ``git bisect start`` creates) in the clone, so a search killed in any way leaves
+the user's repository byte for byte as it was; only the temporary folder is left, and the next bisect
+of that repository (or ``bisect --cleanup``) removes it. (Earlier versions used a linked worktree,
+whose bisect state git keeps in the user's ``.git/worktrees/<name>/``: :func:`clean_stale` still
+removes those.) Before the clone exists a guard process (``python -m harness.bisect.guard``) is started
+holding a pipe only this process writes: if the harness dies, even by SIGKILL, the guard ends the
+search's processes and removes the folder.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from types import TracebackType
 from harness.errors import UserError
 from harness.proc import commit_of, git
 
-__all__ = ["BisectWorktree", "clean_stale", "layout_of", "resolve_commit"]
+__all__ = ["BisectWorktree", "clean_stale", "layout_of", "remove_tree", "resolve_commit"]
 
 _PREFIX = "sglang-repro-bisect-"
 _LOCK = "session.lock"  # held (flock) by the bisect that owns the worktree beside it, for its whole life
@@ -55,27 +60,25 @@ class BisectWorktree:
     def __init__(self, repo: Path, commit: str, *, tag: str) -> None:
         self.repo = repo
         self.tag = tag
-        clean_stale(repo)  # what an earlier bisect left when it and its guard were killed together
+        for stale in clean_stale(repo):  # what an earlier bisect left when it and its guard were killed together
+            sys.stderr.write(f"bisect: removed what an earlier, killed bisect of {repo} left: {stale}\n")
         self.path = Path(tempfile.mkdtemp(prefix=_PREFIX)) / "tree"
-        # The lock tells a later bisect this worktree is alive; the kernel drops it when this process dies.
+        # The lock tells a later bisect this clone is alive; the kernel drops it when this process dies.
         self._lock_fd: int | None = os.open(self.path.parent / _LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        common = Path(git(repo, "rev-parse", "--git-common-dir"))
-        packed = (common if common.is_absolute() else repo / common) / "packed-refs"
-        # ``git bisect start`` creates an empty packed-refs file in the shared .git (git 2.39): one we
-        # remove again at the end, so the user's repository is left byte for byte as it was.
-        self._new_packed_refs = None if packed.exists() else packed
         env = {k: v for k, v in os.environ.items() if k != "SGLANG_REPRO_RUN"}  # never reap itself
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
         env["PYTHONSAFEPATH"] = "1"
         self._guard: subprocess.Popen[bytes] | None = subprocess.Popen(
-            [sys.executable, "-m", "harness.bisect.guard", "--tag", tag, "--repo", str(repo), "--tree", str(self.path),
-             *(["--empty-packed-refs", str(self._new_packed_refs)] if self._new_packed_refs else [])],
+            [sys.executable, "-m", "harness.bisect.guard", "--tag", tag, "--repo", str(repo), "--tree", str(self.path)],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
             start_new_session=True,  # Ctrl-C in the terminal must not kill the guard
         )
         try:
-            git(repo, "worktree", "add", "--detach", str(self.path), commit)
+            # --shared: the user's objects are borrowed, not copied (a big SGLang history clones in a second);
+            # the commits are then there whether or not a ref of the user's names them.
+            git(repo, "clone", "--quiet", "--shared", "--no-checkout", str(repo.absolute()), str(self.path))
+            git(self.path, "checkout", "--quiet", "--detach", commit)
         except BaseException:
             self.close()
             raise
@@ -98,8 +101,8 @@ class BisectWorktree:
         return git(self.path, "rev-parse", "HEAD")
 
     def close(self) -> None:
-        """Remove the worktree and its registration; then stop the guard quietly."""
-        remove_worktree(self.repo, self.path, self._new_packed_refs)
+        """Remove the clone and its temporary folder; then stop the guard quietly."""
+        remove_tree(self.path)
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -120,7 +123,12 @@ class BisectWorktree:
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
+        from harness.interrupts import Shield
+
+        # A signal during the removal waits for it (the clone never outlives the harness half removed); it
+        # interrupts afterwards unless an interrupt is already on its way out.
+        with Shield(reraise=et is None):
+            self.close()
 
 
 def _is_alive(folder: Path) -> bool:
@@ -139,12 +147,21 @@ def _is_alive(folder: Path) -> bool:
 
 
 def clean_stale(repo: Path) -> list[str]:
-    """Remove the worktrees an earlier bisect registered in ``repo`` and could not remove (it and its guard
-    were SIGKILLed together, e.g. a CI cancel of the whole cgroup): those under a ``sglang-repro-bisect-``
-    folder whose owner no longer holds its lock. Their ``refs/bisect/*`` and ``BISECT_*`` files live in
-    ``.git/worktrees/<name>/`` and go with them. The paths removed."""
+    """Remove what an earlier bisect of ``repo`` left when it and its guard were SIGKILLed together (a CI cancel
+    of the whole cgroup), never one whose bisect still holds its lock. The paths removed.
+
+    - its temporary clone: a ``sglang-repro-bisect-*`` folder in the temporary directory whose clone borrows
+      ``repo``'s objects (nothing of it is in ``repo``);
+    - from earlier versions, a linked worktree registered in ``repo``: its folder, and its ``refs/bisect/*``
+      and ``BISECT_*`` files, which live in ``.git/worktrees/<name>/``; and the ``packed-refs`` that
+      ``git bisect start`` created in the shared ``.git`` when it still holds no reference (git reads such a
+      file as no file at all).
+    """
+    removed = [str(tree) for tree in _stale_clones(repo)]
+    for tree in removed:
+        remove_tree(Path(tree))
     listing = git(repo, "worktree", "list", "--porcelain", check=False) or ""
-    removed = []
+    legacy = []
     for line in listing.splitlines():
         if not line.startswith("worktree "):
             continue
@@ -152,18 +169,55 @@ def clean_stale(repo: Path) -> list[str]:
         if path.name != "tree" or not path.parent.name.startswith(_PREFIX) or _is_alive(path.parent):
             continue
         remove_worktree(repo, path)
-        removed.append(str(path))
-    git(repo, "worktree", "prune", check=False)
-    return removed
+        legacy.append(str(path))
+    if legacy:
+        git(repo, "worktree", "prune", check=False)
+        _drop_empty_packed_refs(repo)
+    return removed + legacy
+
+
+def _stale_clones(repo: Path) -> list[Path]:
+    """The trees of this repository's bisect clones whose bisect is gone (its lock free)."""
+    common = Path(git(repo, "rev-parse", "--git-common-dir", check=False) or ".git")
+    objects = ((common if common.is_absolute() else repo / common) / "objects").resolve()
+    found = []
+    for folder in sorted(Path(tempfile.gettempdir()).glob(_PREFIX + "*")):
+        if not (folder / _LOCK).is_file() or _is_alive(folder):
+            continue  # no lock: not one of ours (or a bisect of an older harness, which may be alive)
+        try:
+            borrowed = (folder / "tree" / ".git" / "objects" / "info" / "alternates").read_text().split()
+        except OSError:
+            borrowed = []  # killed before its clone was made: nothing tells whose it was, unless it is empty
+        if any(Path(b).resolve() == objects for b in borrowed) or not (folder / "tree").exists():
+            found.append(folder / "tree")
+    return found
+
+
+def _drop_empty_packed_refs(repo: Path) -> None:
+    common = Path(git(repo, "rev-parse", "--git-common-dir", check=False) or ".git")
+    packed = (common if common.is_absolute() else repo / common) / "packed-refs"
+    try:
+        lines = packed.read_text().splitlines()
+    except OSError:
+        return
+    if all(line.startswith("#") for line in lines):
+        packed.unlink(missing_ok=True)
+
+
+def remove_tree(path: Path) -> None:
+    """Best effort: a bisect's clone and its temporary parent folder (its lock file with it)."""
+    shutil.rmtree(path, ignore_errors=True)
+    if path.parent.name.startswith(_PREFIX):
+        shutil.rmtree(path.parent, ignore_errors=True)
 
 
 def remove_worktree(repo: Path, path: Path, new_packed_refs: Path | None = None) -> None:
-    """Best effort, every step: the worktree folder, git's registration of it, the temporary parent, and
-    ``new_packed_refs`` when git left it holding no reference (only its header line)."""
+    """Best effort, every step: a linked worktree of an earlier version, git's registration of it, the
+    temporary parent, and ``new_packed_refs`` when git left it holding no reference (only its header line)."""
     git(repo, "worktree", "remove", "--force", "--force", str(path), check=False)
     shutil.rmtree(path, ignore_errors=True)
     git(repo, "worktree", "prune", check=False)
-    if path.parent.name.startswith("sglang-repro-bisect-"):
+    if path.parent.name.startswith(_PREFIX):
         shutil.rmtree(path.parent, ignore_errors=True)
     if new_packed_refs is not None and new_packed_refs.name == "packed-refs":
         try:

@@ -64,8 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_executor_arguments(parser)
     parser.add_argument("--cleanup", action="store_true",
-                        help="with --repo: only remove what an earlier bisect killed with its guard left in the "
-                             "checkout (its worktree, with its refs/bisect and BISECT_* files), and exit")
+                        help="with --repo: only remove what an earlier bisect of the checkout killed with its guard "
+                             "left (its temporary clone; from older versions a worktree in .git), and exit")
 
 
 def known_metrics() -> frozenset[str]:

@@ -12,6 +12,7 @@ from harness.compare_runner import compare_cases, role_specs
 from harness.comparison import ComparisonReport
 from harness.errors import UserError
 from harness.executor.options import add_executor_arguments
+from harness.interrupts import Shield
 from harness.metric_registry import ACCEPT_LENGTH, OUTPUT_THROUGHPUT
 from harness.preflight_batch import check_flags_up_front
 from harness.record import RunRecord
@@ -114,12 +115,15 @@ def main(args: argparse.Namespace) -> int:
         elsewhere = compare_on_slurm(args, cases, specs, writer, progress)
     ran = compare_cases(loaded, cases, specs, trials=args.trials, out_root=args.out, progress=progress, builds=builds,
                         elsewhere=elsewhere)
-    paths = write_reports(ran.report, ran.report_dir)
-    for line in summary(ran.report):
-        print(line)
-    for note in ran.report.notes:
-        if "metrics not compared" in note:
-            print(f"note: {note}")
-    print(verdict_line(ran.report))
-    print(f"report: {paths['html']}")
-    return finish_store(writer, ran.exit_code)
+    # The report is written whole: a signal now waits for it, and an interrupted comparison's second signal
+    # changes nothing (issue 24); a first one still interrupts afterwards.
+    with Shield(reraise=not ran.report.partial):
+        paths = write_reports(ran.report, ran.report_dir)
+        for line in summary(ran.report):
+            print(line)
+        for note in ran.report.notes:
+            if "metrics not compared" in note:
+                print(f"note: {note}")
+        print(verdict_line(ran.report))
+        print(f"report: {paths['html']}")
+        return finish_store(writer, ran.exit_code)

@@ -69,6 +69,10 @@ class SchedulerClient:
         self._send(("generate", {"rid": rid, **payload}))
         return pending
 
+    def open_rids(self) -> list[str]:
+        """The requests still waiting for the scheduler (SGLang's ``rid_to_state``), oldest first."""
+        return list(self._pending)
+
     def release(self, rid: str) -> None:
         self._pending.pop(rid, None)
 

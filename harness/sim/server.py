@@ -108,15 +108,25 @@ async def _serve(args: argparse.Namespace, settings: SchedulerSettings, client: 
     from aiohttp import web
 
     from harness.sim.http_api import ApiState, build_app
+    from harness.sim.sigterm import SigtermWatchdog
 
     loop = asyncio.get_running_loop()
     client.start(loop)
     state = ApiState(args, settings, client, health_generation=health[0], health_timeout_s=health[1])
-    runner = web.AppRunner(build_app(state), access_log=None, handle_signals=False)
+    # handler_cancellation: a client that goes away cancels its handler, which aborts the request (SGLang's
+    # handler checks is_disconnected() and aborts), so a SIGTERM's drain is not held up by a gone client.
+    runner = web.AppRunner(build_app(state), access_log=None, handle_signals=False, handler_cancellation=True)
     await runner.setup()
     stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    watchdog = SigtermWatchdog(client)
+    watching = loop.create_task(watchdog.run())  # ends the process itself (harness.sim.sigterm)
+
+    def on_sigterm() -> None:
+        # SGLang's tokenizer manager takes SIGTERM over at its first request; before it, uvicorn's handler stops.
+        (watchdog.on_sigterm if client.running_phase else stop.set)()
+
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
     try:
         try:
             await web.TCPSite(runner, args.host, args.port).start()
@@ -132,6 +142,7 @@ async def _serve(args: argparse.Namespace, settings: SchedulerSettings, client: 
         logger.info("%s received a stop signal; shutting down", SIM_LABEL)
         return 0
     finally:
+        watching.cancel()
         client.shutdown()
         await runner.cleanup()
 
