@@ -88,9 +88,10 @@ class _Sums:
         return self.s1[hi] - self.s1[lo], self.s2[hi] - self.s2[lo], self.sq[hi] - self.sq[lo]
 
 
-def _step_hot(flat: np.ndarray, sums: _Sums, end: np.ndarray, n: np.ndarray, sd: np.ndarray) -> np.ndarray:
+def _step_hot(flat: np.ndarray, sums: _Sums, end: np.ndarray, n: np.ndarray, sd: np.ndarray,
+              ref: np.ndarray) -> np.ndarray:
     """Rows whose best split (``Tracker._scan(MIN_LOOK)``) might be confirmed, or is not certain here.
-    ``end``: the flat index after the row's newest point."""
+    ``end``: the flat index after the row's newest point; ``ref``: what the sums were taken less of."""
     first = np.maximum(steps.MIN_BEFORE, n - steps.MAX_AFTER)
     start = np.maximum(0, first - steps.MAX_BEFORE)  # the scan's window: [start, n)
     total, squares, _ = sums.window(end - (n - start), end)
@@ -104,7 +105,9 @@ def _step_hot(flat: np.ndarray, sums: _Sums, end: np.ndarray, n: np.ndarray, sd:
         rows = np.arange(len(rss))
         best, second = rss[rows, order[:, 0]], rss[rows, order[:, 1]]
         has = np.isfinite(best)
-        unsure = has & ~(second - best > 1e-9 * np.maximum(squares, 1.0))
+        # The tracker's sums are of the raw values: its rounding grows with their squares, not the spread's.
+        raw = squares + 2 * ref * total + (n - start) * ref * ref
+        unsure = has & ~(second - best > 1e-9 * np.maximum(raw, 1.0))
     a = after[order[:, 0]]
     cut = end - a
     before = cut[:, None] - steps.MAX_BEFORE + np.arange(steps.MAX_BEFORE)[None, :]
@@ -155,7 +158,7 @@ def hot_nights(series: Sequence[np.ndarray]) -> list[np.ndarray]:
         o, j = owner[lo:lo + _CHUNK_ROWS], night[lo:lo + _CHUNK_ROWS]
         end, n = base[o] + j + 1, j + 1
         sd = _noise_sd(flat[end[:, None] - steps.NOISE_WINDOW + np.arange(steps.NOISE_WINDOW)[None, :]], n)
-        hot[lo:lo + _CHUNK_ROWS] = _step_hot(flat, sums, end, n, sd) | _drift_hot(sums, end, n, sd)
+        hot[lo:lo + _CHUNK_ROWS] = _step_hot(flat, sums, end, n, sd, ref[end - 1]) | _drift_hot(sums, end, n, sd)
     bounds = np.cumsum([0, *lengths])
     return [night[bounds[i]:bounds[i + 1]][hot[bounds[i]:bounds[i + 1]]] for i in range(len(series))]
 
