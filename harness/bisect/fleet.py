@@ -40,11 +40,11 @@ from harness.bisect.probe import Probe, SearchState, StepRecord, experiment_key,
 from harness.bisect.session import (
     CommitResult,
     Request,
-    _append_endpoints,
-    _confirm,
-    _culprit,
-    _endpoints_of,
-    _order,
+    confirm_culprit,
+    culprit_of,
+    ordered_ends,
+    record_endpoints,
+    resolve_endpoints,
 )
 from harness.bisect.step import append_step, describe_commit, read_steps
 from harness.bisect.worktree import PACKAGE_ROOT, layout_of
@@ -271,8 +271,8 @@ def bisect_commits_kary(request: Request, repo: Path, good_rev: str, bad_rev: st
                         runner: ProbeRunner) -> CommitResult:
     """The first new commit of ``good..bad`` (first-parent), ``runner.jobs`` revisions a round."""
     repo = repo.expanduser().absolute()
-    good, bad = _endpoints_of(repo, good_rev, bad_rev)
-    old, new = _order(repo, good, bad, request.find)
+    good, bad = resolve_endpoints(repo, good_rev, bad_rev)
+    old, new = ordered_ends(repo, good, bad, request.find)
     layout = layout_of(repo, bad)
     case = load_case(request.scenario, request.case)
     revs = git(repo, "rev-list", "--first-parent", "--reverse", f"{old}..{new}").split()
@@ -304,19 +304,19 @@ def bisect_commits_kary(request: Request, repo: Path, good_rev: str, bad_rev: st
     endpoints = establish(trials_at, signature=request.signature, metric=request.metric,
                           threshold=request.threshold, limits=request.limits, catalogue=Catalogue.load())
     state = replace(state, target=endpoints.target)
-    _append_endpoints(report_dir, state, ends, endpoints)
+    record_endpoints(report_dir, state, ends, endpoints)
     (report_dir / "state.json").write_text(state.to_json())
     probe = probe_of(state)
     progress(f"searching {count} commits ({old[:12]}..{new[:12]}, first parents) for "
              f"{endpoints.target.describe()}, {k} at once: about {rounds_expected} rounds")
     known, rounds, log = _rounds(probe, revs, rounds_expected)
     result = result_of(count, known, rounds=rounds)
-    culprit = _culprit(repo, revs[result.first_new]) if result.first_new is not None else None
+    culprit = culprit_of(repo, revs[result.first_new]) if result.first_new is not None else None
     candidates = tuple(revs[i] for i in result.candidates)
     confirmed = False
     if culprit is not None:
         log.append(f"first {terms[1]} commit: {culprit.commit}")
-        confirmed = _confirm(probe, _Tree(repo), culprit, state, started, request.threshold)
+        confirmed = confirm_culprit(probe, _Tree(repo), culprit, state, started, request.threshold)
     elif candidates:
         log.append(f"the first {terms[1]} commit could be any of: {' '.join(candidates)}")
     return CommitResult(repo=str(repo), layout=layout, good=good, bad=bad, terms=terms, target=state.target,

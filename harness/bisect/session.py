@@ -44,7 +44,8 @@ from harness.signatures import Catalogue
 from harness.store.store import Batch, new_batch
 from harness.store.url import STORE_ENV
 
-__all__ = ["CommitResult", "Request", "bisect_commits", "new_bisect_id"]
+__all__ = ["CommitResult", "Request", "bisect_commits", "confirm_culprit", "culprit_of", "new_bisect_id", "ordered_ends",
+           "record_endpoints", "resolve_endpoints"]
 
 _FOUND = re.compile(r"^([0-9a-f]{40}) is the first (\S+) commit", re.MULTILINE)
 _AMBIGUOUS = re.compile(r"The first (\S+) commit could be any of:\n((?:[0-9a-f]{40}\n?)+)", re.MULTILINE)
@@ -116,14 +117,14 @@ def _template(layout: str, tree: Path, base: str | None) -> str:
     return f"simsrc:{tree}"
 
 
-def _culprit(repo: Path, commit: str) -> Culprit:
+def culprit_of(repo: Path, commit: str) -> Culprit:
     fmt = git(repo, "show", "-s", "--format=%s%x00%an%x00%aI", commit).split("\x00")
     files = tuple(f for f in git(repo, "show", "--format=", "--name-only", commit).splitlines() if f)
     parent = git(repo, "rev-parse", f"{commit}^", check=False)
     return Culprit(commit, fmt[0], fmt[1], fmt[2], files, parent)
 
 
-def _order(repo: Path, good: str, bad: str, find: Find) -> tuple[str, str]:
+def ordered_ends(repo: Path, good: str, bad: str, find: Find) -> tuple[str, str]:
     """(old, new) in git's terms: a regression goes good -> bad, a fix goes bad -> good."""
     regression = find is Find.REGRESSION
     old, new = (good, bad) if regression else (bad, good)
@@ -137,8 +138,8 @@ def _order(repo: Path, good: str, bad: str, find: Find) -> tuple[str, str]:
 def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
                    on_endpoints: Callable[[Endpoints], None] | None = None) -> CommitResult:
     repo = repo.expanduser().absolute()
-    good, bad = _endpoints_of(repo, good_rev, bad_rev)
-    old, new = _order(repo, good, bad, request.find)
+    good, bad = resolve_endpoints(repo, good_rev, bad_rev)
+    old, new = ordered_ends(repo, good, bad, request.find)
     layout = layout_of(repo, bad)
     case = load_case(request.scenario, request.case)
     count = int(git(repo, "rev-list", "--count", f"{old}..{new}"))
@@ -170,7 +171,7 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
         if on_endpoints is not None:
             on_endpoints(endpoints)
         state = replace(state, target=endpoints.target)
-        _append_endpoints(report_dir, state, ends, endpoints)
+        record_endpoints(report_dir, state, ends, endpoints)
         state_path = report_dir / "state.json"
         state_path.write_text(state.to_json())
         progress(f"searching {count} commits ({old[:12]}..{new[:12]}) for {endpoints.target.describe()}: "
@@ -180,12 +181,12 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
         log_text = git(wt.path, "bisect", "log", check=False)
         found = _FOUND.search(output)
         ambiguous = _AMBIGUOUS.search(output)
-        culprit = _culprit(repo, found.group(1)) if found else None
+        culprit = culprit_of(repo, found.group(1)) if found else None
         candidates = tuple(ambiguous.group(2).split()) if ambiguous else ()
         confirmed = False
         if culprit is not None:
             probe = Probe(state, case)
-            confirmed = _confirm(probe, wt, culprit, state, started, request.threshold)
+            confirmed = confirm_culprit(probe, wt, culprit, state, started, request.threshold)
         steps = tuple(read_steps(report_dir))
     return CommitResult(repo=str(repo), layout=layout, good=good, bad=bad, terms=terms, target=state.target,
                         culprit=culprit, candidates=candidates, confirmed=confirmed, steps=steps,
@@ -193,7 +194,7 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
                         expected_steps=steps_expected)
 
 
-def _endpoints_of(repo: Path, good_rev: str, bad_rev: str) -> tuple[str, str]:
+def resolve_endpoints(repo: Path, good_rev: str, bad_rev: str) -> tuple[str, str]:
     """The commits of ``--good`` and ``--bad`` in the user's repository (UserError when they are not two)."""
     if not repo.is_dir():
         raise UserError(f"--repo {repo}: not a directory")
@@ -204,7 +205,7 @@ def _endpoints_of(repo: Path, good_rev: str, bad_rev: str) -> tuple[str, str]:
     return good, bad
 
 
-def _append_endpoints(report_dir: Path, state: SearchState, ends: dict[str, str], endpoints: Endpoints) -> None:
+def record_endpoints(report_dir: Path, state: SearchState, ends: dict[str, str], endpoints: Endpoints) -> None:
     for which, trials, reason in (("good", endpoints.good, endpoints.good_reason),
                                   ("bad", endpoints.bad, endpoints.bad_reason)):
         verdict = Verdict.GOOD if which == "good" else Verdict.BAD
@@ -249,7 +250,7 @@ def _bisect_run(wt: BisectWorktree, state_path: Path, tag: str, store: str | Non
     return log_path.read_text()
 
 
-def _confirm(probe: Probe, wt: Checkout, culprit: Culprit, state: SearchState, started: float,
+def confirm_culprit(probe: Probe, wt: Checkout, culprit: Culprit, state: SearchState, started: float,
              threshold: float) -> bool:
     """Fresh trials of the first new commit and of its parent. A signature: each judged on its own. A metric:
     the two compared with each other (Welch), which the machine's drift since the endpoints cannot fake."""
