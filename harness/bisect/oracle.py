@@ -22,12 +22,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 from harness.bisect.sequential import Side, sequential_test, without_stalls
 from harness.outcome import Outcome
 from harness.record import RunRecord
+from harness.str_enum import StrEnum
 
 __all__ = [
     "Find",
@@ -43,23 +43,17 @@ __all__ = [
 ]
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     GOOD = "good"  # behaves like the good endpoint of a regression (the bug is absent)
     BAD = "bad"  # shows the searched bug
     SKIP = "skip"  # cannot tell
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Find(str, Enum):
+class Find(StrEnum):
     """What a bisection looks for: the change that brought the failure in, or the one that took it away."""
 
     REGRESSION = "regression"  # old is good, new is bad
     FIX = "fix"  # old is broken, new is fixed
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def new_verdict(self) -> Verdict:
