@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.checkout_digest import checkout_digest
 from tests.test_interrupt import REPO, _run_processes, _scenario, _wait_for
 
 pytestmark = pytest.mark.slow
@@ -79,18 +80,6 @@ def test_a_second_signal_during_teardown_loses_no_record(tmp_path: Path, command
 BISECT_SCENARIO = REPO / "fixtures" / "bisect" / "stale_out_cache_loc_tiny.yaml"
 
 
-def _checkout_digest(repo: Path) -> str:
-    """Every byte of the checkout, .git included."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for path in sorted(repo.rglob("*")):
-        if path.is_file():
-            digest.update(str(path.relative_to(repo)).encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
 @pytest.fixture(scope="module")
 def tiny_history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     """Six commits of the reference server (c0..c5), only the last one bad: every step of the search is a post-fix
@@ -108,7 +97,7 @@ def tiny_history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[s
 def test_a_second_signal_during_a_bisects_teardown_loses_no_record(tmp_path: Path, sig: int,
                                                                     tiny_history: tuple[Path, dict[str, str]]) -> None:
     repo, named = tiny_history
-    before = _checkout_digest(repo)
+    before = checkout_digest(repo)
     out = tmp_path / "out"
     scenario = yaml.safe_load(BISECT_SCENARIO.read_text())
     scenario["workload"]["requests"] = 4  # a post-fix run's workload lasts about 8 s: the signal lands in it
@@ -151,7 +140,7 @@ def test_a_second_signal_during_a_bisects_teardown_loses_no_record(tmp_path: Pat
         records = [json.loads(p.read_text()) for p in folder.glob("runs/*/result.json")]
         assert len(records) == 3, [r["outcome"] for r in records]  # two endpoints and the interrupted step
         assert "interrupted" in {r["outcome"] for r in records}, [r["outcome"] for r in records]
-        assert _checkout_digest(repo) == before, "the user's checkout moved"
+        assert checkout_digest(repo) == before, "the user's checkout moved"
         state = json.loads((folder / "state.json").read_text())
         assert not Path(state["build_template"].split(":", 1)[1]).exists(), "the search's clone is left"
         print(f"bisect {signal.Signals(sig).name}: exit {harness.returncode}; {report['summary']}")

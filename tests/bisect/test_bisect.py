@@ -13,7 +13,6 @@ bisections do.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -27,6 +26,7 @@ import pytest
 
 from harness.bisect.demo_repo import STEP_COST_MS, Layout, make_demo_repo
 from harness.reaper import TAG_VAR
+from tests.checkout_digest import checkout_digest
 from tests.process_marks import MARK_VAR, marked
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,20 +61,6 @@ def timed_demo(tmp_path_factory):
     return _demo(tmp_path_factory, "bisect-timed", STEP_COST_MS)
 
 
-def snapshot(repo: Path) -> str:
-    """A digest of every byte of the checkout, .git included, plus what git says of it."""
-    digest = hashlib.sha256()
-    for path in sorted(repo.rglob("*")):
-        if path.is_file():
-            digest.update(str(path.relative_to(repo)).encode())
-            digest.update(path.read_bytes())
-    # --no-optional-locks: the check itself must not refresh the index (git status may rewrite it)
-    for args in (["status", "--porcelain"], ["worktree", "list"], ["for-each-ref"], ["symbolic-ref", "HEAD"]):
-        digest.update(subprocess.run(["git", "--no-optional-locks", "-C", str(repo), *args], capture_output=True,
-                                     check=False).stdout)
-    return digest.hexdigest()
-
-
 def bisect(demo, *args: str, timeout: float = 600,
            with_repo: bool = True) -> tuple[subprocess.CompletedProcess[str], dict]:
     repo, _, out, env = demo
@@ -107,7 +93,7 @@ def check_steps(report: dict, named: dict[str, str]) -> None:
 
 def test_finds_the_commit_that_introduced_the_crash(demo):
     repo, named, _, _ = demo
-    before = snapshot(repo)
+    before = checkout_digest(repo)
     res, report = bisect(demo, "--good", "v0.1.0", "--bad", "v0.4.0", "--trials", "1", "--confirm-trials", "1")
     assert res.returncode == 0, res.stdout + res.stderr
     commits = report["commits"]
@@ -117,7 +103,7 @@ def test_finds_the_commit_that_introduced_the_crash(demo):
     assert f"# first bad commit: [{named['culprit']}]" in commits["bisect_log"]
     check_steps(report, named)
     assert "step 1 of ~6" in res.stderr  # progress on the terminal
-    assert snapshot(repo) == before
+    assert checkout_digest(repo) == before
 
 
 def test_the_same_search_again_is_answered_from_the_store(demo):
@@ -139,7 +125,7 @@ def test_the_same_search_again_is_answered_from_the_store(demo):
 
 def test_finds_the_commit_that_fixed_it(demo):
     repo, named, _, _ = demo
-    before = snapshot(repo)
+    before = checkout_digest(repo)
     res, report = bisect(demo, "--find", "fix", "--bad", "v0.4.0", "--good", "v0.7.0", "--trials", "1",
                          "--confirm-trials", "1")
     assert res.returncode == 0, res.stdout + res.stderr
@@ -148,19 +134,19 @@ def test_finds_the_commit_that_fixed_it(demo):
     assert commits["culprit"]["commit"] == named["fix"]
     assert f"# first fixed commit: [{named['fix']}]" in commits["bisect_log"]
     check_steps(report, named)
-    assert snapshot(repo) == before
+    assert checkout_digest(repo) == before
 
 
 def test_finds_the_twenty_percent_slowdown_under_noise(timed_demo):
     repo, named, _, _ = timed_demo
-    before = snapshot(repo)
+    before = checkout_digest(repo)
     res, report = bisect(timed_demo, "--metric", "e2e_ms_p50", "--good", named["fix"], "--bad", "v0.7.0",
                          "--trials", "5", "--confirm-trials", "6")  # 4 fell short of p < 0.01 once under load
     assert res.returncode == 0, res.stdout + res.stderr
     assert report["commits"]["culprit"]["commit"] == named["slowdown"]
     good, bad = report["target"]["good_samples"], report["target"]["bad_samples"]
     assert sum(bad) / len(bad) > 1.07 * sum(good) / len(good)  # 20% more per step: longer requests
-    assert snapshot(repo) == before
+    assert checkout_digest(repo) == before
 
 
 def test_endpoints_that_do_not_differ_search_nothing(demo):
@@ -186,7 +172,7 @@ def _describe(procs: list[psutil.Process]) -> list[str]:
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["sigkill", "ctrl-c"])
 def test_killing_the_harness_leaves_the_checkout_and_no_process(timed_demo, tmp_path, sig):
     repo, _, _, env = timed_demo
-    before = snapshot(repo)
+    before = checkout_digest(repo)
     out = tmp_path / "killed"
     # Other bisect tests of this module may run beside this one (xdist) with servers of the same scenario:
     # the processes to account for are the ones this search started, which carry this mark.
@@ -213,10 +199,10 @@ def test_killing_the_harness_leaves_the_checkout_and_no_process(timed_demo, tmp_
         assert code == 3  # the harness itself ended the search, wrote its report and removed the clone
         assert json.loads(next(out.glob("bisect/*/report.json")).read_text())["status"] == "interrupted"
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (marked(mark) or snapshot(repo) != before):
+    while time.monotonic() < deadline and (marked(mark) or checkout_digest(repo) != before):
         time.sleep(0.5)
     assert _describe(marked(mark)) == []
-    assert snapshot(repo) == before, (sorted(str(f.relative_to(repo)) for f in (repo / ".git").rglob("*")
+    assert checkout_digest(repo) == before, (sorted(str(f.relative_to(repo)) for f in (repo / ".git").rglob("*")
                                              if "objects" not in f.parts)[:80],
                                       subprocess.run(["git", "-C", str(repo), "worktree", "list"],
                                                      capture_output=True, text=True, check=False).stdout)

@@ -11,7 +11,6 @@ never another repository's.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 import signal
 import subprocess
@@ -25,6 +24,7 @@ import pytest
 
 from harness.bisect.worktree import BisectWorktree, clean_stale
 from harness.cli import main
+from tests.checkout_digest import checkout_digest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x.invalid", "GIT_COMMITTER_NAME": "t",
@@ -44,15 +44,6 @@ def _repo(path: Path) -> Path:
         _git(path, "add", "f")
         _git(path, "commit", "-qm", f"c{i}")
     return path
-
-
-def _snapshot(repo: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(repo.rglob("*")):
-        if path.is_file():
-            digest.update(str(path.relative_to(repo)).encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 _CHILD = """
@@ -76,7 +67,7 @@ def _killed_bisect(repo: Path, before: str) -> Path:
         assert child.stdout is not None
         tree = Path(child.stdout.readline().strip())
         assert (tree / ".git" / "BISECT_LOG").is_file() and (tree / ".git" / "refs" / "bisect").is_dir()
-        assert _snapshot(repo) == before, "the bisect state is in the user's .git"
+        assert checkout_digest(repo) == before, "the bisect state is in the user's .git"
         guards = [p for p in psutil.Process(child.pid).children() if "harness.bisect.guard" in " ".join(p.cmdline())]
         assert len(guards) == 1
         for proc in (guards[0], psutil.Process(child.pid)):  # the whole cgroup at once: nobody cleans up
@@ -93,11 +84,11 @@ def test_a_bisect_killed_with_its_guard_leaves_the_users_git_as_it_was(tmp_path:
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     repo = _repo(tmp_path / "repo")
     other = _repo(tmp_path / "other")
-    before = _snapshot(repo)
+    before = checkout_digest(repo)
     tree = _killed_bisect(repo, before)
     time.sleep(0.2)
     assert tree.is_dir(), "nothing removed it: the guard died with the harness"
-    assert _snapshot(repo) == before, "a killed bisect left something in the user's repository"
+    assert checkout_digest(repo) == before, "a killed bisect left something in the user's repository"
     live = BisectWorktree(other, _git(other, "rev-parse", "HEAD"), tag="live")  # another repository's, alive
     try:
         assert clean_stale(other) == [], "another repository's stale clone is not this one's to remove"
@@ -109,7 +100,7 @@ def test_a_bisect_killed_with_its_guard_leaves_the_users_git_as_it_was(tmp_path:
     finally:
         live.close()
     assert not live.path.parent.exists()
-    assert _snapshot(repo) == before
+    assert checkout_digest(repo) == before
 
 
 def test_a_legacy_worktree_and_the_packed_refs_its_bisect_made_are_removed(tmp_path: Path) -> None:
@@ -117,7 +108,7 @@ def test_a_legacy_worktree_and_the_packed_refs_its_bisect_made_are_removed(tmp_p
     ``refs/bisect/*``) and an empty ``.git/packed-refs`` in the user's repository."""
     repo = _repo(tmp_path / "repo")
     assert not (repo / ".git" / "packed-refs").exists()
-    before = _snapshot(repo)
+    before = checkout_digest(repo)
     tree = Path(tempfile.mkdtemp(prefix="sglang-repro-bisect-")) / "tree"
     _git(repo, "worktree", "add", "--detach", str(tree), "HEAD")
     _git(tree, "bisect", "start", "HEAD", "HEAD~2")
@@ -133,12 +124,12 @@ def test_a_legacy_worktree_and_the_packed_refs_its_bisect_made_are_removed(tmp_p
         os.close(held)
     assert clean_stale(repo) == [str(tree)]
     assert not tree.parent.exists() and not packed.exists()
-    assert _snapshot(repo) == before
+    assert checkout_digest(repo) == before
 
 
 def test_the_next_bisect_of_the_repository_removes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     repo = _repo(tmp_path / "repo")
-    before = _snapshot(repo)
+    before = checkout_digest(repo)
     tree = _killed_bisect(repo, before)
     assert tree.is_dir()
     nxt = BisectWorktree(repo, _git(repo, "rev-parse", "HEAD~1"), tag="next")
@@ -147,4 +138,4 @@ def test_the_next_bisect_of_the_repository_removes_it(tmp_path: Path, capsys: py
         assert f"removed what an earlier, killed bisect of {repo} left: {tree}" in capsys.readouterr().err
     finally:
         nxt.close()
-    assert _snapshot(repo) == before
+    assert checkout_digest(repo) == before
