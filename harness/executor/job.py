@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.interrupts import sigterm_as_ctrl_c
 from harness.record import RunRecord
 from harness.scenario import Case
 from harness.scenario.model import Hardware
@@ -76,7 +77,11 @@ def run_job(job: RunJob) -> RunRecord:
     # submitit's USR2 handler (sent before the time limit) would requeue or raise at any point of the run;
     # the run ends on SLURM's own SIGTERM instead, which tears the server down in order.
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
-    return execute_job(job)
+    # submitit only logs a SIGTERM (its "bypass" handler), so one that came while the job was still resolving
+    # its build, before the run installs its own, was lost: the run went on, passed within SLURM's KillWait and
+    # recorded a result beside the submitter's infra record for the same cancelled trial.
+    with sigterm_as_ctrl_c():
+        return execute_job(job)
 
 
 def execute_job(job: RunJob) -> RunRecord:

@@ -174,12 +174,25 @@ def _wait_for_text(path: Path, pattern: str, proc: subprocess.Popen[str], timeou
     raise AssertionError(f"{pattern!r} not seen in {timeout_s} s: {path.read_text()}")
 
 
+def _wait_for_servers(out: Path, n: int, proc: subprocess.Popen[str], timeout_s: float) -> None:
+    """Until ``n`` runs under ``out`` have a server that said it is ready (the reference server's log line)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        logs = [*out.glob("**/runs/*/server.log"), *out.glob("**/servers/*/server.log")]
+        if sum("ready to roll" in log.read_text(errors="replace") for log in logs) >= n:
+            return
+        assert proc.poll() is None, (out / "stderr.txt").read_text()
+        time.sleep(0.5)
+    raise AssertionError(f"not {n} ready servers under {out} in {timeout_s} s")
+
+
 def test_scancel_and_the_time_limit_end_as_infra_with_slurms_reason(slurm_conf: str, pg_url: str,
                                                                     tmp_path: Path) -> None:
     proc = _slow_run(tmp_path, pg_url, "--time", "1")
     try:
         text = _wait_for_text(tmp_path / "stderr.txt", r"2 running", proc, 120)
         first, second = _job_ids(text)
+        _wait_for_servers(tmp_path, 2, proc, 120)  # a job's run past its start: the cancel meets its workload
         subprocess.run(["scancel", first], check=True, timeout=30)
         stdout, _ = proc.communicate(timeout=240)  # the second runs into its one-minute limit
     finally:
