@@ -11,6 +11,7 @@ Shields nest: an inner one defers to the outer, which decides.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import threading
@@ -72,6 +73,14 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
         return
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        # Inside asyncio.run a KeyboardInterrupt raised here lands in whichever task runs (an aiohttp body
+        # write, say), which asyncio then logs at exit as "Task exception was never retrieved" with its
+        # traceback. asyncio's Runner handles Ctrl-C by cancelling its main task and raising once the loop
+        # is done: take SIGTERM the same way whenever a Runner holds SIGINT.
+        on_sigint = signal.getsignal(signal.SIGINT)
+        if isinstance(getattr(getattr(on_sigint, "func", None), "__self__", None), asyncio.Runner):
+            on_sigint(signum, frame)  # type: ignore[operator]  # a functools.partial of Runner._on_sigint
+            return
         raise KeyboardInterrupt(f"signal {signum}")
 
     previous = signal.signal(signal.SIGTERM, handler)
