@@ -79,7 +79,7 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
         # is done: take SIGTERM the same way whenever a Runner holds SIGINT.
         on_sigint = signal.getsignal(signal.SIGINT)
         if isinstance(getattr(getattr(on_sigint, "func", None), "__self__", None), asyncio.Runner):
-            on_sigint(signum, frame)  # type: ignore[operator]  # a functools.partial of Runner._on_sigint
+            on_sigint(signum, frame)  # type: ignore[misc,operator]  # a partial of Runner._on_sigint
             return
         raise KeyboardInterrupt(f"signal {signum}")
 
