@@ -78,7 +78,8 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
         # traceback. asyncio's Runner handles Ctrl-C by cancelling its main task and raising once the loop
         # is done: take SIGTERM the same way whenever a Runner holds SIGINT.
         on_sigint = signal.getsignal(signal.SIGINT)
-        if isinstance(getattr(getattr(on_sigint, "func", None), "__self__", None), asyncio.Runner):
+        runner = getattr(asyncio, "Runner", None)  # Python 3.11+; 3.10's asyncio.run leaves SIGINT alone
+        if runner is not None and isinstance(getattr(getattr(on_sigint, "func", None), "__self__", None), runner):
             on_sigint(signum, frame)  # type: ignore[misc,operator]  # a partial of Runner._on_sigint
             return
         raise KeyboardInterrupt(f"signal {signum}")
