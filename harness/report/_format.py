@@ -14,7 +14,14 @@ from harness.comparison import (
     MetricVerdict,
     RoleResult,
 )
-from harness.metric_registry import ACCEPT_LENGTH, ACCEPT_RATE, CACHE_HIT_RATE, PHASE_SEPARATOR, figure
+from harness.metric_registry import (
+    ACCEPT_LENGTH,
+    ACCEPT_RATE,
+    CACHE_HIT_RATE,
+    PHASE_SEPARATOR,
+    figure,
+    position_metric,
+)
 from harness.sim import REFERENCE_SERVER_LABEL
 from harness.statistics import summarize
 
@@ -90,8 +97,8 @@ def phase_rows_of(role: str, metrics: Mapping[str, Sequence[float]]) -> list[Pha
             return _median(metrics.get(f"{name}@{phase}", ()))
         positions = []
         k = 1
-        while f"accept_rate_pos{k}@{phase}" in metrics:
-            positions.append(get(f"accept_rate_pos{k}"))
+        while f"{position_metric(k)}{PHASE_SEPARATOR}{phase}" in metrics:
+            positions.append(get(position_metric(k)))
             k += 1
         rows.append(PhaseRow(
             role=role, phase=phase, accept_length=get(ACCEPT_LENGTH.name), accept_rate=get(ACCEPT_RATE.name),

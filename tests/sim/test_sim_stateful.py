@@ -72,6 +72,8 @@ def test_the_load_back_bug_fails_before_passes_after_per_phase_and_is_one_nightl
     verdicts = {m.metric: m.verdict for m in cmp.metrics}
     assert verdicts["accept_length@after"] == "better" and verdicts["accept_rate@after"] == "better"
     assert verdicts["accept_length@baseline"] == "same" and verdicts["cache_hit_rate@after"] == "same"
+    # and a verdict per draft position: the stale draft view costs the first draft token already.
+    assert verdicts["accept_rate_pos1@after"] == "better" and "accept_rate_pos1@baseline" in verdicts
     assert cmp.expectations_held
 
     # report: acceptance per phase, by draft position and over time.
