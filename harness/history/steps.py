@@ -34,7 +34,10 @@ night. Per night:
    in units of the noise variance). Named once per segment
    (its first point is the segment's): a drift that continues is the same drift; and not at all
    when the segment began with a step the same way (a slide the step rule caught early, going on:
-   its first bad build is the step's, already raised).
+   its first bad build is the step's, already raised). Once the slide has stopped (a ramp that ends
+   ``MIN_BEFORE`` or more points back fits better than a slide still going, by ``Z_DRIFT ** 2``) its
+   episode is closed: the segment starts where the level settled, so a step after a drift is judged
+   against the new level, not against the old slide; the drift is not raised again in that segment.
 4. **Suspicious**: the newest one to three points beyond ``SUSPICIOUS_Z`` from the level before
    them and past the minimum effect: shown, never an alert.
 """
@@ -175,15 +178,18 @@ def _step_rss(y: np.ndarray, w: np.ndarray, cuts: np.ndarray) -> np.ndarray:
     return np.asarray(float(np.sum(w * y ** 2)) - yb ** 2 / wb - ya ** 2 / wa)
 
 
-def _ramp_rss(y: np.ndarray, w: np.ndarray, min_width: int) -> float:
+def _ramp_fit(y: np.ndarray, w: np.ndarray, min_width: int, start: int | None = None) -> tuple[float, int]:
     """The least weighted RSS of a ramp: one level, a straight slide over ``min_width`` or more points,
-    another level (the slide may run to the newest point), every (start, end) at once."""
+    another level (the slide may run to the newest point), every (start, end) at once, or every end
+    from a given ``start``; and the first point at the second level (``len(y)`` when the slide runs to
+    the newest)."""
     m = len(y)
-    k1, k2 = np.meshgrid(np.arange(1, m), np.arange(1, m + 1), indexing="ij")
+    starts = np.arange(1, m) if start is None else np.array([start])
+    k1, k2 = np.meshgrid(starts, np.arange(1, m + 1), indexing="ij")
     keep = k2 - k1 >= min_width
     k1, k2 = k1[keep], k2[keep]
     if not len(k1):
-        return float("inf")
+        return float("inf"), m
     t = np.arange(m, dtype=float)[None, :]
     r = np.clip((t - k1[:, None] + 1) / (k2 - k1 + 1)[:, None], 0.0, 1.0)
     q = 1.0 - r
@@ -191,7 +197,30 @@ def _ramp_rss(y: np.ndarray, w: np.ndarray, min_width: int) -> float:
     t0, t1 = (w * y * q).sum(axis=1), (w * y * r).sum(axis=1)
     det = np.maximum(s00 * s11 - s01 * s01, 1e-300)
     explained = (s11 * t0 * t0 - 2 * s01 * t0 * t1 + s00 * t1 * t1) / det
-    return float(np.sum(w * y * y) - np.max(explained))
+    best = int(np.argmax(explained))
+    return float(np.sum(w * y * y) - explained[best]), int(k2[best])
+
+
+def _ramp_rss(y: np.ndarray, w: np.ndarray, min_width: int) -> float:
+    """The least weighted RSS of a ramp (``_ramp_fit``)."""
+    return _ramp_fit(y, w, min_width)[0]
+
+
+def _hinge_fit(y: np.ndarray, w: np.ndarray, min_width: int) -> tuple[float, int]:
+    """The least weighted RSS of a hinge: one level, then a straight slide over the newest ``min_width`` or
+    more points that is still going (a ramp with no second level), every start at once; and its start
+    (the first point off the level)."""
+    m = len(y)
+    k1 = np.arange(1, m - min_width + 1)
+    if not len(k1):
+        return float("inf"), m
+    r = np.maximum(0.0, np.arange(m, dtype=float)[None, :] - k1[:, None] + 1)
+    s00, s01, s11 = float(np.sum(w)), (w * r).sum(axis=1), (w * r * r).sum(axis=1)
+    t0, t1 = float(np.sum(w * y)), (w * y * r).sum(axis=1)
+    det = np.maximum(s00 * s11 - s01 * s01, 1e-300)
+    explained = (s11 * t0 * t0 - 2 * s01 * t0 * t1 + s00 * t1 * t1) / det
+    best = int(np.argmax(explained))
+    return float(np.sum(w * y * y) - explained[best]), int(k1[best])
 
 
 def _best_step_rss(y: np.ndarray, w: np.ndarray) -> float:
@@ -219,6 +248,7 @@ class Tracker:
         """Add a night; the changes confirmed on it, as (kind, index)."""
         self._add(value, trials)
         self._fit_noise()
+        self._close_drift()
         new = self._step()
         if new is None:
             new = self._drift()
@@ -320,6 +350,36 @@ class Tracker:
         y, w = np.asarray(self.y[lo:]), 1.0 / self._variances(lo, n)
         step = float(_step_rss(y, w, np.array([c - lo]))[0])
         return _ramp_rss(y, w, RAMP_MIN) + RAMP_OVER_STEP < step
+
+    def _holds_drift(self) -> bool:
+        """The segment holds a drift the tracker named (or a step's slide it took as that step's), not closed."""
+        last = self.findings[-1] if self.findings else None
+        return self.drift_named and last is not None and last.index == self.segment
+
+    def _close_drift(self) -> None:
+        """A named drift that has stopped ends its segment where its level settled: from then on a step is
+        judged against the level the drift came to, not against the slide before it (which every slide
+        test of the step rule would find, so that no step after a drift could be confirmed). The drift
+        stays named: the segment's episode is closed, not re-opened (no drift is raised twice). Stopped:
+        the best ramp from the start of the best slide still going (a hinge: the ramp with one parameter
+        fewer) ends MIN_BEFORE or more points before the newest and fits better than the hinge by
+        ``Z_DRIFT ** 2`` in units of the noise variance, the likelihood ratio of a one-parameter test at
+        the drift rule's own z: a stop is as strict as the drift (a bar of RAMP_OVER_STEP closed slides
+        that had only paused)."""
+        if not self._holds_drift():
+            return  # no drift in this segment, or its episode already closed
+        n = len(self.y)
+        lo = max(self.segment, n - DRIFT_WINDOW)
+        y, w = np.asarray(self.y[lo:]), 1.0 / self._variances(lo, n)
+        # The ramp from where the hinge starts the slide, not from every start: this runs every night a
+        # drift is open, and every (start, end) of 80 points costs 30 ms where one start costs 0.5 ms.
+        going, start = _hinge_fit(y, w, RAMP_MIN)
+        if start >= len(y):
+            return
+        rss, end = _ramp_fit(y, w, RAMP_MIN, start)
+        if n - (lo + end) < MIN_BEFORE or rss + Z_DRIFT ** 2 >= going:
+            return
+        self.segment, self._prev = lo + end, None
 
     def _step(self) -> Finding | None:
         # One search over splits with MIN_LOOK or more points after: a split forced to have MIN_AFTER

@@ -110,3 +110,35 @@ def test_the_anchors_run_online_and_the_fast_e_divisive_matches_the_brute_force_
     h = _history("step", _series([100.0] * 30 + [80.0] * 30), change=30, effect=-0.2)
     summary = summarise([score_history(h, lambda: Replay(sglang_rule))])
     assert summary["recall_within_10_all_steps"] == 1.0
+
+
+def _fired(values, noise: float, seed: int) -> list[tuple[int, tuple[str, int]]]:
+    """(night, (kind, index)) of every change the tracker confirmed over ``values`` (3 trials a night)."""
+    tracker, fired = Tracker(RULE), []
+    for night, t in enumerate(_series(values, k=3, noise=noise, seed=seed)):
+        fired += [(night, f) for f in tracker.push(float(np.median(t)), t)]
+    return fired
+
+
+def test_a_steep_slide_that_stops_is_one_drift_not_a_step() -> None:
+    # -15% over 30 nights from night 10, then flat: 3x the noise of a point every night, so the slide is
+    # plain within a few nights of it (the slide tests of the step rule see it before a step is confirmed).
+    slide = 100 * (1 - 0.15 * np.clip((np.arange(60) - 10) / 30, 0, 1))
+    for seed in range(4):
+        assert [f for _, f in _fired(slide, 0.005, seed)] == [("drift", 0)], seed
+
+
+def test_a_clean_step_is_a_step() -> None:
+    step = np.r_[np.full(40, 100.0), np.full(20, 95.0)]
+    for seed in range(4):
+        assert _fired(step, 0.01, seed) == [(43, ("step", 40))], seed
+
+
+def test_a_step_after_a_drift_that_stopped_is_still_found_and_the_drift_is_not_raised_again() -> None:
+    # -10% over nights 0-30, flat, then a 5% step at night 50 either way. Before the drift's episode was
+    # closed, every slide test of the step rule saw the old slide in the step's segment: never found.
+    drift = 100 * (1 - 0.10 * np.clip(np.arange(70) / 30, 0, 1))
+    for sign in (-1, 1):
+        values = drift * np.where(np.arange(70) >= 50, 1 + sign * 0.05, 1.0)
+        for seed in range(3):
+            assert [f for _, f in _fired(values, 0.01, seed)] == [("drift", 0), ("step", 50)], (sign, seed)
