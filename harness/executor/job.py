@@ -9,6 +9,7 @@ write of it is a no-op (a run id is recorded once).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import Sequence
@@ -81,11 +82,42 @@ def run_job(job: RunJob) -> RunRecord:
     # its build, before the run installs its own, was lost: the run went on, passed within SLURM's KillWait and
     # recorded a result beside the submitter's infra record for the same cancelled trial.
     with sigterm_as_ctrl_c():
-        return execute_job(job)
+        return execute_job(job, handed_back=_job_folder_here())
 
 
-def execute_job(job: RunJob) -> RunRecord:
-    """The run of ``job`` in this process (the local executor calls this directly)."""
+def _job_folder_here() -> Path | None:
+    """This SLURM job's submitit folder (the submitter's ``job.paths.folder``); None outside a job."""
+    try:
+        import submitit
+
+        return Path(submitit.JobEnvironment().paths.folder)
+    except Exception:  # not inside a submitit job (a test calling run_job directly): nothing to hand back to
+        return None
+
+
+# The record a job's run produced, written into its submitit folder before the store sees it: a job that SLURM
+# ends after its run is over (the time limit reached while the job exits, a scancel then) has still run its
+# trial, and the submitter takes that record, as the store has it, instead of adding an infra one beside it.
+HANDED_BACK = "handed-back.json"
+
+
+def handed_back(folder: Path) -> RunRecord | None:
+    """The record a job wrote into ``folder`` (:data:`HANDED_BACK`) before it ended; None if it wrote none."""
+    from harness.errors import UserError
+    from harness.record import read_record
+
+    path = folder / HANDED_BACK
+    if not path.is_file():
+        return None
+    try:
+        return read_record(path)
+    except UserError:  # half a file cannot be: it is replaced whole; anything else is no record
+        return None
+
+
+def execute_job(job: RunJob, *, handed_back: Path | None = None) -> RunRecord:
+    """The run of ``job`` in this process (the local executor calls this directly); with ``handed_back``
+    (a SLURM job's folder) its record is written there before it goes into the store."""
     from harness.build import Builds
     from harness.run import RunOptions, execute_run, resolve_for
     from harness.scenario import load_file, select_cases
@@ -96,6 +128,12 @@ def execute_job(job: RunJob) -> RunRecord:
     build = resolve_for(case, job.spec, Builds())
     options = RunOptions(out_root=Path(job.out_root), progress=False, gpus=gpus_from_env())
     record = execute_run(case, build, role=job.role, trial=job.trial, options=options)
+    if handed_back is not None:
+        from harness.atomic import write_atomic
+        from harness.record import record_to_dict
+        from harness.redact import redact_log
+
+        write_atomic(handed_back / HANDED_BACK, redact_log(json.dumps(record_to_dict(record), default=str)) + "\n")
     if job.store is not None:
         record_run(job.store, record, batch=job.batch)
     return record

@@ -27,7 +27,7 @@ from harness import __version__
 from harness.artifacts import write_record
 from harness.build.spec import parse_build_spec
 from harness.errors import InfraError, UserError
-from harness.executor.job import RunJob, run_job
+from harness.executor.job import RunJob, handed_back, run_job
 from harness.interrupts import sigterm_as_ctrl_c
 from harness.outcome import Outcome
 from harness.record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo
@@ -224,6 +224,12 @@ class SlurmExecutor:
         """The record of a job SLURM reports finished: its own, or ``infra`` with SLURM's reason."""
         job_id = t.handle.job_id
         base = t.state.split()[0].upper()
+        if base != "COMPLETED" and self._result_type is RunRecord:
+            # SLURM ended the job after its run had written its record (the time limit reached as it exited):
+            # the trial ran, and its record is already in the store; an infra record beside it would be a second.
+            done = handed_back(_job_folder(t))
+            if done is not None:
+                return done
         if base == "COMPLETED":
             try:
                 result = t.handle.result()
@@ -232,6 +238,9 @@ class SlurmExecutor:
                                   _job_folder(t), False)
             if isinstance(result, self._result_type):
                 return result
+            done = handed_back(_job_folder(t)) if self._result_type is RunRecord else None
+            if done is not None:
+                return done
             return self._lost(t.job, f"slurm job {job_id} returned {type(result).__name__}, not a record",
                               _job_folder(t), False)
         if base == "FAILED":

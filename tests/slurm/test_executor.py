@@ -154,6 +154,11 @@ def test_nightly_through_slurm_gives_the_local_verdicts(slurm_conf: str, pg_serv
 def _slow_run(tmp_path: Path, pg_url: str, *extra: str) -> subprocess.Popen[str]:
     """``run --trials 2`` of a case that takes minutes (each decode step costs 3 s), as jobs; stderr to a file."""
     scenario = _scenario(tmp_path, "slow", gpus=1)
+    # Minutes whatever the acceptance: 8 requests of 24 tokens at up to 6 a step is >= 32 steps of 3 s; with
+    # 3 requests a run could pass just inside a one-minute limit.
+    data = yaml.safe_load(scenario.read_text())
+    data["workload"]["requests"] = 8
+    scenario.write_text(yaml.safe_dump(data))
     err = open(tmp_path / "stderr.txt", "w")  # noqa: SIM115 - the child writes it
     proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--build",
                              "sim:post-fix,step-cost-ms=3000", "--trials", "2", "--out", str(tmp_path),
@@ -202,13 +207,53 @@ def test_scancel_and_the_time_limit_end_as_infra_with_slurms_reason(slurm_conf: 
     assert proc.returncode == 3, stdout + (tmp_path / "stderr.txt").read_text()
     with open_store(pg_url) as store:
         records = {r.reason.split()[2]: r for r in store.records()}
-    assert set(records) == {first, second}
+    assert set(records) == {first, second}, [(r.outcome, r.reason, r.artifacts) for r in records.values()]
     assert all(r.outcome is Outcome.INFRA for r in records.values())
     assert "CANCELLED by 0" in records[first].reason and "TIMEOUT" in records[second].reason
     for r in records.values():  # the record names the job's folder, where slurmstepd wrote why
         assert read_record(Path(r.artifacts)).reason == r.reason
     assert "DUE TO TIME LIMIT" in "".join(p.read_text() for p in Path(records[second].artifacts).glob("*.err"))
     assert _left_queue([first, second]), _queued([first, second])
+
+
+def test_a_job_ended_after_its_run_gives_the_runs_record_and_no_infra_one(slurm_conf: str, pg_url: str,
+                                                                          tmp_path: Path) -> None:
+    """CI saw a time-limited job finish its run and record a pass just before SLURM ended it: the submitter
+    added an infra record for the same trial beside it. A job's run hands its record back into the job's
+    folder before the store sees it, and the submitter takes that one."""
+    from harness.executor.job import HANDED_BACK, RunJob
+    from harness.executor.slurm import SlurmExecutor, SlurmOptions
+    from harness.scenario import load_file
+    from harness.store.store import new_batch
+    from tests.slurm.lingering import run_then_linger
+
+    scenario = _scenario(tmp_path, "linger", gpus=1)
+    case = load_file(scenario).cases[0]
+    job = RunJob(scenario_file=str(scenario), case=case.name, spec="sim:post-fix", role="after", trial=0,
+                 out_root=str(tmp_path), hardware=case.scenario.hardware, deadline_s=600.0, store=pg_url,
+                 batch=new_batch("run"))
+    folder = tmp_path / "slurm"
+    cancelled: list[str] = []
+
+    def cancel_once_handed_back() -> None:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not cancelled:
+            for marker in folder.glob(f"*/{HANDED_BACK}"):
+                subprocess.run(["scancel", marker.parent.name], check=True, timeout=30)
+                cancelled.append(marker.parent.name)
+            time.sleep(0.5)
+
+    import threading
+
+    watcher = threading.Thread(target=cancel_once_handed_back, daemon=True)
+    watcher.start()
+    (record,) = SlurmExecutor(SlurmOptions(folder=folder, poll_s=1), call=run_then_linger).run_all([job])
+    watcher.join(timeout=10)
+    assert cancelled, "the job never handed its record back"
+    assert record.outcome is Outcome.PASS and record.reason == "all checks held", record.reason
+    with open_store(pg_url) as store:
+        assert [(r.run_id, r.outcome) for r in store.records()] == [(record.run_id, Outcome.PASS)]
+    assert _left_queue(cancelled)
 
 
 def test_ctrl_c_of_the_submitter_cancels_its_jobs(slurm_conf: str, pg_url: str, tmp_path: Path) -> None:
