@@ -36,7 +36,7 @@ from harness.atomic import replace_with, write_atomic
 from harness.history.alerts import SeriesFindings
 from harness.history.detections import findings_of
 from harness.history.incidents import StoredIncident, stored_incidents
-from harness.history.series import CasePoints, Point, case_points, host_changes
+from harness.history.series import CasePoints, Point, host_changes, stored_case_points
 from harness.history.steps import noise
 from harness.metric_registry import COMPARED
 from harness.store.store import Store
@@ -145,21 +145,27 @@ def _charts(cp: CasePoints, n: int, found: Sequence[SeriesFindings],
         p = cp.points[i]
         ticks[i] = _pe(_build_name(p))
         labels[i] = f"{_pe(p.build_label)}<br>{_pe(p.started_at[:10])}"
+    # A host fact that changed on a night (driver, CUDA, kernel): shown, so a step that coincides is explained.
+    hosts: list[dict[str, Any]] = [{"x": i, "kind": "host", "color": "#6a1b9a", "text": _pe(text)}
+                                   for i, text in host_changes(cp)]
     for sf in found:
         idx = list(sf.indices)
         chart_id = f"c{n}-{len(out)}"
-        values = [cp.points[i].value(sf.metric) for i in idx]
+        at, values = cp.series(sf.metric)
+        if at != idx:  # findings of other points than the case's series: each point's value, as asked
+            values = [cp.points[i].value(sf.metric) for i in idx]  # type: ignore[misc]
+            trials = [cp.points[i].metrics.get(sf.metric, ()) for i in idx]
+        else:
+            trials = cp.trials(sf.metric)
         trials_x: list[int] = []
         trials_y: list[float] = []
-        for i in idx:
-            for v in cp.points[i].metrics.get(sf.metric, ()):
-                trials_x.append(i)
-                trials_y.append(v)
+        for i, t in zip(idx, trials):
+            trials_x += [i] * len(t)
+            trials_y += t
         changes = [{"x": idx[f.index], "kind": f.kind,
                     "color": "#c62828" if f.regression else "#1a7f37",
                     "text": _pe(f"{f.kind} {f.effect:+.1%}")} for f in sf.findings]
-        # A host fact that changed on a night (driver, CUDA, kernel): shown, so a step that coincides is explained.
-        changes += [{"x": i, "kind": "host", "color": "#6a1b9a", "text": _pe(text)} for i, text in host_changes(cp)]
+        changes += hosts
         changes += marks
         out.append(_Chart({"id": chart_id, "metric": _pe(sf.metric),
                            "title": _pe(f"{cp.case} · {sf.metric} · {cp.hardware}"),
@@ -261,7 +267,7 @@ def build_site(store: Store, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     for source in (Path(plotly.__file__).parent / "package_data" / "plotly.min.js", Path(__file__).parent / "dashboard.js"):
         replace_with(out_dir / source.name, functools.partial(shutil.copyfile, source))
-    cases = case_points(store.runs_frame(), store.metrics_frame())
+    cases = stored_case_points(store)
     findings = findings_of(store, cases)  # once per series, from the store's cache where it holds
     incidents = stored_incidents(store.alert_rows())
     by_scenario: dict[str, list[CasePoints]] = {}
