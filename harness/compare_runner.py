@@ -33,7 +33,15 @@ from harness.errors import UserError
 from harness.expectation import ExpectationCheck, judge_role
 from harness.interrupts import Shield
 from harness.manifest import Manifest, manifest_mismatch
-from harness.metric_registry import COMPARED, METRICS, PHASE_COMPARED, SHOWN, relative_tolerances
+from harness.metric_registry import (
+    COMPARED,
+    METRICS,
+    PHASE_COMPARED,
+    SHOWN,
+    position_figure,
+    position_metric,
+    relative_tolerances,
+)
 from harness.outcome import Outcome
 from harness.paths import reports_root
 from harness.record import RunRecord
@@ -147,12 +155,20 @@ def _metric_specs(tolerances: RelativeChecks | None) -> list[MetricSpec]:
     return [spec_of(m, allowed.get(m.name)) for m in COMPARED]
 
 
-def _phase_specs(case: Case) -> list[MetricSpec]:
-    """One spec per (figure, phase) of a stateful workload (the registry's PHASE_COMPARED), in phase order;
-    none for a plain one."""
-    return [MetricSpec(phase_metric(m.name, phase), f"{m.label}, phase {phase}", m.unit, m.higher_is_better,
-                       m.min_effect or 0.02)
-            for phase in case.scenario.workload.phase_names for m in PHASE_COMPARED]
+def _phase_specs(case: Case, by_role: Mapping[str, Sequence[RunRecord]]) -> list[MetricSpec]:
+    """One spec per (figure, phase) of a stateful workload (the registry's PHASE_COMPARED, then the acceptance
+    rate at every draft position the trials measured), in phase order; none for a plain one."""
+    measured = {name for runs in by_role.values() for r in runs for name in r.metrics}
+    specs = []
+    for phase in case.scenario.workload.phase_names:
+        positions = []
+        k = 1
+        while phase_metric(position_metric(k), phase) in measured:
+            positions.append(position_figure(k))
+            k += 1
+        specs += [MetricSpec(phase_metric(m.name, phase), f"{m.label}, phase {phase}", m.unit, m.higher_is_better,
+                             m.min_effect or 0.02) for m in (*PHASE_COMPARED, *positions)]
+    return specs
 
 
 def manifest_problem(by_role: Mapping[str, Sequence[RunRecord]]) -> str | None:
@@ -178,7 +194,7 @@ def _compare_one(case: Case, specs: Mapping[str, str], by_role: Mapping[str, Seq
     checks = [judge_role(role, case.scenario.expect[role], runs)
               for role, runs in ran.items() if role in case.scenario.expect]
     tolerances = case.scenario.checks.relative
-    specs_judged = _metric_specs(tolerances) + _phase_specs(case)
+    specs_judged = _metric_specs(tolerances) + _phase_specs(case, ran)
     if any(r.manifest is not None and r.manifest.ignore_eos for runs in ran.values() for r in runs):
         notes.append(f"{case.name}: acceptance measured with ignore_eos: true (the draft keeps proposing past the "
                      "answer, which changes acceptance; TensorRT-LLM PR #14347 turns it off for spec-decoding tests)")

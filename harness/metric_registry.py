@@ -12,6 +12,7 @@ to run), 5% for throughput and latency (noisier on shared machines).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -45,6 +46,9 @@ __all__ = [
     "Source",
     "figure",
     "metric",
+    "position_figure",
+    "position_metric",
+    "position_of",
     "relative_tolerances",
 ]
 
@@ -118,6 +122,28 @@ CACHE_HIT_RATE = Metric("cache_hit_rate", "Prefix-cache hit rate (cached_tokens)
                         Source.REQUESTS, 0.02)
 PHASE_ONLY: Mapping[str, Metric] = {m.name: m for m in (ACCEPT_RATE, CACHE_HIT_RATE)}
 
+# The rate at which the k-th draft token is accepted (harness.acceptance.accept_by_position), per phase as
+# accept_rate_pos<k>@PHASE: the figure vLLM's and TensorRT-LLM's acceptance tests gate on. Judged as
+# ACCEPT_RATE is, between builds and over nights.
+_POSITION = re.compile(r"accept_rate_pos([1-9][0-9]*)")
+
+
+def position_metric(k: int) -> str:
+    """The name of the acceptance rate at draft position ``k`` (1-based)."""
+    return f"{ACCEPT_RATE.name}_pos{k}"
+
+
+def position_of(name: str) -> int | None:
+    """The draft position a figure's name (without its phase) is the acceptance rate of; None otherwise."""
+    found = _POSITION.fullmatch(name)
+    return int(found.group(1)) if found else None
+
+
+def position_figure(k: int) -> Metric:
+    """The registry's entry for the acceptance rate at draft position ``k``: ACCEPT_RATE's rule, its own label."""
+    return Metric(position_metric(k), f"{ACCEPT_RATE.label} at draft position {k}", ACCEPT_RATE.unit,
+                  ACCEPT_RATE.better, ACCEPT_RATE.source, ACCEPT_RATE.min_effect)
+
 # The separator of a per-phase figure's name (``accept_length@after``).
 PHASE_SEPARATOR = "@"
 
@@ -151,7 +177,10 @@ def figure(name: str) -> Metric | None:
     base, _, phase = name.partition(PHASE_SEPARATOR)
     if name in METRICS:
         return METRICS[name]
-    return (METRICS.get(base) or PHASE_ONLY.get(base)) if phase else None
+    if not phase:
+        return None
+    k = position_of(base)
+    return position_figure(k) if k is not None else METRICS.get(base) or PHASE_ONLY.get(base)
 
 
 class _RelativeChecks(Protocol):

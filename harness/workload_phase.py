@@ -46,6 +46,7 @@ from harness.metric_registry import (
     REQUESTS_FAILED,
     REQUESTS_OK,
     TTFT_P50,
+    position_metric,
 )
 from harness.prompts import Prompt
 from harness.record import CheckResult
@@ -172,7 +173,7 @@ def phase_figures(records: Sequence[RequestRecord]) -> dict[str, float | None]:
     proposed = sum(float(r.meta_info.get("spec_num_proposed_drafts") or 0) for r in ok)
     out[ACCEPT_RATE.name] = correct / proposed if proposed else None  # sglang#32176's second figure (69.9% -> 11.7%)
     for k, rate in enumerate(accept_by_position(ok), 1):
-        out[f"accept_rate_pos{k}"] = rate
+        out[position_metric(k)] = rate
     for state in ("miss", "device", "host"):
         out[f"accept_length_{state}"] = _mean_accept([r for r in ok if cache_state(r.meta_info) == state])
     timed = sorted((r for r in ok if r.done_ns is not None and request_accept_length(r.meta_info) is not None),
@@ -286,7 +287,7 @@ def evaluate_phase_checks(checks: Checks, metrics: Mapping[str, float | None]) -
             if result is not None:
                 out.append(result)
         for k, bound in enumerate(pc.accept_rate_by_position or (), 1):
-            result = _bounded(bound, metrics, phase_metric(f"accept_rate_pos{k}", phase),
+            result = _bounded(bound, metrics, phase_metric(position_metric(k), phase),
                               f"{phase}: draft position {k} acceptance rate")
             if result is not None:
                 out.append(result)

@@ -108,10 +108,38 @@ def test_compare_judges_each_phase_with_the_registrys_phase_figures() -> None:
                             for case in loaded.cases) if c.scenario.workload.phase_names]
     assert stateful, "no stateful seed scenario to read"
     case = stateful[0]
-    specs = _phase_specs(case)
+    specs = _phase_specs(case, {})
     assert [(s.name, s.higher_is_better, s.min_effect) for s in specs] == [
         (f"{m.name}@{phase}", m.higher_is_better, m.min_effect)
         for phase in case.scenario.workload.phase_names for m in PHASE_COMPARED]
+
+
+def test_the_acceptance_rate_at_each_measured_draft_position_is_judged_per_phase() -> None:
+    """Positions 1..k that a trial measured (and only those) get a verdict between builds and a nightly rule,
+    with ACCEPT_RATE's direction and minimum effect."""
+    from pathlib import Path
+
+    from harness.compare_runner import _phase_specs
+    from harness.history.series import rule_for
+    from harness.metric_registry import ACCEPT_RATE, figure, position_metric, position_of
+    from harness.scenario import load_paths
+
+    case = next(c for loaded in load_paths([Path(__file__).resolve().parent.parent / "scenarios"])
+                for c in loaded.cases if c.scenario.workload.phase_names)
+    measured = {f"{position_metric(k)}@after": 0.5 for k in (1, 2, 3)} | {f"{position_metric(5)}@after": 0.1}
+
+    class _Trial:  # what _phase_specs reads of a record: its metrics
+        metrics = measured
+
+    specs = {s.name: s for s in _phase_specs(case, {"before": [_Trial()]})}  # type: ignore[list-item]
+    positions = [n for n in specs if position_of(n.partition("@")[0]) is not None]
+    assert positions == [f"accept_rate_pos{k}@after" for k in (1, 2, 3)]  # 5 without 4 is not a run of positions
+    assert specs["accept_rate_pos2@after"].higher_is_better and specs["accept_rate_pos2@after"].min_effect == 0.02
+    entry = figure("accept_rate_pos2@after")
+    assert entry is not None and entry.label == f"{ACCEPT_RATE.label} at draft position 2"
+    rule = rule_for("accept_rate_pos2@after")
+    assert rule is not None and rule.min_effect == ACCEPT_RATE.min_effect and rule.higher_is_better
+    assert rule_for("accept_rate_pos2") is None and position_of("accept_rate_pos0") is None
 
 
 def test_the_step_summary_columns_are_the_compared_metrics(tmp_path) -> None:

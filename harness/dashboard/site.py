@@ -7,7 +7,8 @@
 - ``scenario-<name>.html``: interactive time series by build (plotly; the x axis names builds, the
   night's date on hover), change points, host changes (driver, CUDA, kernel) and every incident that
   names the case (on each of its charts) marked, links to
-  each point's run folders labelled by trial.
+  each point's run folders labelled by trial; for a stateful workload, its last nights' figures per phase
+  (acceptance by draft position, over the phase's time, by cache state).
 - ``plotly.min.js`` (copied once from the plotly package) and ``dashboard.js`` beside the pages.
 
 Every page carries a content security policy that allows nothing remote (scripts from the site's
@@ -38,7 +39,8 @@ from harness.history.detections import findings_of
 from harness.history.incidents import StoredIncident, stored_incidents
 from harness.history.series import CasePoints, Point, host_changes, stored_case_points
 from harness.history.steps import noise
-from harness.metric_registry import COMPARED
+from harness.metric_registry import COMPARED, PHASE_SEPARATOR
+from harness.report import phase_rows_of, phase_table
 from harness.store.store import Store
 
 __all__ = ["CSP", "build_site"]
@@ -213,6 +215,16 @@ def _artifact_link(path: str, out_dir: Path, label: str) -> str:
     return f'<a href="{_e(href)}/" title="{_e(target.name)}">{_e(label)}</a>'
 
 
+def _phases(cp: CasePoints, nights: int = 3) -> str:
+    """A stateful workload's figures per phase for the case's last nights that ran phases: acceptance by
+    draft position, over the phase's time and by cache state, which no nightly chart shows."""
+    recent = [p for p in cp.points if any(PHASE_SEPARATOR in name for name in p.metrics)][-nights:]
+    rows = [row for p in recent for row in phase_rows_of(f"{_build_name(p)} ({p.batch_label})", p.metrics)]
+    table = phase_table(rows, first="Build (night)")
+    return ('<p class="note">Workload phases, last nights (one server, no flush between phases; medians over '
+            f"trials):</p>{table}") if table else ""
+
+
 def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[StoredIncident], out_dir: Path,
                    start: int, findings: dict[tuple[str, str, str], list[SeriesFindings]]) -> str:
     parts = [f"<p><a href=\"index.html\">&larr; overview</a></p><h1>{_e(name)}</h1>"]
@@ -224,6 +236,7 @@ def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[S
             data.append(chart.data)
             parts.append(chart.html)
         parts.append(_resets(cp, found))
+        parts.append(_phases(cp))
         last = cp.points[-8:]
         rows = "".join(
             f"<tr><td>{len(cp.points) - len(last) + j}</td><td>{_e(p.build_label)}</td>"

@@ -20,7 +20,7 @@ import numpy as np
 from sqlalchemy import Select, select
 
 from harness.history.steps import Rule
-from harness.metric_registry import METRICS, PHASE_ONLY, PHASE_SEPARATOR
+from harness.metric_registry import ACCEPT_RATE, METRICS, PHASE_ONLY, PHASE_SEPARATOR, position_of
 from harness.outcome import Outcome, most_telling
 from harness.store.schema import batches, metrics
 from harness.store.store import Store, runs_select
@@ -47,6 +47,8 @@ _PHASE_RULES: Mapping[str, Rule] = {m.name: Rule(m.min_effect, m.higher_is_bette
 
 def rule_for(metric: str, tolerances: Mapping[str, float] | None = None) -> Rule | None:
     name, _, phase = metric.partition(PHASE_SEPARATOR)
+    if phase and position_of(name) is not None:  # the acceptance rate at one draft position: ACCEPT_RATE's rule
+        name = ACCEPT_RATE.name
     base = METRIC_RULES.get(metric) or (METRIC_RULES.get(name) or _PHASE_RULES.get(name) if phase else None)
     if base is None:
         return None

@@ -10,11 +10,13 @@ from pathlib import Path
 
 from harness.atomic import write_atomic
 from harness.comparison import ComparisonReport
-from harness.report.html import render_html
+from harness.report._format import PhaseRow, phase_rows_of
+from harness.report.html import phase_table, render_html
 from harness.report.json import load_report, render_json
 from harness.report.markdown import render_markdown
 
-__all__ = ["write_reports", "render_markdown", "render_html", "render_json", "load_report"]
+__all__ = ["write_reports", "render_markdown", "render_html", "render_json", "load_report", "PhaseRow", "phase_rows_of",
+           "phase_table"]
 
 
 def write_reports(report: ComparisonReport, out_dir: Path) -> dict[str, Path]:

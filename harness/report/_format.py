@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +14,14 @@ from harness.comparison import (
     MetricVerdict,
     RoleResult,
 )
-from harness.metric_registry import ACCEPT_LENGTH, ACCEPT_RATE, CACHE_HIT_RATE, PHASE_SEPARATOR, figure
+from harness.metric_registry import (
+    ACCEPT_LENGTH,
+    ACCEPT_RATE,
+    CACHE_HIT_RATE,
+    PHASE_SEPARATOR,
+    figure,
+    position_metric,
+)
 from harness.sim import REFERENCE_SERVER_LABEL
 from harness.statistics import summarize
 
@@ -35,6 +42,7 @@ __all__ = [
     "case_metric_summary",
     "PhaseRow",
     "phase_rows",
+    "phase_rows_of",
 ]
 
 REFERENCE_NOTICE = (
@@ -72,34 +80,37 @@ class PhaseRow:
     by_cache_state: tuple[tuple[str, float | None], ...]  # miss / device / host
 
 
-def _median(role: RoleResult, name: str) -> float | None:
-    values = sorted(v for v in role.metrics.get(name, ()) if math.isfinite(v))
+def _median(samples: Sequence[float]) -> float | None:
+    values = sorted(v for v in samples if math.isfinite(v))
     if not values:
         return None
     mid = len(values) // 2
     return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
 
+def phase_rows_of(role: str, metrics: Mapping[str, Sequence[float]]) -> list[PhaseRow]:
+    """One role's (or one night's) rows of the phase table, from its per-trial values of NAME@PHASE figures."""
+    rows = []
+    phases = list(dict.fromkeys(name.partition(PHASE_SEPARATOR)[2] for name in metrics if PHASE_SEPARATOR in name))
+    for phase in phases:
+        def get(name: str, phase: str = phase) -> float | None:
+            return _median(metrics.get(f"{name}@{phase}", ()))
+        positions = []
+        k = 1
+        while f"{position_metric(k)}{PHASE_SEPARATOR}{phase}" in metrics:
+            positions.append(get(position_metric(k)))
+            k += 1
+        rows.append(PhaseRow(
+            role=role, phase=phase, accept_length=get(ACCEPT_LENGTH.name), accept_rate=get(ACCEPT_RATE.name),
+            cache_hit_rate=get(CACHE_HIT_RATE.name), cache_host_rate=get("cache_host_rate"),
+            by_position=tuple(positions), over_time=tuple(get(f"accept_length_q{q}") for q in range(1, 5)),
+            by_cache_state=tuple((s, get(f"accept_length_{s}")) for s in ("miss", "device", "host"))))
+    return rows
+
+
 def phase_rows(case: CaseComparison) -> list[PhaseRow]:
     """Acceptance per workload phase, by draft position, over time and by cache state, for every role."""
-    rows = []
-    for role in case.roles:
-        phases = list(dict.fromkeys(name.partition(PHASE_SEPARATOR)[2] for name in role.metrics
-                                    if PHASE_SEPARATOR in name))
-        for phase in phases:
-            def get(name: str, phase: str = phase, role: RoleResult = role) -> float | None:
-                return _median(role, f"{name}@{phase}")
-            positions = []
-            k = 1
-            while f"accept_rate_pos{k}@{phase}" in role.metrics:
-                positions.append(get(f"accept_rate_pos{k}"))
-                k += 1
-            rows.append(PhaseRow(
-                role=role.role, phase=phase, accept_length=get(ACCEPT_LENGTH.name), accept_rate=get(ACCEPT_RATE.name),
-                cache_hit_rate=get(CACHE_HIT_RATE.name), cache_host_rate=get("cache_host_rate"),
-                by_position=tuple(positions), over_time=tuple(get(f"accept_length_q{q}") for q in range(1, 5)),
-                by_cache_state=tuple((s, get(f"accept_length_{s}")) for s in ("miss", "device", "host"))))
-    return rows
+    return [row for role in case.roles for row in phase_rows_of(role.role, role.metrics)]
 
 
 def fmt_num(value: float | None) -> str:

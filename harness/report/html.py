@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from html import escape
 from urllib.parse import quote
 
@@ -24,7 +25,7 @@ from harness.comparison import (
 from harness.report import _format as f
 from harness.report.svg import ROLE_COLORS, Series, trial_plot
 
-__all__ = ["render_html", "EXCERPT_LIMIT"]
+__all__ = ["render_html", "phase_table", "EXCERPT_LIMIT"]
 
 EXCERPT_LIMIT = 20_000
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -251,7 +252,13 @@ def _series(values: tuple[float | None, ...]) -> str:
 
 def _phase_table(case: CaseComparison) -> str:
     """A stateful workload's phases: acceptance per phase, by draft position, over time, by cache state."""
-    rows = f.phase_rows(case)
+    table = phase_table(f.phase_rows(case))
+    return ("<h3>Workload phases</h3><p class=\"meta\">One server, no flush between phases; medians over trials.</p>"
+            + table) if table else ""
+
+
+def phase_table(rows: Sequence[f.PhaseRow], first: str = "Role") -> str:
+    """The phase rows as an HTML table (the report's and the dashboard's); empty without rows."""
     if not rows:
         return ""
     body = "".join(
@@ -261,8 +268,7 @@ def _phase_table(case: CaseComparison) -> str:
         f"<td>{_e(_series(r.by_position))}</td><td>{_e(_series(r.over_time))}</td>"
         f"<td>{_e(' / '.join(f.fmt_num(v) for _, v in r.by_cache_state))}</td></tr>"
         for r in rows)
-    return ("<h3>Workload phases</h3><p class=\"meta\">One server, no flush between phases; medians over trials.</p>"
-            "<table><thead><tr><th>Role</th><th>Phase</th><th>Accept length</th><th>Accept rate</th>"
+    return (f"<table><thead><tr><th>{_e(first)}</th><th>Phase</th><th>Accept length</th><th>Accept rate</th>"
             "<th>Cache hit (host)</th><th>By draft position 1..k</th><th>Over time (quarters)</th>"
             "<th>By cache state (miss / device / host)</th></tr></thead><tbody>" + body + "</tbody></table>")
 

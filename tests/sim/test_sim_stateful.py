@@ -9,11 +9,13 @@ nightly series of ``accept_length@after`` must turn the night the buggy revision
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
 
 from harness.compare_runner import compare_cases
+from harness.dashboard.site import build_site
 from harness.history.alerts import Alert
 from harness.history.incidents import Incident
 from harness.history.review import review
@@ -70,6 +72,8 @@ def test_the_load_back_bug_fails_before_passes_after_per_phase_and_is_one_nightl
     verdicts = {m.metric: m.verdict for m in cmp.metrics}
     assert verdicts["accept_length@after"] == "better" and verdicts["accept_rate@after"] == "better"
     assert verdicts["accept_length@baseline"] == "same" and verdicts["cache_hit_rate@after"] == "same"
+    # and a verdict per draft position: the stale draft view costs the first draft token already.
+    assert verdicts["accept_rate_pos1@after"] == "better" and "accept_rate_pos1@baseline" in verdicts
     assert cmp.expectations_held
 
     # report: acceptance per phase, by draft position and over time.
@@ -97,3 +101,15 @@ def test_the_load_back_bug_fails_before_passes_after_per_phase_and_is_one_nightl
     assert "accept_length@after" in steps and "accept_length@baseline" not in steps
     assert steps["accept_length@after"].first_bad.batch_label == "night-07"
     assert (steps["accept_length@after"].effect or 0) < -0.1
+
+    # dashboard: the case's page shows the last nights' phases, acceptance by draft position among them, and
+    # the buggy nights' after phase below their baseline phase there too.
+    with open_store(f"sqlite:///{tmp_path / 'nightly.db'}") as store:
+        build_site(store, tmp_path / "site")
+    (page,) = (tmp_path / "site").glob("scenario-*.html")
+    text = page.read_text()
+    assert "Workload phases, last nights" in text and "By draft position 1..k" in text
+    night_rows = re.findall(r"<tr><td>[^<]*\(night-(\d+)\)</td><td>(\w+)</td><td>([\d.]+)</td>", text)
+    shown = {(int(n), phase): float(v) for n, phase, v in night_rows}
+    assert {n for n, _ in shown} == {10, 11, 12}
+    assert all(shown[(n, "after")] < 0.9 * shown[(n, "baseline")] for n in (10, 11, 12)), shown
