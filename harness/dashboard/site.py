@@ -37,7 +37,7 @@ from harness.atomic import replace_with, write_atomic
 from harness.history.alerts import SeriesFindings
 from harness.history.detections import findings_of
 from harness.history.incidents import StoredIncident, stored_incidents
-from harness.history.series import CasePoints, Point, host_changes, stored_case_points
+from harness.history.series import CasePoints, Point, collector_paused, host_changes, stored_case_points
 from harness.history.steps import noise
 from harness.metric_registry import COMPARED, PHASE_SEPARATOR
 from harness.store.store import Store
@@ -296,6 +296,11 @@ def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], inci
 def build_site(store: Store, out_dir: Path) -> Path:
     """Write the site into ``out_dir``; the path of its ``index.html``. Every file goes through
     :func:`harness.atomic.replace_with`, which refuses to write over a link, device or FIFO found there."""
+    with collector_paused():  # a year of points alive throughout (series.collector_paused)
+        return _build_site(store, out_dir)
+
+
+def _build_site(store: Store, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     for source in (Path(plotly.__file__).parent / "package_data" / "plotly.min.js", Path(__file__).parent / "dashboard.js"):
         replace_with(out_dir / source.name, functools.partial(shutil.copyfile, source))
