@@ -4,21 +4,29 @@
   "use strict";
   var block = document.getElementById("series-data");
   if (!block || typeof Plotly === "undefined") { return; }
-  var charts = JSON.parse(block.textContent);
+  var page = JSON.parse(block.textContent);
+  // Each case's ticks and hover labels by point index, kept once for all of its charts.
+  var cases = page.cases;
   // At most about 12 build names under an axis: every k-th, the newest always among them.
   function thin(values) {
     var k = Math.max(1, Math.ceil(values.length / 12));
     return values.filter(function (v, i) { return (values.length - 1 - i) % k === 0; });
   }
-  charts.forEach(function (chart) {
+  page.charts.forEach(function (chart) {
     var el = document.getElementById(chart.id);
     if (!el) { return; }
+    var axis = cases[chart.axis];
+    var ticks = chart.x.map(function (i) { return axis.ticks[i]; });
+    var labels = chart.x.map(function (i) { return axis.labels[i]; });
+    // One trial a point, equal to its value: the trials' dots are the points themselves.
+    var trialsX = chart.trials_same ? chart.x : chart.trials_x;
+    var trialsY = chart.trials_same ? chart.y : chart.trials_y;
     var traces = [{
-      x: chart.x, y: chart.y, text: chart.labels, mode: "lines+markers", type: "scatter",
+      x: chart.x, y: chart.y, text: labels, mode: "lines+markers", type: "scatter",
       name: chart.metric, hovertemplate: "%{text}<br>%{y:.4g}<extra></extra>"
     }];
-    if (chart.trials_x.length) {
-      traces.push({x: chart.trials_x, y: chart.trials_y, mode: "markers", type: "scatter", name: "trials",
+    if (trialsX.length) {
+      traces.push({x: trialsX, y: trialsY, mode: "markers", type: "scatter", name: "trials",
                    marker: {size: 4, opacity: 0.35}, hoverinfo: "skip"});
     }
     var shapes = chart.changes.map(function (c) {
@@ -34,7 +42,7 @@
     Plotly.newPlot(el, traces, {
       title: {text: chart.title, font: {size: 13}}, margin: {l: 50, r: 10, t: 40, b: 40}, height: 260,
       xaxis: {title: {text: "build (in order; the night's date on hover)"}, tickmode: "array",
-              tickvals: thin(chart.x), ticktext: thin(chart.ticks), tickangle: -30},
+              tickvals: thin(chart.x), ticktext: thin(ticks), tickangle: -30},
       shapes: shapes, annotations: notes, showlegend: false
     }, {displaylogo: false, responsive: true});
   });

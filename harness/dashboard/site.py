@@ -37,10 +37,9 @@ from harness.atomic import replace_with, write_atomic
 from harness.history.alerts import SeriesFindings
 from harness.history.detections import findings_of
 from harness.history.incidents import StoredIncident, stored_incidents
-from harness.history.series import CasePoints, Point, case_points, host_changes
+from harness.history.series import CasePoints, Point, collector_paused, host_changes, stored_case_points
 from harness.history.steps import noise
 from harness.metric_registry import COMPARED, PHASE_SEPARATOR
-from harness.report import phase_rows_of, phase_table
 from harness.store.store import Store
 
 __all__ = ["CSP", "build_site"]
@@ -113,6 +112,14 @@ class _Chart:
     html: str
 
 
+@dataclass(frozen=True)
+class _CaseCharts:
+    """A case's charts and what they share: each point's tick (its build's name) and hover label, once for
+    the case (every metric's chart of it names the same builds: 7 copies of 365 labels were most of a page)."""
+    axis: dict[str, list[str | None]]
+    charts: list[_Chart]
+
+
 def _build_name(p: Point) -> str:
     """What the x axis calls a point: the short commit, a release's version, else the spec (the reference
     server's builds share one version string, and their spec is what tells them apart)."""
@@ -137,39 +144,49 @@ def _incident_marks(cp: CasePoints, incidents: Sequence[StoredIncident]) -> list
 
 
 def _charts(cp: CasePoints, n: int, found: Sequence[SeriesFindings],
-            incidents: Sequence[StoredIncident] = ()) -> list[_Chart]:
+            incidents: Sequence[StoredIncident] = (), axis: int = 0) -> _CaseCharts:
+    """The case's charts; ``axis``: the position of the case's ticks and labels in the page's ``cases``."""
     out: list[_Chart] = []
     marks = _incident_marks(cp, incidents)
-    # A point's tick and hover label are the same in every metric's chart of the case: escaped once.
-    ticks: dict[int, str] = {}
-    labels: dict[int, str] = {}
+    # A point's tick and hover label are the same in every metric's chart of the case: escaped once, kept
+    # once (by point index; null for a point no chart shows).
+    ticks: list[str | None] = [None] * len(cp.points)
+    labels: list[str | None] = [None] * len(cp.points)
     for i in sorted({i for sf in found for i in sf.indices}):
         p = cp.points[i]
         ticks[i] = _pe(_build_name(p))
         labels[i] = f"{_pe(p.build_label)}<br>{_pe(p.started_at[:10])}"
+    # A host fact that changed on a night (driver, CUDA, kernel): shown, so a step that coincides is explained.
+    hosts: list[dict[str, Any]] = [{"x": i, "kind": "host", "color": "#6a1b9a", "text": _pe(text)}
+                                   for i, text in host_changes(cp)]
     for sf in found:
         idx = list(sf.indices)
         chart_id = f"c{n}-{len(out)}"
-        values = [cp.points[i].value(sf.metric) for i in idx]
-        trials_x: list[int] = []
-        trials_y: list[float] = []
-        for i in idx:
-            for v in cp.points[i].metrics.get(sf.metric, ()):
-                trials_x.append(i)
-                trials_y.append(v)
+        at, values = cp.series(sf.metric)
+        if at != idx:  # findings of other points than the case's series: each point's value, as asked
+            values = [cp.points[i].value(sf.metric) for i in idx]  # type: ignore[misc]
+            trials = [cp.points[i].metrics.get(sf.metric, ()) for i in idx]
+        else:
+            trials = cp.trials(sf.metric)
         changes = [{"x": idx[f.index], "kind": f.kind,
                     "color": "#c62828" if f.regression else "#1a7f37",
                     "text": _pe(f"{f.kind} {f.effect:+.1%}")} for f in sf.findings]
-        # A host fact that changed on a night (driver, CUDA, kernel): shown, so a step that coincides is explained.
-        changes += [{"x": i, "kind": "host", "color": "#6a1b9a", "text": _pe(text)} for i, text in host_changes(cp)]
+        changes += hosts
         changes += marks
-        out.append(_Chart({"id": chart_id, "metric": _pe(sf.metric),
-                           "title": _pe(f"{cp.case} · {sf.metric} · {cp.hardware}"),
-                           "x": idx, "y": values, "ticks": [ticks[i] for i in idx],
-                           "labels": [labels[i] for i in idx],
-                           "trials_x": trials_x, "trials_y": trials_y, "changes": changes},
-                          f'<div class="chart" id="{_e(chart_id)}"></div>'))
-    return out
+        data: dict[str, Any] = {"id": chart_id, "metric": _pe(sf.metric),
+                                "title": _pe(f"{cp.case} · {sf.metric} · {cp.hardware}"),
+                                "axis": axis, "x": idx, "y": values, "changes": changes}
+        if all(len(t) == 1 for t in trials) and [t[0] for t in trials] == values:
+            data["trials_same"] = True  # one trial a point, its value: the trials' dots are the points
+        else:
+            trials_x: list[int] = []
+            trials_y: list[float] = []
+            for i, t in zip(idx, trials):
+                trials_x += [i] * len(t)
+                trials_y += t
+            data.update(trials_x=trials_x, trials_y=trials_y)
+        out.append(_Chart(data, f'<div class="chart" id="{_e(chart_id)}"></div>'))
+    return _CaseCharts({"ticks": ticks, "labels": labels}, out)
 
 
 def _incidents_table(incidents: Sequence[StoredIncident]) -> str:
@@ -212,6 +229,10 @@ def _artifact_link(path: str, out_dir: Path, label: str) -> str:
 def _phases(cp: CasePoints, nights: int = 3) -> str:
     """A stateful workload's figures per phase for the case's last nights that ran phases: acceptance by
     draft position, over the phase's time and by cache state, which no nightly chart shows."""
+    if not any(PHASE_SEPARATOR in name for name in cp.metric_names):
+        return ""  # no phases: neither a scan of every point nor the report's import (scipy's, a second)
+    from harness.report import phase_rows_of, phase_table
+
     recent = [p for p in cp.points if any(PHASE_SEPARATOR in name for name in p.metrics)][-nights:]
     rows = [row for p in recent for row in phase_rows_of(f"{_build_name(p)} ({p.batch_label})", p.metrics)]
     table = phase_table(rows, first="Build (night)")
@@ -223,10 +244,13 @@ def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[S
                    start: int, findings: dict[tuple[str, str, str], list[SeriesFindings]]) -> str:
     parts = [f"<p><a href=\"index.html\">&larr; overview</a></p><h1>{_e(name)}</h1>"]
     data: list[dict[str, Any]] = []
+    axes: list[dict[str, list[str | None]]] = []
     for k, cp in enumerate(cases):
         parts.append(f"<h2>{_e(cp.case)} <span class=\"note\">on {_e(cp.hardware)}</span></h2>")
         found = findings[(cp.scenario, cp.case, cp.hardware)]
-        for chart in _charts(cp, start + k, found, incidents):
+        drawn = _charts(cp, start + k, found, incidents, axis=len(axes))
+        axes.append(drawn.axis)
+        for chart in drawn.charts:
             data.append(chart.data)
             parts.append(chart.html)
         parts.append(_resets(cp, found))
@@ -242,7 +266,8 @@ def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[S
                      f"<th>artifacts</th></tr>{rows}</table>")
     parts.append("<h2>Open incidents</h2>"
                  + _incidents_table([i for i in incidents if any(r["scenario"] == name for r in i.rows)]))
-    parts.append(f'<script type="application/json" id="series-data">{_json_block(data)}</script>')
+    parts.append(f'<script type="application/json" id="series-data">{_json_block({"cases": axes, "charts": data})}'
+                 "</script>")
     return _page(f"{name} · sglang-repro", "".join(parts), scripts=("plotly.min.js", "dashboard.js"))
 
 
@@ -271,10 +296,15 @@ def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], inci
 def build_site(store: Store, out_dir: Path) -> Path:
     """Write the site into ``out_dir``; the path of its ``index.html``. Every file goes through
     :func:`harness.atomic.replace_with`, which refuses to write over a link, device or FIFO found there."""
+    with collector_paused():  # a year of points alive throughout (series.collector_paused)
+        return _build_site(store, out_dir)
+
+
+def _build_site(store: Store, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     for source in (Path(plotly.__file__).parent / "package_data" / "plotly.min.js", Path(__file__).parent / "dashboard.js"):
         replace_with(out_dir / source.name, functools.partial(shutil.copyfile, source))
-    cases = case_points(store.runs_frame(), store.metrics_frame())
+    cases = stored_case_points(store)
     findings = findings_of(store, cases)  # once per series, from the store's cache where it holds
     incidents = stored_incidents(store.alert_rows())
     by_scenario: dict[str, list[CasePoints]] = {}

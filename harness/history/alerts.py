@@ -129,7 +129,7 @@ def case_findings(cp: CasePoints, tolerances: Mapping[str, float] | None = None,
             continue
         idx, values = cp.series(metric)
         if len(values) >= 4:
-            trials = [cp.points[i].metrics[metric] for i in idx]
+            trials = cp.trials(metric)
             found = detector(metric, rule, values, trials) if detector else detect(values, rule, trials)
             out.append(SeriesFindings(metric, tuple(idx), tuple(found)))
     return out

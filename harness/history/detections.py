@@ -98,8 +98,7 @@ def _restore(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[floa
         return None
     if set(saved) != set(vars(tracker)) - set(_INPUTS):
         return None
-    for i in range(n):
-        tracker._add(values[i], trials[i])
+    screen.add_points(tracker, values, trials, 0, n)
     vars(tracker).update(saved)
     return tracker
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from harness.history.alerts import Alert, case_alerts, new_alerts
 from harness.history.detections import findings_of
 from harness.history.incidents import Incident, group
-from harness.history.series import CasePoints, case_points
+from harness.history.series import CasePoints, stored_case_points
 from harness.outcome import Outcome
 from harness.store.store import Store
 
@@ -36,7 +36,7 @@ def _recovered(row: Mapping[str, object], cp: CasePoints, current: set[str]) -> 
 def review(store: Store, batch_id: str, *, tolerances: Mapping[str, Mapping[str, float]] | None = None,
            scenarios: set[str] | None = None) -> Review:
     """Detect over every series of ``scenarios`` (all by default); add new alerts, resolve recovered ones."""
-    cases = tuple(cp for cp in case_points(store.runs_frame(), store.metrics_frame())
+    cases = tuple(cp for cp in stored_case_points(store)
                   if scenarios is None or cp.scenario in scenarios)
     known = store.alert_rows()
     # Each series' findings through the store's cache: only the nights since the last review are detected.

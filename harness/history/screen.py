@@ -28,7 +28,7 @@ import numpy as np
 from harness.history import steps
 from harness.history.steps import Rule, Tracker
 
-__all__ = ["MARGIN", "hot_nights", "replay"]
+__all__ = ["MARGIN", "add_points", "hot_nights", "replay"]
 
 # Far wider than the rounding between these figures and the tracker's (about 1e-12): a night this
 # close to a threshold is decided by the tracker itself.
@@ -163,6 +163,18 @@ def hot_nights(series: Sequence[np.ndarray]) -> list[np.ndarray]:
     return [night[bounds[i]:bounds[i + 1]][hot[bounds[i]:bounds[i + 1]]] for i in range(len(series))]
 
 
+def add_points(tracker: Tracker, values: Sequence[float], trials: Sequence[Sequence[float]], lo: int, hi: int) -> None:
+    """``tracker._add`` of the points in [lo, hi), nothing decided: the same lists, extended at once when
+    every point there is one trial (a year of series is half a million points to add)."""
+    if all(len(t) <= 1 for t in trials[lo:hi]):
+        # _add of a single-trial point: its value as a float, one trial, no within-night deviation.
+        tracker.y.extend([float(v) for v in values[lo:hi]])
+        tracker.k.extend([1] * (hi - lo))
+        return
+    for p in range(lo, hi):
+        tracker._add(values[p], trials[p])
+
+
 def replay(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]], hot: np.ndarray) -> Tracker:
     """The tracker after every point, as ``steps.detect`` leaves it, pushing only where it might decide."""
     tracker = Tracker(rule)
@@ -170,8 +182,7 @@ def replay(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]
     for j in (int(h) for h in hot):
         if j < done:
             continue
-        for p in range(done, j - 1):
-            tracker._add(values[p], trials[p])
+        add_points(tracker, values, trials, done, j - 1)
         if j - 1 >= done:
             tracker.push(values[j - 1], trials[j - 1])  # the night before: its best split, as the tracker had it
         tracker.push(values[j], trials[j])
@@ -181,7 +192,6 @@ def replay(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]
                 tracker.push(values[p], trials[p])
             return tracker
     if done < n:
-        for p in range(done, n - 1):
-            tracker._add(values[p], trials[p])
+        add_points(tracker, values, trials, done, n - 1)
         tracker.push(values[n - 1], trials[n - 1])
     return tracker

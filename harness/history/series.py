@@ -9,20 +9,28 @@ batches, searches that run old revisions and reduced cases after the fact.
 
 from __future__ import annotations
 
+import gc
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+from sqlalchemy import Select, select
 
 from harness.history.steps import Rule
 from harness.metric_registry import ACCEPT_RATE, METRICS, PHASE_ONLY, PHASE_SEPARATOR, position_of
 from harness.outcome import Outcome, most_telling
+from harness.store.schema import batches, metrics
+from harness.store.store import Store, runs_select
+
+if TYPE_CHECKING:  # the frames' path only: the dashboard and the review read the store without pandas
+    import pandas as pd
 
 __all__ = ["METRIC_RULES", "SERIES_BATCH_KINDS", "CasePoints", "Point", "case_points", "host_changes", "rule_for",
-           "series_hardware"]
+           "collector_paused", "series_hardware",
+           "stored_case_points"]
 
 SERIES_BATCH_KINDS = ("nightly", "import", "pytest", "run")
 
@@ -84,27 +92,47 @@ class CasePoints:
     case: str
     hardware: str
     points: tuple[Point, ...]
-    # Each metric's series, computed once: the points never change, and the dashboard and the review
-    # ask for the same series several times (a median per point each time, 730k points a year).
-    _series: dict[str, tuple[list[int], list[float]]] = field(default_factory=dict, init=False, repr=False,
-                                                               compare=False)
+    # Every metric's series, computed once and in one pass over the points: the points never change,
+    # and the dashboard and the review ask for the same series several times (730k points a year).
+    _series: dict[str, tuple[list[int], list[float], list[tuple[float, ...]]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    _names: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def _by_metric(self) -> dict[str, tuple[list[int], list[float], list[tuple[float, ...]]]]:
+        """(point indices, values, trials) of every metric: each point's values as ``Point.value`` gives them."""
+        if self._series or not self.points:
+            return self._series
+        names: set[str] = set()
+        for i, p in enumerate(self.points):
+            for name, vals in p.metrics.items():
+                names.add(name)
+                if not vals:
+                    continue
+                got = self._series.get(name)
+                if got is None:
+                    got = self._series[name] = ([], [], [])
+                got[0].append(i)
+                got[1].append(float(vals[0]) if len(vals) == 1 else float(statistics.median(vals)))
+                got[2].append(vals)
+        self._names[:] = sorted(names)
+        return self._series
 
     def series(self, metric: str) -> tuple[list[int], list[float]]:
         """(point indices, values) of the points that have ``metric``."""
-        known = self._series.get(metric)
+        known = self._by_metric().get(metric)
         if known is None:
-            idx, vals = [], []
-            for i, p in enumerate(self.points):
-                v = p.value(metric)
-                if v is not None:
-                    idx.append(i)
-                    vals.append(v)
-            known = self._series[metric] = (idx, vals)
+            return [], []
         return list(known[0]), list(known[1])  # copies: a caller may change its lists
+
+    def trials(self, metric: str) -> list[tuple[float, ...]]:
+        """The trials of each point of ``series(metric)``, in its order."""
+        known = self._by_metric().get(metric)
+        return [] if known is None else list(known[2])
 
     @property
     def metric_names(self) -> list[str]:
-        return sorted({m for p in self.points for m in p.metrics})
+        self._by_metric()
+        return list(self._names)
 
 
 _ARCHES = ("x86_64", "amd64", "aarch64", "arm64", "ppc64le", "s390x")
@@ -155,10 +183,12 @@ def _column(frame: pd.DataFrame, name: str) -> list[Any]:
     return [None if v is None or (isinstance(v, float) and np.isnan(v)) else v for v in col.tolist()]
 
 
-def _values_by_run(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[list[tuple[str, float]] | None]:
-    """A run's metric values (by its position in ``runs``), in the order the metrics frame holds them, for
-    the runs with numbers (pass or fail); None for the others."""
-    values_of: list[list[tuple[str, float]] | None] = [None] * len(runs)
+def _values_by_run(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[dict[str, tuple[float, ...]] | None]:
+    """A run's metric values (by its position in ``runs``) as one-trial tuples, in the order the metrics
+    frame holds them, for the runs with numbers (pass or fail); None for the others."""
+    import pandas as pd  # the caller has frames: pandas is loaded
+
+    values_of: list[dict[str, tuple[float, ...]] | None] = [None] * len(runs)
     if metrics.empty:
         return values_of
     with_numbers = runs["outcome"].isin({Outcome.PASS.value, Outcome.FAIL.value}).to_numpy()
@@ -168,8 +198,8 @@ def _values_by_run(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[list[tuple
     for at, name, value in zip(pos[keep].tolist(), metrics["name"][keep].tolist(), metrics["value"][keep].tolist()):
         got = values_of[at]
         if got is None:
-            got = values_of[at] = []
-        got.append((name, float(value)))
+            got = values_of[at] = {}
+        got[name] = (float(value),)
     return values_of
 
 
@@ -192,30 +222,36 @@ def _group(c: dict[str, list[Any]], n: int) -> tuple[dict[_Key, dict[tuple[str, 
     return cases, files
 
 
+_OUTCOMES = {o.value: o for o in Outcome}
+
+
 def _point(c: dict[str, list[Any]], pk: tuple[str, str], rows: list[int],
-           values_of: list[list[tuple[str, float]] | None]) -> Point:
+           values_of: list[dict[str, tuple[float, ...]] | None]) -> Point:
     """One point from its runs' positions (in trial order)."""
     first = rows[0]
-    decided = [o for o in (Outcome(c["outcome"][r]) for r in rows) if o.decided]
-    if len(rows) == 1:  # one trial (most nightly points): its values as they are
-        metric_values: dict[str, tuple[float, ...]] = {name: (value,) for name, value in values_of[first] or ()}
+    outcomes = c["outcome"]
+    decided = [o for o in (_OUTCOMES.get(outcomes[r]) or Outcome(outcomes[r]) for r in rows) if o.decided]
+    if len(rows) == 1:  # one trial (most nightly points): its values as they are (a dict of its own)
+        metric_values: dict[str, tuple[float, ...]] = values_of[first] or {}
     else:
         values: dict[str, list[float]] = {}
         for r in rows:
-            for name, value in values_of[r] or ():
-                values.setdefault(name, []).append(value)
+            for name, value in (values_of[r] or {}).items():
+                values.setdefault(name, []).extend(value)
         metric_values = {k: tuple(v) for k, v in values.items()}
-    sigs = {str(s) for s in (c["signature"][r] for r in rows) if isinstance(s, str) and s}
+    signature = c["signature"]
+    sigs = {str(s) for s in (signature[r] for r in rows) if isinstance(s, str) and s}
     facts = {"driver": _text(c["driver_version"][first]), "CUDA": _text(c["cuda_version"][first]),
              "platform": _text(c["host_platform"][first]) or _text(c["hardware_key"][first])}
+    artifacts = c["artifacts"]
     return Point(
         batch_id=str(pk[0]), batch_label=str(c["batch_label"][first]), started_at=str(c["batch_started_at"][first]),
         build_key=str(pk[1]), build_spec=str(c["build_spec"][first]),
         build_version=_text(c["build_version"][first]), build_commit=_text(c["build_commit"][first]),
-        outcome=most_telling(decided) if decided else None,
+        outcome=(decided[0] if len(decided) == 1 else most_telling(decided)) if decided else None,
         signatures=tuple(sorted(sigs)),
         metrics=metric_values,
-        artifacts=tuple(str(c["artifacts"][r]) for r in rows),
+        artifacts=tuple(str(artifacts[r]) for r in rows),
         host={k: v for k, v in facts.items() if v},
     )
 
@@ -227,20 +263,77 @@ _COLUMNS = ("scenario", "scenario_file", "case_name", "hardware_key", "batch_id"
 
 
 def case_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[CasePoints]:
-    """Every (scenario, case, hardware) with its points in order.
-
-    Column lists, not rows: a year of nightly data is 73k runs and 730k metric values; the rows are
-    grouped by position (one integer per run), and a metric value joins its run by an index lookup,
-    so the only Python loops are one pass over the runs and one over the values.
-    """
+    """Every (scenario, case, hardware) with its points in order, from the store's frames
+    (``Store.runs_frame``, ``Store.metrics_frame``); :func:`stored_case_points` reads the same from the
+    store without frames."""
     if runs.empty:
         return []
     runs = runs[runs["batch_kind"].isin(SERIES_BATCH_KINDS)].reset_index(drop=True)
     if runs.empty:
         return []
-    c = {name: _column(runs, name) for name in _COLUMNS}
-    values_of = _values_by_run(runs, metrics)
-    cases, files = _group(c, len(runs))
+    return _case_points({name: _column(runs, name) for name in _COLUMNS}, _values_by_run(runs, metrics))
+
+
+def _series_select() -> Select[Any]:
+    """The runs a series is made of, with the columns a point reads."""
+    base = runs_select()
+    return (base.with_only_columns(*[col for col in base.selected_columns if col.name in _COLUMNS])
+            .where(batches.c.kind.in_(SERIES_BATCH_KINDS)))
+
+
+def stored_case_points(store: Store) -> list[CasePoints]:
+    """:func:`case_points` of the store, read as column lists and metric tuples through the driver's
+    cursor: the same points (``tests/store/test_series_read.py``), without pandas (its import alone
+    is most of a second) or a frame of 730k metric rows."""
+    with collector_paused():
+        return _read_case_points(store)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a store's points are built, and while they are used (the
+    dashboard): a year is millions of tuples and dicts (none in a cycle), and each of the collector's passes
+    over them would walk them all again (a third of the build's time; after it, passes of 1.4 s in all,
+    wall time at load 6, in a cached 730k-point dashboard). What a pause leaves is collected by the first
+    pass after it."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _read_case_points(store: Store) -> list[CasePoints]:
+    c = store.columns(_series_select())
+    at = {run_id: i for i, run_id in enumerate(c["run_id"])}
+    numbers = {Outcome.PASS.value, Outcome.FAIL.value}
+    # Only decided runs that completed their checks give values (the module's docstring).
+    with_numbers = [o in numbers for o in c["outcome"]]
+    values_of: list[dict[str, tuple[float, ...]] | None] = [None] * len(at)
+    for part in store.tuples(select(metrics.c.run_id, metrics.c.name, metrics.c.value)):
+        for run_id, name, value in part:
+            i = at.get(run_id)
+            if i is None or not with_numbers[i]:
+                continue
+            got = values_of[i]
+            if got is None:
+                got = values_of[i] = {}
+            got[name] = (float(value),)
+    return _case_points(c, values_of)
+
+
+def _case_points(c: dict[str, list[Any]], values_of: list[dict[str, tuple[float, ...]] | None]) -> list[CasePoints]:
+    """The series of the runs in ``c`` (column lists) with their values (by run position).
+
+    Column lists, not rows: a year of nightly data is 73k runs and 730k metric values; the rows are
+    grouped by position (one integer per run), and a metric value joins its run by an index lookup,
+    so the only Python loops are one pass over the runs and one over the values.
+    """
+    if not c["run_id"]:
+        return []
+    cases, files = _group(c, len(c["run_id"]))
     batch_start, start, trial = c["batch_started_at"], c["started_at"], c["trial"]
     out: list[CasePoints] = []
     for key in sorted(cases):

@@ -22,11 +22,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 from sqlalchemy import Float, Integer, Select, String, Text, select
 
 from harness.atomic import replace_with
@@ -36,6 +33,10 @@ from harness.metric_registry import METRICS
 from harness.record import RunRecord, read_record
 from harness.store.schema import metrics
 from harness.store.store import Batch, Store, metric_value, runs_select, schema_problems
+
+if TYPE_CHECKING:  # imported where they are used: a HUD export needs neither (pandas alone is most of a second)
+    import pandas as pd
+    import pyarrow as pa
 
 __all__ = ["EXPORT_FORMATS", "EXPORT_ROWS", "ImportReport", "export_frame", "export_store", "find_records", "hud_records",
            "import_folders"]
@@ -141,6 +142,8 @@ def _columns() -> list[str]:
 
 
 def _parts(store: Store, query: Select[Any]) -> Iterator[pd.DataFrame]:
+    import pandas as pd
+
     for rows in store.stream(query, rows=EXPORT_ROWS):
         yield pd.DataFrame.from_records([tuple(r) for r in rows], columns=list(rows[0]._fields))
 
@@ -148,6 +151,8 @@ def _parts(store: Store, query: Select[Any]) -> Iterator[pd.DataFrame]:
 def export_frame(store: Store) -> pd.DataFrame:
     """Long format: one row per (run, metric); runs without metrics keep one row with an empty metric.
     The whole store at once: for a small store, or a test; the exports stream."""
+    import pandas as pd
+
     parts = list(_parts(store, _export_select(store, _EXPORT_ORDER, with_metrics_only=False)))
     if not parts:
         return pd.DataFrame(columns=_columns())
@@ -260,6 +265,7 @@ def _run_groups(store: Store, query: Select[Any], group: Sequence[str]) -> Itera
     pending: list[Any] = []
     pending_metrics: _Metrics = {}
     key = _row_key(query, group)
+    run_id = _row_key(query, ["run_id"])
     for part, by_run in store.stream_runs_with_metrics(query, runs_per_part=max(1, EXPORT_ROWS // 10)):
         rows = [*pending, *part]
         known = {**pending_metrics, **by_run}
@@ -268,7 +274,7 @@ def _run_groups(store: Store, query: Select[Any], group: Sequence[str]) -> Itera
         while cut > 0 and key(rows[cut - 1]) == last:
             cut -= 1
         pending = rows[cut:]  # the last group may go on in the next part
-        pending_metrics = {r.run_id: known.pop(r.run_id) for r in pending if r.run_id in known}
+        pending_metrics = {rid: known.pop(rid) for rid in (run_id(r)[0] for r in pending) if rid in known}
         if cut:
             yield rows[:cut], known
     if pending:
@@ -290,11 +296,17 @@ def _json_number(v: float) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _hud_metric_text(name: str) -> tuple[str, str]:
+def _hud_metric_text(name: str) -> tuple[bytes, bytes]:
     """The text of ``_hud_metric``'s dict around its values and outcomes (a few metric names: made once each)."""
     facts = _metric_facts(name)
-    return ('{"name": ' + json.dumps(name) + ', "benchmark_values": [',
-            (", " + json.dumps(facts)[1:-1] if facts else "") + "}}")
+    return (('{"name": ' + json.dumps(name) + ', "benchmark_values": [').encode(),
+            ((", " + json.dumps(facts)[1:-1] if facts else "") + "}}").encode())
+
+
+@functools.lru_cache(maxsize=4096)
+def _outcomes_text(outcomes: str) -> bytes:
+    """json's text of a record's outcomes (a few distinct ones: ``pass``, ``pass,pass,fail``)."""
+    return json.dumps(outcomes).encode()
 
 
 def _write_hud(store: Store, tmp: Path, repo: str = "sgl-project/sglang") -> int:
@@ -302,16 +314,18 @@ def _write_hud(store: Store, tmp: Path, repo: str = "sgl-project/sglang") -> int
     record gives, written point by point into ``tmp`` (the temporary file of
     :func:`harness.atomic.replace_with`). The runs come sorted by the point (the key less the metric) and
     the trial, their metrics by run id; a point's records are its metric names in order. A run's shared
-    fields are encoded once by json (its C encoder), a record's metric around its values from a template."""
+    fields are encoded once by json (its C encoder), a record's metric around its values from a template;
+    json's text is ASCII (``ensure_ascii``), so the pieces are bytes, joined once per point and written
+    as they are (a year of records is most of a GB: every copy of it counts)."""
     point = _HUD_KEY[:-1]
     query = _runs_query(store, (*point, "trial", "run_id"), _HUD_COLUMNS)
     key = _row_key(query, point)
     n = 0
-    with tmp.open("w", encoding="utf-8") as f:
+    with tmp.open("wb") as f:
         for rows, metrics_of in _run_groups(store, query, point):
             for trials in _runs_of(rows, key):
                 n = _write_point(f, trials, metrics_of, repo, n)
-        f.write("\n]\n" if n else "[]\n")
+        f.write(b"\n]\n" if n else b"[]\n")
     return n
 
 
@@ -329,25 +343,28 @@ def _write_point(f: Any, trials: Sequence[Any], metrics_of: _Metrics, repo: str,
                 got = by_name[name] = (at, [], [])
             got[1].append(float(value))
             got[2].append(outcome)
-    heads: dict[int, str] = {}
-    out = []
+    heads: dict[int, bytes] = {}
+    out: list[bytes] = []
     for name in sorted(by_name):
         first, values, outcomes = by_name[name]
         head = heads.get(first)
         if head is None:
-            head = heads[first] = json.dumps(_hud_common(trials[first]._mapping, repo))[:-1]
+            fields = dict(zip(_HUD_COLUMNS, trials[first]))
+            head = heads[first] = json.dumps(_hud_common(fields, repo))[:-1].encode()
         pre, post = _hud_metric_text(str(name))
         nums = ", ".join(map(float.__repr__, values)) if all(map(math.isfinite, values)) else \
             ", ".join(map(_json_number, values))
-        out.append(("[\n" if n == 0 else ",\n") + head + ', "metric": ' + pre + nums
-                   + '], "target_value": 0.0, "extra_info": {"outcomes": ' + json.dumps(",".join(outcomes)) + post + "}")
+        out += (b"[\n" if n == 0 else b",\n", head, b', "metric": ', pre, nums.encode(),
+                b'], "target_value": 0.0, "extra_info": {"outcomes": ', _outcomes_text(",".join(outcomes)), post, b"}")
         n += 1
-    f.write("".join(out))
+    f.write(b"".join(out))
     return n
 
 
 def _arrow_schema() -> pa.Schema:
     """The Parquet file's columns: the export's, typed as the store types them (every part the same)."""
+    import pyarrow as pa
+
     fields = []
     for col in [*runs_select().selected_columns, metrics.c.name.label("metric"), metrics.c.value]:
         kind = col.type
@@ -386,6 +403,9 @@ def _write_parquet(store: Store, tmp: Path) -> int:
     come sorted by the order less the metric, their metrics by run id; within a group of runs equal up
     to the trial, the rows are sorted by metric (a run without metrics: one row, last) and run id. The
     runs' columns become Arrow arrays once per part and are taken per row (a run has ~10 metrics)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     schema = _arrow_schema()
     run_fields = schema.names[:-2]
     group = [k for k in _EXPORT_ORDER if k not in ("metric", "run_id")]

@@ -40,3 +40,21 @@ def test_dashboard_benchmark_measures_a_small_year() -> None:
     for part in ("dashboard_next_night", "export_hud", "export_parquet"):
         assert this[part]["s"] > 0 and this[part]["peak_rss_mib"] > 0, part
     assert this["export_hud"]["file_mib"] > 0 and this["export_parquet"]["file_mib"] > 0  # 12 x 3: ~0.4 and 0.02
+
+
+@pytest.mark.slow
+def test_dashboard_benchmark_scales_the_filled_store_by_copies(tmp_path: Path) -> None:
+    store = tmp_path / "year.db"
+    out = json.loads(_bench("bench_dashboard.py", "--nights", "6", "--cases", "2", "--scale", "3",
+                            "--parts", "dashboard", "--store", str(store)))
+    assert (out["points"], out["cases"]) == (360, 6)
+    import sqlite3
+
+    conn = sqlite3.connect(store)
+    try:  # the copies are the runs under other case names, each with its metrics
+        cases = [r[0] for r in conn.execute("SELECT DISTINCT case_name FROM runs ORDER BY case_name")]
+        per_run = {r[0] for r in conn.execute("SELECT count(*) FROM metrics GROUP BY run_id")}
+    finally:
+        conn.close()
+    assert cases == ["case-000", "case-000-x1", "case-000-x2", "case-001", "case-001-x1", "case-001-x2"]
+    assert per_run == {10}

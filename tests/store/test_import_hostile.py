@@ -101,6 +101,6 @@ def test_dashboard_escapes_names_for_plotly_and_keeps_every_page(tmp_path: Path,
     assert '<a href="https://evil.invalid"' not in text  # ... never as markup, in the HTML
     blocks = [json.loads(p.read_text().split('id="series-data">', 1)[1].split("</script>", 1)[0])
               for p in out.glob("scenario-*.html")]
-    titles = [chart["title"] for block in blocks for chart in block]
+    titles = [chart["title"] for block in blocks for chart in block["charts"]]
     assert titles and not any("<a " in t for t in titles), titles  # nor as plotly markup in a chart title
     assert any("&lt;a href=" in t for t in titles), titles
