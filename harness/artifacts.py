@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.atomic import write_atomic
 from harness.net import url_host
 from harness.paths import reports_root
 from harness.record import RunRecord, record_to_dict
@@ -51,8 +52,8 @@ def new_run_dir(scenario: str, case: str, label: str, trial: int, root: Path | N
 
 
 def write_json(path: Path, data: Any) -> Path:
-    text = json.dumps(data, indent=2, sort_keys=False, default=str)
-    path.write_text(redact_log(text) + "\n")
+    # Whole or not at all: a store import, a resumed search or a SLURM submitter may read it at any moment.
+    write_atomic(path, redact_log(json.dumps(data, indent=2, sort_keys=False, default=str)) + "\n")
     return path
 
 

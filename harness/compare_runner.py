@@ -38,8 +38,8 @@ from harness.metric_registry import (
     METRICS,
     PHASE_COMPARED,
     SHOWN,
+    measured_positions,
     position_figure,
-    position_metric,
     relative_tolerances,
 )
 from harness.outcome import Outcome
@@ -161,11 +161,7 @@ def _phase_specs(case: Case, by_role: Mapping[str, Sequence[RunRecord]]) -> list
     measured = {name for runs in by_role.values() for r in runs for name in r.metrics}
     specs = []
     for phase in case.scenario.workload.phase_names:
-        positions = []
-        k = 1
-        while phase_metric(position_metric(k), phase) in measured:
-            positions.append(position_figure(k))
-            k += 1
+        positions = [position_figure(k) for k in range(1, measured_positions(measured, phase) + 1)]
         specs += [MetricSpec(phase_metric(m.name, phase), f"{m.label}, phase {phase}", m.unit, m.higher_is_better,
                              m.min_effect or 0.02) for m in (*PHASE_COMPARED, *positions)]
     return specs

@@ -13,7 +13,7 @@ to run), 5% for throughput and latency (noisier on shared machines).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -46,6 +46,7 @@ __all__ = [
     "Source",
     "figure",
     "metric",
+    "measured_positions",
     "position_figure",
     "position_metric",
     "position_of",
@@ -137,6 +138,14 @@ def position_of(name: str) -> int | None:
     """The draft position a figure's name (without its phase) is the acceptance rate of; None otherwise."""
     found = _POSITION.fullmatch(name)
     return int(found.group(1)) if found else None
+
+
+def measured_positions(names: Container[str], phase: str) -> int:
+    """How many draft positions, 1..k with no gap, have an acceptance rate among ``names`` in ``phase``."""
+    k = 0
+    while f"{position_metric(k + 1)}{PHASE_SEPARATOR}{phase}" in names:
+        k += 1
+    return k
 
 
 def position_figure(k: int) -> Metric:

@@ -9,7 +9,6 @@ write of it is a no-op (a run id is recorded once).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from collections.abc import Sequence
@@ -129,11 +128,10 @@ def execute_job(job: RunJob, *, handed_back: Path | None = None) -> RunRecord:
     options = RunOptions(out_root=Path(job.out_root), progress=False, gpus=gpus_from_env())
     record = execute_run(case, build, role=job.role, trial=job.trial, options=options)
     if handed_back is not None:
-        from harness.atomic import write_atomic
+        from harness.artifacts import write_json
         from harness.record import record_to_dict
-        from harness.redact import redact_log
 
-        write_atomic(handed_back / HANDED_BACK, redact_log(json.dumps(record_to_dict(record), default=str)) + "\n")
+        write_json(handed_back / HANDED_BACK, record_to_dict(record))
     if job.store is not None:
         record_run(job.store, record, batch=job.batch)
     return record

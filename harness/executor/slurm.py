@@ -224,23 +224,24 @@ class SlurmExecutor:
         """The record of a job SLURM reports finished: its own, or ``infra`` with SLURM's reason."""
         job_id = t.handle.job_id
         base = t.state.split()[0].upper()
-        if base != "COMPLETED" and self._result_type is RunRecord:
-            # SLURM ended the job after its run had written its record (the time limit reached as it exited):
-            # the trial ran, and its record is already in the store; an infra record beside it would be a second.
-            done = handed_back(_job_folder(t))
-            if done is not None:
-                return done
+        result: Any = None
         if base == "COMPLETED":
             try:
                 result = t.handle.result()
             except Exception as exc:  # any failure to hand the record back is the job's infra
-                return self._lost(t.job, f"slurm job {job_id} completed without a record: {_last_line(exc)}",
-                                  _job_folder(t), False)
+                result = exc
             if isinstance(result, self._result_type):
                 return result
-            done = handed_back(_job_folder(t)) if self._result_type is RunRecord else None
-            if done is not None:
-                return done
+        # SLURM ended the job (or its result was lost) after its run had written its record, e.g. the time limit
+        # reached as it exited: the trial ran and the store has its record; an infra record beside it would be a
+        # second one for the same trial.
+        done = handed_back(_job_folder(t)) if self._result_type is RunRecord else None
+        if done is not None:
+            return done
+        if isinstance(result, Exception):
+            return self._lost(t.job, f"slurm job {job_id} completed without a record: {_last_line(result)}",
+                              _job_folder(t), False)
+        if base == "COMPLETED":
             return self._lost(t.job, f"slurm job {job_id} returned {type(result).__name__}, not a record",
                               _job_folder(t), False)
         if base == "FAILED":

@@ -20,6 +20,7 @@ from harness.metric_registry import (
     CACHE_HIT_RATE,
     PHASE_SEPARATOR,
     figure,
+    measured_positions,
     position_metric,
 )
 from harness.sim import REFERENCE_SERVER_LABEL
@@ -95,11 +96,7 @@ def phase_rows_of(role: str, metrics: Mapping[str, Sequence[float]]) -> list[Pha
     for phase in phases:
         def get(name: str, phase: str = phase) -> float | None:
             return _median(metrics.get(f"{name}@{phase}", ()))
-        positions = []
-        k = 1
-        while f"{position_metric(k)}{PHASE_SEPARATOR}{phase}" in metrics:
-            positions.append(get(position_metric(k)))
-            k += 1
+        positions = [get(position_metric(k)) for k in range(1, measured_positions(metrics, phase) + 1)]
         rows.append(PhaseRow(
             role=role, phase=phase, accept_length=get(ACCEPT_LENGTH.name), accept_rate=get(ACCEPT_RATE.name),
             cache_hit_rate=get(CACHE_HIT_RATE.name), cache_host_rate=get("cache_host_rate"),
