@@ -22,8 +22,11 @@ __all__ = [
     "ABORT_KEYS",
     "ABORT_TYPE",
     "AVG_ACCEPT_LENGTH_KEY",
+    "CHILD_CRASHED_LINE",
     "CHILD_FAILED_LINE",
     "CHILD_FAILED_RUNNING_LINE",
+    "CHILD_FAILED_SELF_KILL",
+    "CHILD_POLL_S",
     "DEFAULTS",
     "DRAFT_GRAPH_PATH",
     "DRAFT_GRAPH_SWA_REFILL",
@@ -150,6 +153,7 @@ _FKV = "srt/speculative/frozen_kv_mtp_worker_v2.py"
 _FKVG = "srt/speculative/frozen_kv_mtp_cuda_graph_runner.py"
 _TRT = "srt/layers/attention/trtllm_mha_backend.py"
 _TRITON = "srt/layers/attention/triton_backend.py"
+_WD = "srt/utils/watchdog.py"
 
 # -- readiness and health --------------------------------------------------------------------------
 
@@ -243,6 +247,17 @@ CHILD_FAILED_LINE: Final = "Received sigquit from a child process. It usually me
 # takes its first request (generate_request -> auto_create_handle_loop), i.e. SGLang's own warm-up request:
 # a scheduler that dies after that logs this at ERROR ("SIGQUIT received. signum=None, frame=None. ...").
 CHILD_FAILED_RUNNING_LINE: Final = "It usually means one child failed."
+# A child that ends with a non-zero status is noticed by the launcher's SubprocessWatchdog, a thread that looks
+# every CHILD_POLL_S from the end of start-up until the SIGTERM drain is over: it logs CHILD_CRASHED_LINE at
+# ERROR and SIGQUITs its own process. Either SIGQUIT handler then calls ``kill_process_tree(os.getpid())``
+# (include_parent defaults to True), so a child's failure also ends the launcher with wait status -SIGKILL
+# (CHILD_FAILED_SELF_KILL), as a graceful stop does. SGLang's schedulers install no SIGTERM handler (the srt
+# package's SIGTERM handlers are the tokenizer manager's, granian's stop and two storage connectors'), so the
+# SIGTERM the harness sends to a server's whole process group ends them at once (-15): the watchdog (1 s) is
+# then usually ahead of the drain (5 s), and a real server the harness stops logs these lines on its way out.
+CHILD_CRASHED_LINE: Final = "Triggering SIGQUIT for cleanup..."
+CHILD_POLL_S: Final = 1.0
+CHILD_FAILED_SELF_KILL: Final = -9
 NO_ACCELERATOR: Final = "No accelerator (CUDA, XPU, HPU, NPU, MUSA, MPS) or platform plugin is available."
 
 # -- SIGTERM ---------------------------------------------------------------------------------------
@@ -507,6 +522,23 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_TM, 3096, 3129, 'f"SIGQUIT received. {signum=}, {frame=}. It usually means one child failed."'),
     ), "logged at ERROR (so at every --log-level) by a server that had taken a request: before the ready "
        "line that request is SGLang's own warm-up"),
+    Fact("CHILD_CRASHED_LINE", CHILD_CRASHED_LINE, (
+        Cite("srt/entrypoints/engine.py", 885, 897, "subprocess_watchdog = SubprocessWatchdog("),
+        Cite("srt/entrypoints/engine.py", 882, 894, 'names = [f"scheduler_{i}" for i in range(len(processes))]'),
+        Cite(_HTTP, 2276, 2300, "tokenizer_manager._subprocess_watchdog = subprocess_watchdog"),
+        Cite(_WD, 213, 213, "if proc.is_alive() or proc.exitcode == 0:"),
+        Cite(_WD, 217, 217, 'f"Subprocess {name} (pid={proc.pid}) crashed "'),
+        Cite(_WD, 219, 219, 'f"Triggering SIGQUIT for cleanup..."'),
+        Cite(_WD, 221, 221, "os.kill(os.getpid(), signal.SIGQUIT)"),
+    ), "at ERROR, for a scheduler or detokenizer that exits non-zero (a signal included) while the launcher runs"),
+    Fact("CHILD_POLL_S", CHILD_POLL_S, (Cite(_WD, 181, 181, "interval: float = 1.0,"),),
+         "the watchdog looks once a second: a dead child is noticed up to 1 s late"),
+    Fact("CHILD_FAILED_SELF_KILL", CHILD_FAILED_SELF_KILL, (
+        Cite(_TM, 3103, 3136, "kill_process_tree(os.getpid())"),
+        Cite("srt/entrypoints/engine.py", 1305, 1330, "kill_process_tree(os.getpid())"),
+        Cite("srt/utils/common.py", 1250, 1962, "include_parent: bool = True,"),
+        Cite("srt/utils/common.py", 1289, 2001, "itself.kill()"),
+    ), "both SIGQUIT handlers (running phase, launch phase) kill the tree with the launcher in it: wait status -9"),
     Fact("NO_ACCELERATOR", NO_ACCELERATOR, (Cite("srt/utils/common.py", 2103, 900, NO_ACCELERATOR),)),
     Fact("DEFAULTS", DEFAULTS, (
         Cite(_ARGS, 528, 977, 'host: A[str, "The host of the HTTP server."] = "127.0.0.1"'),

@@ -1,8 +1,8 @@
 """The front's side of the scheduler pipes: submit requests, route replies, die with the scheduler.
 
 A reader thread receives the scheduler's messages and hands them to the event loop. When the
-scheduler reports an exception, or its pipe closes, the front logs it and takes the whole process
-tree down with exit code 1 (SGLang's front does the same on a child's SIGQUIT).
+scheduler reports an exception, or its pipe closes, the front logs it as SGLang's SIGQUIT handlers do
+and takes the whole process tree down, itself last (``kill_process_tree``: wait status -9, as in SGLang).
 """
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
-from harness.contract import CHILD_FAILED_LINE, CHILD_FAILED_RUNNING_LINE
+from harness.contract import CHILD_CRASHED_LINE, CHILD_FAILED_LINE, CHILD_FAILED_RUNNING_LINE
 from harness.sim import SIM_LABEL
+from harness.sim.process_tree import kill_process_tree_and_self
 
 __all__ = ["SchedulerClient", "PendingRequest", "SchedulerGone"]
 
@@ -138,12 +138,14 @@ class SchedulerClient:
         if self.proc.is_alive():
             self.proc.kill()
             self.proc.join(2.0)
+        code = self.proc.exitcode
+        if code:  # SGLang's SubprocessWatchdog: a child that exits non-zero, a signal included
+            logger.error("Subprocess scheduler_0 (pid=%d) crashed with exit code %s. %s", self.proc.pid, code,
+                         CHILD_CRASHED_LINE)
         if self.running_phase:
             logger.error("SIGQUIT received. signum=None, frame=None. %s", CHILD_FAILED_RUNNING_LINE)
         else:
             logger.error("%s", CHILD_FAILED_LINE)
-        logger.info("kill_process_tree called: parent_pid=%d, include_parent=True, pid=%d", os.getpid(), os.getpid())
         logger.error("%s Scheduler process exited with code %s: %s. Shutting down the server and its "
-                     "process tree.", SIM_LABEL, self.proc.exitcode, why)
-        logging.shutdown()
-        os._exit(1)
+                     "process tree.", SIM_LABEL, code, why)
+        kill_process_tree_and_self()

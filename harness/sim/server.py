@@ -4,7 +4,8 @@ Like SGLang: parse flags (unknown ones exit 2), start the scheduler child and wa
 loaded the model, open the HTTP port (``/health`` answers 503 meanwhile), send SGLang's own warm-up
 request (``harness.sim.warmup``; skipped with ``--skip-server-warmup``), then log
 ``The server is fired up and ready to roll!``.
-If the scheduler fails at any point the front exits 1 and leaves no process behind.
+If the scheduler fails at any point the front SIGKILLs its tree and itself as SGLang's SIGQUIT handlers do
+(wait status -9) and leaves no process behind.
 This is sglang-repro's model of SGLang, not SGLang.
 """
 
@@ -25,6 +26,7 @@ from harness.contract import CHILD_FAILED_LINE, READY_LINE, UVICORN_RUNNING, WAR
 from harness.sim import SIM_LABEL, version_string
 from harness.sim.cli_args import parse_server_args
 from harness.sim.model_config import ModelNotFoundError
+from harness.sim.process_tree import kill_process_tree_and_self
 from harness.sim.scheduler_entry import scheduler_main
 from harness.sim.server_settings import SchedulerSettings, SettingsError, health_settings, resolve_settings
 from harness.sim.sim_logging import configure_logging
@@ -46,7 +48,7 @@ _SCHEDULER_START_TIMEOUT_S = 300.0
 _WARMUP_TIMEOUT_S = 600.0  # SGLang's, with SGLANG_WARMUP_TIMEOUT unset
 
 
-def _start_scheduler(settings: SchedulerSettings) -> SchedulerClient | None:
+def _start_scheduler(settings: SchedulerSettings) -> SchedulerClient:
     ctx = mp.get_context("spawn")
     inbox_r, inbox_w = ctx.Pipe(duplex=False)
     out_r, out_w = ctx.Pipe(duplex=False)
@@ -79,7 +81,7 @@ def _start_scheduler(settings: SchedulerSettings) -> SchedulerClient | None:
         proc.join(2.0)
     logger.error("%s", CHILD_FAILED_LINE)  # SGLang's launch-phase SIGQUIT handler (harness.contract)
     logger.error("%s Scheduler process exited with code %s during start-up. Shutting down.", SIM_LABEL, proc.exitcode)
-    return None
+    kill_process_tree_and_self()  # as that handler does: the wait status is -9 (CHILD_FAILED_SELF_KILL)
 
 
 async def _warm_up(state: ApiState) -> bool:
@@ -159,8 +161,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.error("%s", exc)
         return 1
     client = _start_scheduler(settings)
-    if client is None:
-        return 1
     import asyncio
 
     return asyncio.run(_serve(args, settings, client, health))

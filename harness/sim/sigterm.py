@@ -16,14 +16,12 @@ One change from SGLang, in time only: SGLang looks at the flag every SIGTERM_POL
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import signal
 from typing import TYPE_CHECKING
 
 from harness.contract import SIGTERM_DRAIN_LINE, SIGTERM_FORCE_ENV, SIGTERM_LINE, SIGTERM_SCHEDULER_WAIT_S
-from harness.sim import SIM_LABEL
+from harness.sim.process_tree import kill_process_tree_and_self
 
 if TYPE_CHECKING:
     from harness.sim.scheduler_client import SchedulerClient
@@ -66,18 +64,4 @@ class SigtermWatchdog:
         if _force_shutdown():
             logger.error("Signal SIGTERM received while force shutdown flag set. Force exiting.")
         self.client.shutdown(grace_s=SIGTERM_SCHEDULER_WAIT_S)
-        _kill_tree_and_self()
-
-
-def _kill_tree_and_self() -> None:
-    """SGLang's ``kill_process_tree(os.getpid(), include_parent=True)``: SIGKILL every child (multiprocessing's
-    resource tracker too), then this process."""
-    import psutil
-
-    pid = os.getpid()
-    logger.info("kill_process_tree called: parent_pid=%d, include_parent=True, pid=%d %s", pid, pid, SIM_LABEL)
-    logging.shutdown()  # the log is the record of this path; SGLang's kill does not wait for it, the sim does
-    for child in psutil.Process(pid).children(recursive=True):
-        with contextlib.suppress(psutil.NoSuchProcess):
-            child.kill()
-    os.kill(pid, signal.SIGKILL)
+        kill_process_tree_and_self()

@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import signal
 import time
 
 import psutil
 import pytest
 
-from harness.contract import READY_LINE, UVICORN_RUNNING
+from harness.contract import CHILD_CRASHED_LINE, CHILD_FAILED_RUNNING_LINE, CHILD_FAILED_SELF_KILL, READY_LINE, UVICORN_RUNNING
 from harness.sim.model_config import resolve_model
 from harness.sim.warmup import warmup_request
 from tests.sim.sim_helpers import EAGER_28264, GRAPH_28264
@@ -41,7 +42,7 @@ def test_pre_fix_eager_dies_on_276_token_prompt_and_leaves_no_process(sim_server
         server.post("/generate", {"input_ids": _prompt(276), "sampling_params": {"max_new_tokens": 64, "temperature": 0}},
                     timeout=20)
     rc = _wait_exit(server)
-    assert rc not in (None, 0)
+    assert rc == CHILD_FAILED_SELF_KILL  # SGLang's SIGQUIT handler kills the tree, the launcher in it
     log = server.log_text()
     assert "RuntimeError: output with shape [1] doesn't match the broadcast shape [276]" in log
     assert "Scheduler hit an exception: Traceback (most recent call last):" in log
@@ -136,3 +137,18 @@ def test_scheduler_dies_with_a_killed_front(sim_server):
         time.sleep(0.1)
     alive = [p for p in pids[1:] if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert not alive
+
+
+def test_a_scheduler_ended_by_a_signal_takes_the_front_down_as_sglangs_subprocess_watchdog_does(sim_server):
+    """SGLang's schedulers have no SIGTERM handler: the SIGTERM the harness sends to the server's process group
+    ends them at once, and the launcher's SubprocessWatchdog takes the tree down (harness.contract)."""
+    server = sim_server([*GRAPH_28264, "--sim-revision", "post-fix", "--skip-server-warmup"])
+    ok = server.post("/generate", {"input_ids": _prompt(32), "sampling_params": {"max_new_tokens": 4}}, timeout=20)
+    assert ok[0] == 200  # the running phase: SGLang's running-phase SIGQUIT handler answers
+    [scheduler] = [p for p in psutil.Process(server.proc.pid).children()
+                   if any("spawn_main" in part for part in p.cmdline())]
+    scheduler.send_signal(signal.SIGTERM)
+    assert _wait_exit(server) == CHILD_FAILED_SELF_KILL
+    log = server.log_text()
+    assert f"Subprocess scheduler_0 (pid={scheduler.pid}) crashed with exit code -15. {CHILD_CRASHED_LINE}" in log
+    assert log.index(CHILD_CRASHED_LINE) < log.index(CHILD_FAILED_RUNNING_LINE) < log.index("kill_process_tree called:")
