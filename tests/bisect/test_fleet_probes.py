@@ -39,7 +39,7 @@ def test_a_probe_whose_oracle_fails_stops_the_search(tmp_path: Path) -> None:
     before = _children()
     with pytest.raises(InfraError, match="the oracle failed at 000000000000"):
         LocalProbes(2, tmp_path / "probes").run([_job(tmp_path, scenario=tmp_path / "gone.yaml", deadline_s=120)])
-    assert _children() == before
+    assert _children() <= before  # nothing of its own left (an earlier test's child may end meanwhile)
 
 
 def test_k_probes_run_at_once_and_a_probe_past_its_bound_is_a_skip(tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ def test_k_probes_run_at_once_and_a_probe_past_its_bound_is_a_skip(tmp_path: Pat
     assert "probe process exited" in answers[0].step.reason
     for answer in answers[1:]:  # the pre-fix reference server shows the searched crash
         assert answer.step is not None and answer.step.verdict is Verdict.BAD, answer.step
-    assert _children() == before  # no probe, no server outlives the round
+    assert _children() <= before  # no probe, no server outlives the round
     assert len({p.name for p in (tmp_path / "probes").glob("*.log")}) == 3
     assert time.monotonic() - started < 240
 
