@@ -28,7 +28,7 @@ import numpy as np
 from harness.errors import InfraError
 from harness.history import screen, steps
 from harness.history.alerts import SeriesFindings, case_findings
-from harness.history.series import CasePoints
+from harness.history.series import CasePoints, Trials
 from harness.history.steps import Finding, Rule, Tracker
 from harness.store.store import Store
 
@@ -53,6 +53,11 @@ def series_key(cp: CasePoints, metric: str, rule: Rule) -> str:
 def _inputs_digest(values: Sequence[float], trials: Sequence[Sequence[float]], n: int) -> str:
     """A digest of the first ``n`` points' values and trials, bit for bit."""
     h = hashlib.sha256(np.asarray(values[:n], dtype=float).tobytes())
+    if isinstance(trials, Trials):  # a series' arrays: the same bytes without a tuple per point
+        counts = np.asarray(trials.counts[:n], dtype=np.int64)
+        h.update(counts.tobytes())
+        h.update(np.asarray(trials.flat[:int(counts.sum())], dtype=float).tobytes())
+        return h.hexdigest()[:40]
     h.update(np.asarray([len(t) for t in trials[:n]], dtype=np.int64).tobytes())
     h.update(np.asarray([v for t in trials[:n] for v in t], dtype=float).tobytes())
     return h.hexdigest()[:40]

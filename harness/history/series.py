@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import itertools
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -321,20 +322,79 @@ def _column(frame: pd.DataFrame, name: str) -> list[Any]:
 _Key = tuple[str, str, str]  # scenario, case, series hardware
 
 
-def _group(c: dict[str, list[Any]], n: int) -> tuple[dict[_Key, dict[tuple[str, str], list[int]]], dict[_Key, str]]:
-    """The runs' positions by series and then by point (batch, build); each series' scenario file."""
-    hardware: dict[tuple[Any, ...], str] = {}
-    cases: dict[_Key, dict[tuple[str, str], list[int]]] = {}
-    files: dict[_Key, str] = {}
-    for i in range(n):
-        hk = (c["hardware_key"][i], c["gpu_name"][i], c["gpu_count"][i], c["cpu"][i])
-        hw = hardware.get(hk)
-        if hw is None:
-            hw = hardware[hk] = series_hardware(str(hk[0]), *hk[1:])
-        key = (c["scenario"][i], c["case_name"][i], hw)
-        files.setdefault(key, c["scenario_file"][i])
-        cases.setdefault(key, {}).setdefault((c["batch_id"][i], c["build_key"][i]), []).append(i)
-    return cases, files
+class _Codes(dict[Any, int]):
+    """A code for each distinct value, in the order of first sight (``map(codes.__getitem__, column)``:
+    a column of 73k runs coded without a Python loop)."""
+
+    def __missing__(self, value: Any) -> int:
+        self[value] = code = len(self)
+        return code
+
+
+class _SeriesHardware(dict[tuple[Any, ...], str]):
+    """``series_hardware`` of each distinct (hardware key, GPU name, GPU count, CPU), once."""
+
+    def __missing__(self, key: tuple[Any, ...]) -> str:
+        self[key] = hw = series_hardware(str(key[0]), *key[1:])
+        return hw
+
+
+def _coded(values: Iterator[Any] | Sequence[Any], codes: _Codes, n: int) -> np.ndarray:
+    return np.fromiter(map(codes.__getitem__, values), dtype=np.int64, count=n)
+
+
+def _ranks(column: Sequence[Any], n: int) -> np.ndarray:
+    """Each value's rank among the column's distinct values (they sort as they compare)."""
+    order = {v: i for i, v in enumerate(sorted(set(column)))}
+    return np.fromiter(map(order.__getitem__, column), dtype=np.int64, count=n)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The runs in series order: by case (its key sorted), then point (by its first batch start and run
+    start), then trial; ``bounds[k]:bounds[k + 1]`` of ``points`` are case ``k``'s points and
+    ``offsets[p]:offsets[p + 1]`` of ``rows`` point ``p``'s runs."""
+    keys: list[_Key]
+    files: list[str]
+    rows: np.ndarray  # run positions in series order
+    offsets: np.ndarray  # per point (all cases), into rows; one more at the end
+    bounds: np.ndarray  # per case, into the points; one more at the end
+
+
+def _layout(c: dict[str, list[Any]], n: int) -> _Layout:
+    """The runs grouped by series and point, and ordered, with column codes and sorts instead of a loop
+    over the runs: a year of nightly data is 73k of them."""
+    hardware = list(map(_SeriesHardware().__getitem__, zip(c["hardware_key"], c["gpu_name"], c["gpu_count"], c["cpu"])))
+    case_codes = _Codes()
+    case = _coded(zip(c["scenario"], c["case_name"], hardware), case_codes, n)
+    keys: list[_Key] = list(case_codes)
+    key_rank = np.empty(len(keys), dtype=np.int64)
+    key_rank[sorted(range(len(keys)), key=keys.__getitem__)] = np.arange(len(keys))
+    case_rank = key_rank[case]
+    # A point is a (series, batch, build); its place in the series: its runs' first batch start, then
+    # their first start, then first sight (the order the runs came in), as sorted() of the points did.
+    point = _coded(zip(case.tolist(), c["batch_id"], c["build_key"]), _Codes(), n)
+    n_points = int(point.max()) + 1
+    big = np.iinfo(np.int64).max
+    batch_start, run_start = np.full(n_points, big), np.full(n_points, big)
+    np.minimum.at(batch_start, point, _ranks(c["batch_started_at"], n))
+    np.minimum.at(run_start, point, _ranks(c["started_at"], n))
+    point_case = np.empty(n_points, dtype=np.int64)
+    point_case[point] = case_rank
+    point_order = np.lexsort((np.arange(n_points), run_start, batch_start, point_case))
+    place = np.empty(n_points, dtype=np.int64)
+    place[point_order] = np.arange(n_points)
+    trial = np.fromiter(c["trial"], dtype=np.int64, count=n)
+    rows = np.lexsort((np.arange(n), trial, place[point]))  # within a point: by trial, then as read
+    counts = np.bincount(place[point], minlength=n_points)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    per_case = np.bincount(point_case, minlength=len(keys))
+    bounds = np.concatenate([[0], np.cumsum(per_case)]).astype(np.int64)
+    firsts = np.full(len(keys), n, dtype=np.int64)
+    np.minimum.at(firsts, case, np.arange(n))
+    by_rank = sorted(range(len(keys)), key=keys.__getitem__)
+    scenario_file = c["scenario_file"]
+    return _Layout([keys[i] for i in by_rank], [scenario_file[int(firsts[i])] for i in by_rank], rows, offsets, bounds)
 
 
 _OUTCOMES = {o.value: o for o in Outcome}
@@ -449,7 +509,7 @@ class _Entries:
         if not run_ids:
             return
         at, codes = self.at, self.codes
-        pos = np.fromiter((at.get(r, -1) for r in run_ids), dtype=np.int64, count=len(run_ids))
+        pos = np.fromiter(map(at.get, run_ids, itertools.repeat(-1)), dtype=np.int64, count=len(run_ids))
         for name in set(names) - codes.keys():
             codes[name] = len(codes)
         code = np.fromiter(map(codes.__getitem__, names), dtype=np.int64, count=len(names))
@@ -529,48 +589,33 @@ def _case_points(runs: _Runs) -> list[CasePoints]:
     """The series of the runs read (column lists) with their values (arrays by run).
 
     Column lists and arrays, not rows or objects: a year of nightly data is 73k runs and 730k metric
-    values. The runs are grouped by position (one integer per run), in one pass; every value then
-    finds its case, point and trial by array lookups, and each (case, metric) series is a slice of
-    the values sorted by case, metric and trial order.
+    values. The runs are grouped and ordered by codes and sorts (``_layout``); every value then finds
+    its case, point and trial by array lookups, and each (case, metric) series is a slice of the
+    values sorted by case, metric and trial order.
     """
     c = runs.c
     n_runs = len(c["run_id"])
     if not n_runs:
         return []
-    cases, files = _group(c, n_runs)
-    batch_start, start, trial = c["batch_started_at"], c["started_at"], c["trial"]
-    keys = sorted(cases)
-    run_case = np.zeros(n_runs, dtype=np.int64)
-    run_point = np.zeros(n_runs, dtype=np.int64)
-    run_rank = np.zeros(n_runs, dtype=np.int64)  # a run's place among all runs: case, then point, then trial
-    layouts: list[tuple[list[int], np.ndarray, np.ndarray]] = []
-    rank = 0
-    for k, key in enumerate(keys):
-        parts = cases[key]
-        order = sorted(parts, key=lambda p: (min(batch_start[r] for r in parts[p]), min(start[r] for r in parts[p])))
-        rows: list[int] = []
-        first: list[int] = []
-        offsets = [0]
-        for pk in order:
-            ps = parts[pk]
-            ps = ps if len(ps) == 1 else sorted(ps, key=lambda r: trial[r])
-            first.append(ps[0])
-            rows += ps
-            offsets.append(len(rows))
-        at = np.asarray(rows, dtype=np.int64)
-        off = np.asarray(offsets, dtype=np.int64)
-        run_case[at] = k
-        run_point[at] = np.repeat(np.arange(len(order), dtype=np.int64), np.diff(off))
-        run_rank[at] = rank + np.arange(len(rows), dtype=np.int64)
-        rank += len(rows)
-        layouts.append((first, off, at))
-    per_case = _series_by_case(runs, run_case, run_point, run_rank, len(keys))
+    lay = _layout(c, n_runs)
+    n_points = len(lay.offsets) - 1
+    point_of_slot = np.repeat(np.arange(n_points, dtype=np.int64), np.diff(lay.offsets))
+    case_of_point = np.repeat(np.arange(len(lay.keys), dtype=np.int64), np.diff(lay.bounds))
+    run_case = np.empty(n_runs, dtype=np.int64)
+    run_point = np.empty(n_runs, dtype=np.int64)  # the point's index within its case
+    run_rank = np.empty(n_runs, dtype=np.int64)  # the run's place in series order
+    run_case[lay.rows] = case_of_point[point_of_slot]
+    run_point[lay.rows] = point_of_slot - lay.bounds[case_of_point[point_of_slot]]
+    run_rank[lay.rows] = np.arange(n_runs, dtype=np.int64)
+    per_case = _series_by_case(runs, run_case, run_point, run_rank, len(lay.keys))
+    firsts = lay.rows[lay.offsets[:-1]].tolist()
     out: list[CasePoints] = []
-    for k, key in enumerate(keys):
-        first, off, at = layouts[k]
+    for k, key in enumerate(lay.keys):
+        lo, hi = int(lay.bounds[k]), int(lay.bounds[k + 1])
         series = per_case.get(k, {})
-        table = _CaseTable(runs, first, off, at, series, sorted(series))
-        out.append(CasePoints(str(key[0]), str(files[key]), str(key[1]), str(key[2]), table=table))
+        table = _CaseTable(runs, firsts[lo:hi], lay.offsets[lo:hi + 1] - lay.offsets[lo],
+                           lay.rows[int(lay.offsets[lo]):int(lay.offsets[hi])], series, sorted(series))
+        out.append(CasePoints(str(key[0]), str(lay.files[k]), str(key[1]), str(key[2]), table=table))
     return out
 
 
