@@ -237,14 +237,25 @@ def _resets(cp: CasePoints, found: Sequence[SeriesFindings]) -> str:
     return '<p class="note">Baseline reset: ' + "; ".join(_e(i) for i in items) + "</p>"
 
 
-def _artifact_link(path: str, out_dir: Path, label: str) -> str:
-    # Relative, so the site and the run folders can move together (a CI artifact); absolute otherwise.
-    target = Path(path).resolve()
-    try:
-        href = Path(os.path.relpath(target, out_dir.resolve())).as_posix()
-    except ValueError:  # another drive
-        href = target.as_uri()
-    return f'<a href="{_e(href)}/" title="{_e(target.name)}">{_e(label)}</a>'
+class _Links:
+    """Links to run folders, each folder resolved once a build (and the site's folder once): a year's
+    pages link 1600 of them, and every resolve is a walk of the file system."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.site = out_dir.resolve()
+        self.known: dict[str, tuple[str, str]] = {}
+
+    def __call__(self, path: str, label: str) -> str:
+        got = self.known.get(path)
+        if got is None:
+            # Relative, so the site and the run folders can move together (a CI artifact); absolute otherwise.
+            target = Path(path).resolve()
+            try:
+                href = Path(os.path.relpath(target, self.site)).as_posix()
+            except ValueError:  # another drive
+                href = target.as_uri()
+            got = self.known[path] = (_e(href), _e(target.name))
+        return f'<a href="{got[0]}/" title="{got[1]}">{_e(label)}</a>'
 
 
 def _phases(cp: CasePoints, nights: int = 3) -> str:
@@ -269,7 +280,8 @@ def _phases(cp: CasePoints, nights: int = 3) -> str:
 
 def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[StoredIncident], out_dir: Path,
                    start: int, findings: dict[tuple[str, str, str], list[SeriesFindings]],
-                   escaped: _Escaped | None = None) -> str:
+                   escaped: _Escaped | None = None, links: _Links | None = None) -> str:
+    link = _Links(out_dir) if links is None else links
     parts = [f"<p><a href=\"index.html\">&larr; overview</a></p><h1>{_e(name)}</h1>"]
     data: list[dict[str, Any]] = []
     axes: list[dict[str, list[str | None]]] = []
@@ -288,7 +300,7 @@ def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[S
             f"<tr><td>{cp.n_points - len(last) + j}</td><td>{_e(p.build_label)}</td>"
             f"<td class=\"{_e(p.outcome.value if p.outcome else 'infra')}\">"
             f"{_e(p.outcome.value if p.outcome else 'not decided')}</td><td>{_e(', '.join(p.signatures))}</td>"
-            f"<td>{' '.join(_artifact_link(a, out_dir, f'trial {t}') for t, a in enumerate(p.artifacts[:5]))}</td></tr>"
+            f"<td>{' '.join(link(a, f'trial {t}') for t, a in enumerate(p.artifacts[:5]))}</td></tr>"
             for j, p in enumerate(last))
         parts.append("<table><tr><th>point</th><th>build</th><th>outcome</th><th>signature</th>"
                      f"<th>artifacts</th></tr>{rows}</table>")
@@ -340,10 +352,11 @@ def _build_site(store: Store, out_dir: Path) -> Path:
         by_scenario.setdefault(cp.scenario, []).append(cp)
     pages: dict[str, str] = {}
     escaped = _Escaped()  # shared by every page: the cases share their builds and nights
+    links = _Links(out_dir)
     start = 0
     for name, group in by_scenario.items():
         pages[name] = f"scenario-{_slug(name)}.html"
-        write_atomic(out_dir / pages[name], _scenario_page(name, group, incidents, out_dir, start, findings, escaped))
+        write_atomic(out_dir / pages[name], _scenario_page(name, group, incidents, out_dir, start, findings, escaped, links))
         start += len(group)
     index = out_dir / "index.html"
     write_atomic(index, _index(by_scenario, pages, incidents, store.where))
