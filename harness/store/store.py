@@ -300,12 +300,11 @@ class Store:
         own cursor, where a frame or SQLAlchemy's rows cost an object per row and field on top of the
         driver's (a year of nightly data is 73k runs)."""
         names = [c.name for c in query.selected_columns]
-        rows: list[tuple[Any, ...]] = []
-        for part in self.tuples(query):
-            rows += part
-        if not rows:
-            return {name: [] for name in names}
-        return {name: list(col) for name, col in zip(names, zip(*rows))}
+        cols: list[list[Any]] = [[] for _ in names]
+        for part in self.tuples(query):  # each part into the columns as it comes: never every row at once
+            for col, values in zip(cols, zip(*part)):
+                col.extend(values)
+        return dict(zip(names, cols))
 
     def tuples(self, query: Select[Any], *, rows: int = 50_000) -> Iterator[list[tuple[Any, ...]]]:
         """The rows of ``query`` as the driver's tuples, in parts of at most ``rows`` (730k metric values
