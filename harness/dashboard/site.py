@@ -120,22 +120,39 @@ class _CaseCharts:
     charts: list[_Chart]
 
 
-def _build_name(p: Point) -> str:
+def _build_name(commit: str | None, spec: str, version: str | None) -> str:
     """What the x axis calls a point: the short commit, a release's version, else the spec (the reference
     server's builds share one version string, and their spec is what tells them apart)."""
-    if p.build_commit:
-        return p.build_commit[:9]
-    return p.build_version if p.build_spec.startswith("pip:") and p.build_version else p.build_spec
+    if commit:
+        return commit[:9]
+    return version if spec.startswith("pip:") and version else spec
+
+
+def _point_name(p: Point) -> str:
+    return _build_name(p.build_commit, p.build_spec, p.build_version)
+
+
+class _Escaped(dict[str, str]):
+    """``_pe`` of each text once: the 200 cases of a year share the same 365 builds and nights, so the
+    labels of their 73k points are a few hundred distinct strings."""
+
+    def __missing__(self, text: str) -> str:
+        self[text] = got = _pe(text)
+        return got
 
 
 def _incident_marks(cp: CasePoints, incidents: Sequence[StoredIncident]) -> list[dict[str, Any]]:
     """A mark at the first bad build of every incident that names this case, on each of its charts: the
     incident is one change, and the metrics it did not move are part of the picture."""
-    at = {p.build_label: i for i, p in enumerate(cp.points)}
+    named = [(inc, [r for r in inc.rows if r["scenario"] == cp.scenario and r["case_name"] == cp.case
+                    and r["hardware_key"] == cp.hardware]) for inc in incidents]
+    named = [(inc, rows) for inc, rows in named if rows]
+    if not named:
+        return []  # no incident names the case: its points' labels are not needed
+    at = {label: i for i, label in enumerate(cp.build_labels())}
     marks = []
-    for inc in incidents:
-        here = [r for r in inc.rows if r["scenario"] == cp.scenario and r["case_name"] == cp.case
-                and r["hardware_key"] == cp.hardware and r["first_bad"] in at]
+    for inc, rows in named:
+        here = [r for r in rows if r["first_bad"] in at]
         if here:
             marks.append({"x": at[str(here[0]["first_bad"])], "kind": "incident",
                           "color": "#9e9e9e" if inc.state == "resolved" else "#e65100",
@@ -144,46 +161,50 @@ def _incident_marks(cp: CasePoints, incidents: Sequence[StoredIncident]) -> list
 
 
 def _charts(cp: CasePoints, n: int, found: Sequence[SeriesFindings],
-            incidents: Sequence[StoredIncident] = (), axis: int = 0) -> _CaseCharts:
+            incidents: Sequence[StoredIncident] = (), axis: int = 0, escaped: _Escaped | None = None) -> _CaseCharts:
     """The case's charts; ``axis``: the position of the case's ticks and labels in the page's ``cases``."""
+    esc = _Escaped() if escaped is None else escaped
     out: list[_Chart] = []
     marks = _incident_marks(cp, incidents)
     # A point's tick and hover label are the same in every metric's chart of the case: escaped once, kept
-    # once (by point index; null for a point no chart shows).
-    ticks: list[str | None] = [None] * len(cp.points)
-    labels: list[str | None] = [None] * len(cp.points)
-    for i in sorted({i for sf in found for i in sf.indices}):
-        p = cp.points[i]
-        ticks[i] = _pe(_build_name(p))
-        labels[i] = f"{_pe(p.build_label)}<br>{_pe(p.started_at[:10])}"
+    # once (by point index; null for a point no chart shows). Read from the case's columns: no point is made.
+    ticks: list[str | None] = [None] * cp.n_points
+    labels: list[str | None] = [None] * cp.n_points
+    shown = sorted({i for sf in found for i in sf.indices})
+    if shown:
+        commit, spec, version = cp.column("build_commit"), cp.column("build_spec"), cp.column("build_version")
+        night, started = cp.column("batch_label"), cp.column("started_at")
+        for i in shown:
+            ticks[i] = esc[_build_name(commit[i], spec[i], version[i])]
+            labels[i] = f"{esc[f'{spec[i]} ({night[i]})']}<br>{esc[started[i][:10]]}"
     # A host fact that changed on a night (driver, CUDA, kernel): shown, so a step that coincides is explained.
     hosts: list[dict[str, Any]] = [{"x": i, "kind": "host", "color": "#6a1b9a", "text": _pe(text)}
                                    for i, text in host_changes(cp)]
     for sf in found:
         idx = list(sf.indices)
         chart_id = f"c{n}-{len(out)}"
-        at, values = cp.series(sf.metric)
-        if at != idx:  # findings of other points than the case's series: each point's value, as asked
-            values = [cp.points[i].value(sf.metric) for i in idx]  # type: ignore[misc]
-            trials = [cp.points[i].metrics.get(sf.metric, ()) for i in idx]
-        else:
-            trials = cp.trials(sf.metric)
+        known = cp.series_columns(sf.metric)
+        data: dict[str, Any] = {"id": chart_id, "metric": _pe(sf.metric),
+                                "title": _pe(f"{cp.case} · {sf.metric} · {cp.hardware}"), "axis": axis, "x": idx}
+        if known is not None and len(known.index) == len(idx) and known.index.tolist() == idx:
+            values: list[Any] = known.values.tolist()
+            one_trial = known.one_trial
+            trials_x, trials_y = np.repeat(known.index, known.counts).tolist(), known.flat.tolist()
+        else:  # findings of other points than the case's series: each point's value, as asked
+            values = [cp.point(i).value(sf.metric) for i in idx]
+            trials = [cp.point(i).metrics.get(sf.metric, ()) for i in idx]
+            one_trial = all(len(t) == 1 for t in trials) and [t[0] for t in trials] == values
+            trials_x = [i for i, t in zip(idx, trials) for _ in t]
+            trials_y = [v for t in trials for v in t]
         changes = [{"x": idx[f.index], "kind": f.kind,
                     "color": "#c62828" if f.regression else "#1a7f37",
                     "text": _pe(f"{f.kind} {f.effect:+.1%}")} for f in sf.findings]
         changes += hosts
         changes += marks
-        data: dict[str, Any] = {"id": chart_id, "metric": _pe(sf.metric),
-                                "title": _pe(f"{cp.case} · {sf.metric} · {cp.hardware}"),
-                                "axis": axis, "x": idx, "y": values, "changes": changes}
-        if all(len(t) == 1 for t in trials) and [t[0] for t in trials] == values:
+        data.update(y=values, changes=changes)
+        if one_trial:
             data["trials_same"] = True  # one trial a point, its value: the trials' dots are the points
         else:
-            trials_x: list[int] = []
-            trials_y: list[float] = []
-            for i, t in zip(idx, trials):
-                trials_x += [i] * len(t)
-                trials_y += t
             data.update(trials_x=trials_x, trials_y=trials_y)
         out.append(_Chart(data, f'<div class="chart" id="{_e(chart_id)}"></div>'))
     return _CaseCharts({"ticks": ticks, "labels": labels}, out)
@@ -209,21 +230,32 @@ def _incidents_table(incidents: Sequence[StoredIncident]) -> str:
 
 def _resets(cp: CasePoints, found: Sequence[SeriesFindings]) -> str:
     """When each series' baseline was reset (a confirmed step starts a new segment) and why."""
-    items = [f"{sf.metric}: from {cp.points[sf.indices[f.index]].build_label}, {f.kind} {f.effect:+.1%}"
+    items = [f"{sf.metric}: from {cp.point(sf.indices[f.index]).build_label}, {f.kind} {f.effect:+.1%}"
              for sf in found for f in sf.findings if f.kind == "step"]
     if not items:
         return '<p class="note">Baselines: never reset (no confirmed step).</p>'
     return '<p class="note">Baseline reset: ' + "; ".join(_e(i) for i in items) + "</p>"
 
 
-def _artifact_link(path: str, out_dir: Path, label: str) -> str:
-    # Relative, so the site and the run folders can move together (a CI artifact); absolute otherwise.
-    target = Path(path).resolve()
-    try:
-        href = Path(os.path.relpath(target, out_dir.resolve())).as_posix()
-    except ValueError:  # another drive
-        href = target.as_uri()
-    return f'<a href="{_e(href)}/" title="{_e(target.name)}">{_e(label)}</a>'
+class _Links:
+    """Links to run folders, each folder resolved once a build (and the site's folder once): a year's
+    pages link 1600 of them, and every resolve is a walk of the file system."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.site = out_dir.resolve()
+        self.known: dict[str, tuple[str, str]] = {}
+
+    def __call__(self, path: str, label: str) -> str:
+        got = self.known.get(path)
+        if got is None:
+            # Relative, so the site and the run folders can move together (a CI artifact); absolute otherwise.
+            target = Path(path).resolve()
+            try:
+                href = Path(os.path.relpath(target, self.site)).as_posix()
+            except ValueError:  # another drive
+                href = target.as_uri()
+            got = self.known[path] = (_e(href), _e(target.name))
+        return f'<a href="{got[0]}/" title="{got[1]}">{_e(label)}</a>'
 
 
 def _phases(cp: CasePoints, nights: int = 3) -> str:
@@ -233,34 +265,42 @@ def _phases(cp: CasePoints, nights: int = 3) -> str:
         return ""  # no phases: neither a scan of every point nor the report's import (scipy's, a second)
     from harness.report import phase_rows_of, phase_table
 
-    recent = [p for p in cp.points if any(PHASE_SEPARATOR in name for name in p.metrics)][-nights:]
-    rows = [row for p in recent for row in phase_rows_of(f"{_build_name(p)} ({p.batch_label})", p.metrics)]
+    # The points that ran phases are those in a phase figure's series: only the last of them are made.
+    with_phases: set[int] = set()
+    for name in cp.metric_names:
+        known = cp.series_columns(name) if PHASE_SEPARATOR in name else None
+        if known is not None:
+            with_phases.update(known.index.tolist())
+    recent = [cp.point(i) for i in sorted(with_phases)[-nights:]]
+    rows = [row for p in recent for row in phase_rows_of(f"{_point_name(p)} ({p.batch_label})", p.metrics)]
     table = phase_table(rows, first="Build (night)")
     return ('<p class="note">Workload phases, last nights (one server, no flush between phases; medians over '
             f"trials):</p>{table}") if table else ""
 
 
 def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[StoredIncident], out_dir: Path,
-                   start: int, findings: dict[tuple[str, str, str], list[SeriesFindings]]) -> str:
+                   start: int, findings: dict[tuple[str, str, str], list[SeriesFindings]],
+                   escaped: _Escaped | None = None, links: _Links | None = None) -> str:
+    link = _Links(out_dir) if links is None else links
     parts = [f"<p><a href=\"index.html\">&larr; overview</a></p><h1>{_e(name)}</h1>"]
     data: list[dict[str, Any]] = []
     axes: list[dict[str, list[str | None]]] = []
     for k, cp in enumerate(cases):
         parts.append(f"<h2>{_e(cp.case)} <span class=\"note\">on {_e(cp.hardware)}</span></h2>")
         found = findings[(cp.scenario, cp.case, cp.hardware)]
-        drawn = _charts(cp, start + k, found, incidents, axis=len(axes))
+        drawn = _charts(cp, start + k, found, incidents, axis=len(axes), escaped=escaped)
         axes.append(drawn.axis)
         for chart in drawn.charts:
             data.append(chart.data)
             parts.append(chart.html)
         parts.append(_resets(cp, found))
         parts.append(_phases(cp))
-        last = cp.points[-8:]
+        last = [cp.point(i) for i in range(max(0, cp.n_points - 8), cp.n_points)]
         rows = "".join(
-            f"<tr><td>{len(cp.points) - len(last) + j}</td><td>{_e(p.build_label)}</td>"
+            f"<tr><td>{cp.n_points - len(last) + j}</td><td>{_e(p.build_label)}</td>"
             f"<td class=\"{_e(p.outcome.value if p.outcome else 'infra')}\">"
             f"{_e(p.outcome.value if p.outcome else 'not decided')}</td><td>{_e(', '.join(p.signatures))}</td>"
-            f"<td>{' '.join(_artifact_link(a, out_dir, f'trial {t}') for t, a in enumerate(p.artifacts[:5]))}</td></tr>"
+            f"<td>{' '.join(link(a, f'trial {t}') for t, a in enumerate(p.artifacts[:5]))}</td></tr>"
             for j, p in enumerate(last))
         parts.append("<table><tr><th>point</th><th>build</th><th>outcome</th><th>signature</th>"
                      f"<th>artifacts</th></tr>{rows}</table>")
@@ -276,7 +316,7 @@ def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], inci
     rows = []
     for name, cases in by_scenario.items():
         for cp in cases:
-            last = cp.points[-1] if cp.points else None
+            last = cp.point(-1) if cp.n_points else None
             outcome = last.outcome.value if last and last.outcome else "not decided"
             cells = []
             for metric in SPARK_METRICS:
@@ -311,10 +351,12 @@ def _build_site(store: Store, out_dir: Path) -> Path:
     for cp in cases:
         by_scenario.setdefault(cp.scenario, []).append(cp)
     pages: dict[str, str] = {}
+    escaped = _Escaped()  # shared by every page: the cases share their builds and nights
+    links = _Links(out_dir)
     start = 0
     for name, group in by_scenario.items():
         pages[name] = f"scenario-{_slug(name)}.html"
-        write_atomic(out_dir / pages[name], _scenario_page(name, group, incidents, out_dir, start, findings))
+        write_atomic(out_dir / pages[name], _scenario_page(name, group, incidents, out_dir, start, findings, escaped, links))
         start += len(group)
     index = out_dir / "index.html"
     write_atomic(index, _index(by_scenario, pages, incidents, store.where))

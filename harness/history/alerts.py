@@ -175,8 +175,8 @@ def case_alerts(cp: CasePoints, tolerances: Mapping[str, float] | None = None, *
         for f in sf.findings:
             if f.kind not in STEP_KINDS or not f.regression:
                 continue
-            bad = cp.points[sf.indices[f.index]]
-            good = cp.points[sf.indices[f.index - 1]] if f.index > 0 else None
+            bad = cp.point(sf.indices[f.index])
+            good = cp.point(sf.indices[f.index - 1]) if f.index > 0 else None
             what = "step" if f.kind == "step" else "drift"
             detail = (f"{sf.metric} {f.effect:+.1%} ({f.before:.4g} -> {f.after:.4g})"
                       + (f", z={f.z:+.1f}" if f.z else "")

@@ -28,7 +28,7 @@ import numpy as np
 from harness.errors import InfraError
 from harness.history import screen, steps
 from harness.history.alerts import SeriesFindings, case_findings
-from harness.history.series import CasePoints
+from harness.history.series import CasePoints, Trials
 from harness.history.steps import Finding, Rule, Tracker
 from harness.store.store import Store
 
@@ -53,6 +53,11 @@ def series_key(cp: CasePoints, metric: str, rule: Rule) -> str:
 def _inputs_digest(values: Sequence[float], trials: Sequence[Sequence[float]], n: int) -> str:
     """A digest of the first ``n`` points' values and trials, bit for bit."""
     h = hashlib.sha256(np.asarray(values[:n], dtype=float).tobytes())
+    if isinstance(trials, Trials):  # a series' arrays: the same bytes without a tuple per point
+        counts = np.asarray(trials.counts[:n], dtype=np.int64)
+        h.update(counts.tobytes())
+        h.update(np.asarray(trials.flat[:int(counts.sum())], dtype=float).tobytes())
+        return h.hexdigest()[:40]
     h.update(np.asarray([len(t) for t in trials[:n]], dtype=np.int64).tobytes())
     h.update(np.asarray([v for t in trials[:n] for v in t], dtype=float).tobytes())
     return h.hexdigest()[:40]
@@ -80,51 +85,84 @@ def _decode(value: Any) -> Any:
     return value
 
 
+# The state's key for the tracker's suspicious tail after its points (``Tracker.suspicious``, which is a
+# function of the state): a series with no night since is answered from the cache without computing it.
+# A row written before the key existed has no tail; the tail is computed then.
+_TAIL = "_suspicious_tail"
+_UNKNOWN: Any = object()  # no tail cached
+
+# What the cache gives a series: the tracker restored (None: replay from the first point), the points it
+# has, and the suspicious tail after them (_UNKNOWN when not cached).
+Restored = tuple[Tracker | None, int, Any]
+
+
+def _fields(tracker: Tracker) -> dict[str, Any] | None:
+    """The tracker's decisions (not its inputs), encoded for JSON; None when it holds what JSON cannot."""
+    try:
+        return {k: _encode(v) for k, v in vars(tracker).items() if k not in _INPUTS}
+    except TypeError:
+        return None
+
+
 def _state(tracker: Tracker) -> str | None:
     """The tracker's decisions (not its inputs) as JSON; None when it holds what JSON cannot."""
+    fields = _fields(tracker)
     try:
-        return json.dumps({k: _encode(v) for k, v in vars(tracker).items() if k not in _INPUTS})
+        return None if fields is None else json.dumps(fields)
+    except (TypeError, ValueError):
+        return None
+
+
+def _cached_state(fields: dict[str, Any] | None, tail: Finding | None) -> str | None:
+    """The state cached: the tracker's decisions and its suspicious tail, as JSON."""
+    if fields is None:
+        return None
+    try:
+        return json.dumps({**fields, _TAIL: _encode(tail)})
     except (TypeError, ValueError):
         return None
 
 
 def _restore(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]], n: int,
-             state: str) -> Tracker | None:
-    """A tracker as it was after the first ``n`` points; None when the stored state is not its kind."""
+             state: str) -> tuple[Tracker | None, Any]:
+    """A tracker as it was after the first ``n`` points, and its cached tail; (None, _UNKNOWN) when the
+    stored state is not its kind."""
     tracker = Tracker(rule)
     try:
         saved = {k: _decode(v) for k, v in json.loads(state).items()}
     except (ValueError, TypeError, KeyError):
-        return None
-    if set(saved) != set(vars(tracker)) - set(_INPUTS):
-        return None
+        return None, _UNKNOWN
+    tail = saved.pop(_TAIL, _UNKNOWN)
+    if set(saved) != set(vars(tracker)) - set(_INPUTS) or not (tail is _UNKNOWN or tail is None
+                                                               or isinstance(tail, Finding)):
+        return None, _UNKNOWN
     screen.add_points(tracker, values, trials, 0, n)
     vars(tracker).update(saved)
-    return tracker
+    return tracker, tail
 
 
 def _from_cache(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]],
-                cached: Mapping[str, Any] | None) -> tuple[Tracker | None, int]:
-    """The tracker restored from the cached state where it still holds, and the points it has; (None, 0)
-    when the series must be replayed from its first point."""
+                cached: Mapping[str, Any] | None) -> Restored:
+    """The tracker restored from the cached state where it still holds, the points it has and its tail;
+    (None, 0, _UNKNOWN) when the series must be replayed from its first point."""
     n = len(values)
     if cached is not None and cached["detector"] == DETECTOR and 0 < int(cached["points"]) <= n:
         m = int(cached["points"])
         if cached["inputs"] == _inputs_digest(values, trials, m):
-            tracker = _restore(rule, values, trials, m, str(cached["state"]))
+            tracker, tail = _restore(rule, values, trials, m, str(cached["state"]))
             if tracker is not None:
-                return tracker, m
-    return None, 0
+                return tracker, m, tail
+    return None, 0, _UNKNOWN
 
 
 def _detect(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]],
-            restored: tuple[Tracker | None, int], hot: np.ndarray | None = None
+            restored: Restored, hot: np.ndarray | None = None
             ) -> tuple[list[Finding], dict[str, Any] | None]:
     """``steps.detect`` from the cached state where it still holds (``restored``: ``_from_cache``'s answer);
     the findings and the row to cache. ``hot``: the series' hot nights (``screen.hot_nights``) when it is
     replayed from its first point."""
     n = len(values)
-    tracker, start = restored
+    tracker, start, cached_tail = restored
     if tracker is None and hot is not None:
         tracker, start = screen.replay(rule, values, trials, hot), 0
         pushed = n
@@ -133,8 +171,13 @@ def _detect(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float
         pushed = start
     for i in range(pushed, n):
         tracker.push(values[i], trials[i])
-    state = _state(tracker) if start < n else None  # nothing new: the cached row stays as it is
+    if start == n and cached_tail is not _UNKNOWN:  # nothing new, and the tail is cached: as it was
+        return [*tracker.findings, *([cached_tail] if cached_tail is not None else [])], None
+    # The decisions before the tail is computed (suspicious() refits the noise model: the state cached is
+    # the one the pushes left, as a replay leaves it).
+    fields = _fields(tracker) if start < n else None  # nothing new: the cached row stays as it is
     tail = tracker.suspicious()
+    state = _cached_state(fields, tail) if start < n else None
     findings = [*tracker.findings, *([tail] if tail is not None else [])]
     if state is None:
         return findings, None
@@ -144,7 +187,7 @@ def _detect(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float
 _Job = tuple[CaseKey, str, Rule, Sequence[float], Sequence[Sequence[float]]]
 
 
-def _screened(jobs: Sequence[_Job], restored: Mapping[tuple[CaseKey, str], tuple[Tracker | None, int]]
+def _screened(jobs: Sequence[_Job], restored: Mapping[tuple[CaseKey, str], Restored]
               ) -> dict[tuple[CaseKey, str], np.ndarray]:
     """The hot nights of every series that is replayed from its first point and can be screened, all at once."""
     cold = [(key, metric, values) for key, metric, rule, values, trials in jobs

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from harness.history import steps
+from harness.history.series import Trials
 from harness.history.steps import Rule, Tracker
 
 __all__ = ["MARGIN", "add_points", "hot_nights", "replay"]
@@ -37,9 +38,16 @@ _WIDTH = max(steps.DRIFT_WINDOW, steps.MAX_BEFORE + steps.MAX_AFTER, steps.NOISE
 _CHUNK_ROWS = 20_000  # rows (series-nights) per step: 20k x 80 floats, about 13 MB an array
 
 
+def _at_most_one_trial(trials: Sequence[Sequence[float]], lo: int = 0, hi: int | None = None) -> bool:
+    """Every point in [lo, hi) of at most one trial: from the counts when the trials are a series' arrays."""
+    if isinstance(trials, Trials):
+        return int(trials.counts[lo:hi].max(initial=0)) <= 1
+    return all(len(t) <= 1 for t in trials[lo:hi])
+
+
 def screenable(trials: Sequence[Sequence[float]], values: Sequence[float]) -> bool:
     """Every point one trial (the noise model has no within-night part) and finite."""
-    return all(len(t) <= 1 for t in trials) and bool(np.all(np.isfinite(np.asarray(values, dtype=float))))
+    return _at_most_one_trial(trials) and bool(np.all(np.isfinite(np.asarray(values, dtype=float))))
 
 
 def _sorted_median(sorted_rows: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -166,7 +174,7 @@ def hot_nights(series: Sequence[np.ndarray]) -> list[np.ndarray]:
 def add_points(tracker: Tracker, values: Sequence[float], trials: Sequence[Sequence[float]], lo: int, hi: int) -> None:
     """``tracker._add`` of the points in [lo, hi), nothing decided: the same lists, extended at once when
     every point there is one trial (a year of series is half a million points to add)."""
-    if all(len(t) <= 1 for t in trials[lo:hi]):
+    if _at_most_one_trial(trials, lo, hi):
         # _add of a single-trial point: its value as a float, one trial, no within-night deviation.
         tracker.y.extend([float(v) for v in values[lo:hi]])
         tracker.k.extend([1] * (hi - lo))

@@ -3,6 +3,7 @@ detector's own, a later review pushes only the nights since, and any other histo
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import numpy as np
@@ -151,3 +152,36 @@ def test_a_tolerance_is_part_of_the_series_key(store_url: str) -> None:
         assert got == {(cp.scenario, cp.case, cp.hardware): case_findings(cp, tight["store-test-scenario"])
                        for cp in cases}
         assert len(store.detection_rows()) == 6  # two more series: case-a and case-b under the tolerance
+
+
+def test_a_series_with_no_night_since_takes_its_suspicious_tail_from_the_cache(
+        store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(6)
+    tails = [0]
+    real = steps.Tracker.suspicious
+
+    def counted(self: steps.Tracker) -> steps.Finding | None:
+        tails[0] += 1
+        return real(self)
+
+    monkeypatch.setattr(steps.Tracker, "suspicious", counted)
+    with open_store(store_url) as store:
+        for night in range(30):
+            _night(store, night, rng)
+        _night(store, 30, rng, level=80.0)  # tonight far below: a suspicious tail, not yet a step
+        cases = _cases(store)
+        first = findings_of(store, cases)
+        assert tails[0] == 4 and first == _plain(cases)
+        assert any(f.kind == "suspicious" for sfs in first.values() for sf in sfs for f in sf.findings)
+        tails[0] = 0
+        assert findings_of(store, cases) == first and tails[0] == 0  # every tail from the cache
+        # A row cached before the tail was (its state without the key): restored, its tail computed.
+        key = sorted(store.detection_rows())[0]
+        row = store.detection_rows()[key]
+        state = json.loads(row["state"])
+        del state[detections._TAIL]
+        with store.engine.begin() as conn:
+            conn.execute(update(detections_table).where(detections_table.c.series_key == key)
+                         .values(state=json.dumps(state)))
+        tails[0] = 0
+        assert findings_of(store, cases) == first and tails[0] == 1
