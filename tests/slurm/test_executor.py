@@ -225,13 +225,14 @@ def test_a_job_ended_after_its_run_gives_the_runs_record_and_no_infra_one(slurm_
     from harness.executor.slurm import SlurmExecutor, SlurmOptions
     from harness.scenario import load_file
     from harness.store.store import new_batch
+    from harness.store.writer import StoreWriter
     from tests.slurm.lingering import run_then_linger
 
     scenario = _scenario(tmp_path, "linger", gpus=1)
     case = load_file(scenario).cases[0]
     job = RunJob(scenario_file=str(scenario), case=case.name, spec="sim:post-fix", role="after", trial=0,
                  out_root=str(tmp_path), hardware=case.scenario.hardware, deadline_s=600.0, store=pg_url,
-                 batch=new_batch("run"))
+                 batch=(batch := new_batch("run")))
     folder = tmp_path / "slurm"
     cancelled: list[str] = []
 
@@ -247,7 +248,14 @@ def test_a_job_ended_after_its_run_gives_the_runs_record_and_no_infra_one(slurm_
 
     watcher = threading.Thread(target=cancel_once_handed_back, daemon=True)
     watcher.start()
-    (record,) = SlurmExecutor(SlurmOptions(folder=folder, poll_s=1), call=run_then_linger).run_all([job])
+    # As the commands do (harness.executor.fanout): every record that comes back is recorded, which is a no-op
+    # for one the job stored itself. The scancel may reach the job before its own store write.
+    with StoreWriter(pg_url, batch) as writer:
+        def store_it(arrived: RunRecord) -> None:
+            writer.record(arrived)
+
+        (record,) = SlurmExecutor(SlurmOptions(folder=folder, poll_s=1), call=run_then_linger).run_all(
+            [job], on_record=store_it)
     watcher.join(timeout=10)
     assert cancelled, "the job never handed its record back"
     assert record.outcome is Outcome.PASS and record.reason == "all checks held", record.reason
