@@ -114,7 +114,7 @@ class SchedulerClient:
                     self._die("the scheduler's pipe closed")
                 return
             if msg[0] == "error":
-                self._die("the scheduler hit an exception (traceback above)")
+                self._die("the scheduler hit an exception (traceback above)", reported=True)
                 return
             self._loop.call_soon_threadsafe(self._dispatch, msg)
 
@@ -132,14 +132,16 @@ class SchedulerClient:
             if fut is not None and not fut.done():
                 fut.set_result(msg[2])
 
-    def _die(self, why: str) -> None:
+    def _die(self, why: str, *, reported: bool = False) -> None:
+        """``reported``: the scheduler sent its exception (SGLang's scheduler SIGQUITs its parent itself then,
+        and the SIGQUIT handler stops the SubprocessWatchdog before it kills the tree: no watchdog line)."""
         # Runs on the reader thread: independent of whatever the event loop is doing.
         self.proc.join(2.0)
         if self.proc.is_alive():
             self.proc.kill()
             self.proc.join(2.0)
         code = self.proc.exitcode
-        if code:  # SGLang's SubprocessWatchdog: a child that exits non-zero, a signal included
+        if code and not reported:  # SGLang's SubprocessWatchdog: a child that exits non-zero, a signal included
             logger.error("Subprocess scheduler_0 (pid=%d) crashed with exit code %s. %s", self.proc.pid, code,
                          CHILD_CRASHED_LINE)
         if self.running_phase:

@@ -46,6 +46,7 @@ def test_pre_fix_eager_dies_on_276_token_prompt_and_leaves_no_process(sim_server
     log = server.log_text()
     assert "RuntimeError: output with shape [1] doesn't match the broadcast shape [276]" in log
     assert "Scheduler hit an exception: Traceback (most recent call last):" in log
+    assert CHILD_CRASHED_LINE not in log  # the scheduler SIGQUITs its parent itself: no watchdog line
     positions = [log.find(f"in {name}\n") for name in FRAMES]
     assert all(p >= 0 for p in positions), log
     assert positions == sorted(positions), "frames must appear innermost last"
