@@ -80,10 +80,14 @@ def test_poisson_request_rate_spreads_arrivals(seed: int) -> None:
     rng = random.Random(seed)
     expected_span = sum(rng.expovariate(rate) for _ in range(n - 1))
     with PeerServer(PeerConfig(first_delay_s=0.001, step_s=0.001)) as peer:
+        before = time.monotonic()
         run(peer.base_url, random_id_prompts([4] * n, seed=0), request_rate=rate, concurrency=n, seed=seed)
         arrivals = peer.stats.arrivals
-    span = arrivals[-1] - arrivals[0]
-    assert expected_span * 0.95 <= span <= expected_span + 0.25
+    # The schedule is open-loop from the phase's start, so no request is sent before its planned offset: the
+    # last one arrives no sooner than the whole planned span after the call. Measured from the first arrival
+    # instead, a first request held up on a loaded machine (its connection set up late) would shorten the span.
+    assert max(arrivals) - before >= expected_span
+    assert max(arrivals) - min(arrivals) <= expected_span + 0.25
 
 
 def test_infinite_rate_sends_at_once() -> None:
