@@ -436,12 +436,17 @@ class Tracker:
         """The newest 1-3 points, if they sit apart from the level before them: never an alert."""
         n = len(self.y)
         self._fit_noise()
+        # The newest k points with enough before them: a prefix of 1, 2, 3, since the room before shrinks with k.
+        ks = [k for k in (1, 2, 3) if n - k - max(self.segment, n - k - MAX_BEFORE) >= MIN_BEFORE]
+        if not ks:
+            return None
+        # One window for the three splits: each split's before side reaches back MAX_BEFORE points from its
+        # own cut within it (``_splits``), which is the window each would have alone.
+        lo = max(self.segment, n - ks[-1] - MAX_BEFORE)
+        zs, befores, afters = _splits(np.asarray(self.y[lo:n]), self._variances(lo, n),
+                                      np.array([n - k - lo for k in ks]))
         best: Finding | None = None
-        for k in (1, 2, 3):
-            lo = max(self.segment, n - k - MAX_BEFORE)
-            if n - k - lo < MIN_BEFORE:
-                continue
-            z, before, after = self._split(n - k, n, self._variances(lo, n), lo)
+        for k, z, before, after in zip(ks, zs.tolist(), befores.tolist(), afters.tolist()):
             effect = _relative(after, before)
             if abs(z) >= SUSPICIOUS_Z and abs(effect) >= self.rule.min_effect and (best is None or abs(z) > abs(best.z)):
                 best = Finding("suspicious", n - k, before, after, effect, None, self.rule.is_regression(effect), z)
