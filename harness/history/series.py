@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import gc
 import itertools
 import operator
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 from sqlalchemy import Select, select
 
+from harness.collector import collector_paused
 from harness.history.steps import Rule
 from harness.metric_registry import ACCEPT_RATE, METRICS, PHASE_ONLY, PHASE_SEPARATOR, position_of
 from harness.outcome import Outcome, most_telling
@@ -33,7 +32,7 @@ if TYPE_CHECKING:  # the frames' path only: the dashboard and the review read th
     import pandas as pd
 
 __all__ = ["METRIC_RULES", "SERIES_BATCH_KINDS", "CasePoints", "Point", "SeriesColumns", "Trials", "case_points",
-           "collector_paused", "host_changes", "rule_for", "series_hardware", "stored_case_points"]
+           "host_changes", "rule_for", "series_hardware", "stored_case_points"]
 
 SERIES_BATCH_KINDS = ("nightly", "import", "pytest", "run")
 
@@ -614,22 +613,6 @@ def stored_case_points(store: Store) -> list[CasePoints]:
     is most of a second) or a frame of 730k metric rows."""
     with collector_paused():
         return _read_case_points(store)
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a store's points are built, and while they are used (the
-    dashboard): a year is millions of tuples and dicts (none in a cycle), and each of the collector's passes
-    over them would walk them all again (a third of the build's time; after it, passes of 1.4 s in all,
-    wall time at load 6, in a cached 730k-point dashboard). What a pause leaves is collected by the first
-    pass after it."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _read_case_points(store: Store) -> list[CasePoints]:

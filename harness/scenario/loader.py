@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from harness.collector import collector_paused
 from harness.paths import FIXTURES, resolve_fixture
 from harness.scenario.errors import ScenarioError, excerpt, format_line, validation_lines
 from harness.scenario.matrix import (
@@ -254,11 +255,12 @@ def load_paths(paths: Sequence[Path | str]) -> list[LoadedScenario]:
         raise ScenarioError([f"{', '.join(map(str, paths))}: no scenario files (*.yaml, *.yml)"])
     known = _known_signatures()
     loaded, lines = [], []
-    for f in files:
-        try:
-            loaded.append(load_file(f, known_signatures=known))
-        except ScenarioError as exc:
-            lines.extend(exc.lines)
+    with collector_paused():  # every file's tree, data and models kept: the collector's passes would walk them all
+        for f in files:
+            try:
+                loaded.append(load_file(f, known_signatures=known))
+            except ScenarioError as exc:
+                lines.extend(exc.lines)
     names: dict[str, Path] = {}
     for item in loaded:
         other = names.setdefault(item.scenario.name, item.file)

@@ -124,7 +124,8 @@ def _line_col(text: str, index: int) -> Position:
 
 
 class _Walker:
-    """Records every key's position and checks the bounds, expanding aliases as the data will."""
+    """Records every key's position and checks the bounds, expanding aliases as the data will; and builds
+    the data on the way, where the document is plain enough for that to be what SafeConstructor builds."""
 
     def __init__(self, loader: yaml.SafeLoader | yaml.CSafeLoader) -> None:
         self.loader = loader
@@ -132,8 +133,13 @@ class _Walker:
         self.nodes = 0
         self.chars = 0
         self.scalars_checked: set[int] = set()
+        self.collections_seen: set[int] = set()
+        # False once the document holds what the walk does not build as SafeConstructor would: an alias
+        # (the constructor shares one object between its uses) or a merge key (``<<``). Its data is then
+        # the constructor's own.
+        self.built = True
 
-    def walk(self, node: yaml.Node, path: Path_, depth: int) -> None:
+    def walk(self, node: yaml.Node, path: Path_, depth: int) -> Any:
         self.nodes += 1
         if self.nodes > MAX_NODES:
             raise _fail(node, path, f"more than {MAX_NODES} values once aliases (*name) are expanded; "
@@ -141,39 +147,49 @@ class _Walker:
         if depth > MAX_DEPTH:
             raise _fail(node, path, f"nested more than {MAX_DEPTH} levels deep")
         if isinstance(node, yaml.ScalarNode):
-            self._scalar(node, path)
-        elif isinstance(node, yaml.SequenceNode):
+            return self._scalar(node, path)
+        if isinstance(node, (yaml.SequenceNode, yaml.MappingNode)):
+            if id(node) in self.collections_seen:
+                self.built = False  # an alias of a list or mapping
+            self.collections_seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
             if node.tag != _YAML + "seq":
                 raise _fail(node, path, f"tag {_tag(node.tag)} is not allowed: {_PLAIN}")
+            items = []
             for i, item in enumerate(node.value):
                 self.positions[path + (i,)] = _mark(item)
-                self.walk(item, path + (i,), depth + 1)
-        elif isinstance(node, yaml.MappingNode):
+                items.append(self.walk(item, path + (i,), depth + 1))
+            return items
+        if isinstance(node, yaml.MappingNode):
             if node.tag != _YAML + "map":
                 raise _fail(node, path, f"tag {_tag(node.tag)} is not allowed: {_PLAIN}")
-            self._mapping(node, path, depth)
+            return self._mapping(node, path, depth)
+        return None
 
-    def _mapping(self, node: yaml.MappingNode, path: Path_, depth: int) -> None:
+    def _mapping(self, node: yaml.MappingNode, path: Path_, depth: int) -> dict[Any, Any]:
         seen: dict[Any, yaml.Node] = {}
+        data: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise _fail(key_node, path, "mapping keys must be plain strings")
-            self._scalar(key_node, path)
+            built_key = self._scalar(key_node, path)
             key = key_node.value
             if key in seen:
                 first = seen[key].start_mark.line + 1
                 raise _fail(key_node, path + (key,), f"duplicate key {excerpt(key)} (first given on line {first})")
             seen[key] = key_node
             self.positions[path + (key,)] = _mark(key_node)
-            self.walk(value_node, path + (key,), depth + 1)
+            data[built_key] = self.walk(value_node, path + (key,), depth + 1)
+        return data
 
-    def _scalar(self, node: yaml.ScalarNode, path: Path_) -> None:
+    def _scalar(self, node: yaml.ScalarNode, path: Path_) -> Any:
         self.chars += len(node.value)
         if self.chars > MAX_CHARS:
             raise _fail(node, path, f"more than {MAX_CHARS} characters of text once aliases (*name) "
                                     "are expanded; a scenario is a page of YAML")
         if id(node) in self.scalars_checked:  # an alias of a scalar already checked
-            return
+            self.built = False
+            return None
         self.scalars_checked.add(id(node))
         if node.tag not in _SCALAR_TAGS:
             raise _fail(node, path, f"tag {_tag(node.tag)} is not allowed: {_PLAIN}")
@@ -182,14 +198,18 @@ class _Walker:
             what = "a NUL character" if bad.group() == "\x00" else f"a lone surrogate U+{ord(bad.group()):04X}"
             raise _fail(node, path, f"{excerpt(node.value)} contains {what}, which no command line, "
                                     "environment or file can carry")
-        if node.tag in (_YAML + "merge", _YAML + "str"):  # a string is always its own valid value
-            return
+        if node.tag == _YAML + "str":  # a string is always its own valid value
+            return node.value
+        if node.tag == _YAML + "merge":
+            self.built = False
+            return None
         try:
             value = self.loader.construct_object(node)
         except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, yaml.YAMLError):
             raise _fail(node, path, f"{excerpt(node.value)} is not a valid {_tag(node.tag)} value") from None
         if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _MAX_INT_BITS:
             raise _fail(node, path, f"integer {excerpt(node.value)} is out of range (at most 63 bits)")
+        return value
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -225,8 +245,28 @@ _LIBYAML = LIBYAML
 _LIBYAML_MAX_CHARS = 64 * 1024
 
 
+# Implicit tags already resolved, by (node kind, scalar text, implicit flags): libyaml's composer calls the
+# Python resolver for every scalar (a third of a scenario's parse), and scenario files repeat their keys and
+# values. Short texts only, and a bounded number of them, so the cache stays small whatever is read.
+_RESOLVED: dict[tuple[Any, Any, Any], str] = {}
+_RESOLVED_MAX, _RESOLVED_TEXT = 8192, 64
+
+
 class _CLoader(yaml.CSafeLoader):
     """libyaml's parser and composer (about 10x faster than PyYAML's scanner), SafeConstructor's types."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        # A pure function here: SafeLoader's implicit resolvers are fixed per class, and it has no path
+        # resolvers (which would make a tag depend on where the node sits).
+        if self.yaml_path_resolvers or (value is not None and len(value) > _RESOLVED_TEXT):
+            return str(super().resolve(kind, value, implicit))
+        key = (kind, value, implicit)
+        tag = _RESOLVED.get(key)
+        if tag is None:
+            tag = str(super().resolve(kind, value, implicit))
+            if len(_RESOLVED) < _RESOLVED_MAX:
+                _RESOLVED[key] = tag
+        return tag
 
 
 def _parse(path: Path, text: str) -> Source:
@@ -253,8 +293,9 @@ def _parse_with(make_loader: type[_CLoader] | type[_BoundedLoader], path: Path, 
             raise SourceError(1, 1, "empty file: a scenario is a mapping with at least name, description, "
                                     "server, workload and builds")
         walker = _Walker(loader)
-        walker.walk(node, (), 0)
-        data = loader.construct_document(node)
+        data = walker.walk(node, (), 0)
+        if not walker.built:
+            data = loader.construct_document(node)
     except yaml.reader.ReaderError as exc:
         line, col = _line_col(text, exc.position)
         raise SourceError(line, col, f"character U+{exc.character:04X} is not allowed in a YAML file") from None
