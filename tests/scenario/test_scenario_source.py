@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from harness.scenario import source
 
@@ -52,3 +55,41 @@ def test_a_file_past_the_libyaml_size_is_read_by_the_bounded_loader(tmp_path: Pa
     assert len(path.read_text()) > source._LIBYAML_MAX_CHARS
     read = source.read_source(path)
     assert read.positions[("extra", "k0")] == (3, 3) and len(read.data["extra"]) > 1000
+
+
+# Scalars of every implicit type (and texts that only look like one), flow and block collections, aliases
+# and merge keys: the data the walk builds must be SafeConstructor's, value and type, key and order.
+_ATOMS = ["a", "1", "01", "0x1f", "0o17", "1_000", "+1", "-0", "1.5", "1e3", ".inf", "-.inf", "true", "True",
+          "yes", "no", "off", "null", "~", "''", "2001-12-14", "2001-12-14t21:59:43.10-05:00", "12:30:00",
+          '"quoted"', "'1'", "!!str 5", "é€", "x y"]
+
+
+@given(st.lists(st.tuples(st.sampled_from(_ATOMS), st.sampled_from(_ATOMS), st.sampled_from(_ATOMS),
+                          st.integers(0, 3)), min_size=1, max_size=8),
+       st.booleans())
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_the_walk_builds_the_data_the_constructor_builds(entries: list[tuple[str, str, str, int]],
+                                                         aliases: bool) -> None:
+    lines = ["base: &b {x: 1, y: [1, 2]}", "alias: *b", "merged: {<<: *b, z: 3}"] if aliases else []
+    for key, value, other, shape in entries:
+        lines.append([f"{key}: {value}", f"{key}:\n  - {value}\n  - {other}", f"{key}: {{{other}: {value}}}",
+                      f"{key}:\n  {other}: [{value}, {other}]"][shape])
+    text = "\n".join(lines) + "\n"
+    try:
+        expected = yaml.load(text, Loader=yaml.CSafeLoader)
+    except yaml.YAMLError:
+        return
+    try:
+        got = source._parse_with(source._CLoader, Path("x.yaml"), text)
+    except source.SourceError:
+        return  # refused (a duplicate key, an out-of-range integer): nothing built
+    assert repr(got.data) == repr(expected)
+    assert [type(v) for v in got.data.values()] == [type(v) for v in expected.values()]
+    if aliases:  # the constructor's own data: an alias is the same object as its anchor
+        assert got.data["alias"] is got.data["base"] and got.data["merged"] == {"x": 1, "y": [1, 2], "z": 3}
+
+
+def test_an_alias_of_an_empty_list_is_the_constructors_one_object() -> None:
+    # No scalar inside whose second visit would give the alias away: the walk must notice the list itself.
+    got = source._parse_with(source._CLoader, Path("x.yaml"), "none: &e []\nagain: *e\nname: x\n")
+    assert got.data == {"none": [], "again": [], "name": "x"} and got.data["again"] is got.data["none"]
