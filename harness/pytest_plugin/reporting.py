@@ -1,7 +1,8 @@
 """What a scenario item tells people: its failure text, JUnit properties, the CI step summary.
 
 - Failure: the expectation that did not hold, then outcome, signature, reason, key metrics, the
-  artifact folder and the relevant server-log lines (the last traceback, else the log's tail).
+  artifact folder and the relevant server-log lines (the traceback its signature matched, else the last
+  traceback, else the log's tail).
 - JUnit XML (``--junitxml``): each trial appends ``trial``, ``outcome``, ``signature``, ``reason``,
   ``artifacts`` and ``metric.<name>`` properties to its test case (names repeat per trial, in order).
 - ``$GITHUB_STEP_SUMMARY``: when set, a Markdown table of the scenario items is appended at the end
@@ -46,12 +47,22 @@ def record(item: pytest.Item, result: RunRecord) -> None:
     item.user_properties.extend(props)
 
 
-def log_excerpt(path: str | os.PathLike[str] | None) -> tuple[str, list[str]]:
-    """(what the lines are, the lines) from a server log: its last traceback, else its tail."""
+def log_excerpt(path: str | os.PathLike[str] | None, signature: str | None = None) -> tuple[str, list[str]]:
+    """(what the lines are, the lines) from a server log: the traceback ``signature`` matched when there is
+    one (a server that crashed may log more tracebacks after it, as its other processes meet the dead
+    one), else its last traceback, else its tail."""
     if not path or not Path(path).is_file():
         return "no server log", []
-    from harness.signatures import last_traceback
+    from harness.errors import UserError
+    from harness.signatures import Catalogue, last_traceback
 
+    if signature:
+        try:
+            found, _ = Catalogue.load().scan_file(Path(path), only=[signature])
+        except (KeyError, ValueError, OSError, UserError):
+            found = None  # a signature of another catalogue, or a log it will not read: as without one
+        if found is not None and "\n" in found.excerpt:
+            return f"the traceback {signature} matched", found.excerpt.strip("\n").splitlines()[-_MAX_LINES:]
     text = Path(path).read_text(errors="replace")
     tb = last_traceback(text)
     if tb:
@@ -69,7 +80,7 @@ def failure_text(problem: str, result: RunRecord, trial: int, trials: int) -> st
     metrics = " ".join(f"{k}={_metric(result.metrics[k])}" for k in _KEY_METRICS
                        if result.metrics.get(k) is not None) or "-"
     log_path = result.server.log
-    what, lines = log_excerpt(log_path)
+    what, lines = log_excerpt(log_path, result.signature)
     out = [
         f"{problem} (trial {trial + 1} of {trials})",
         f"  outcome:    {result.outcome.value}" + (f" at {result.phase.value}" if result.phase else ""),

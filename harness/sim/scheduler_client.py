@@ -59,7 +59,12 @@ class SchedulerClient:
         threading.Thread(target=self._reader, name="scheduler-reader", daemon=True).start()
 
     def _send(self, msg: tuple) -> None:
-        with self._send_lock:
+        # SGLang's tokenizer manager sends on a ZMQ PUSH socket (0.5.14 tokenizer_manager.py :382-384, its
+        # abort :1666; 0.5.15 :388-390, :1689), which queues a message for a scheduler that has died rather
+        # than raise: the request handler that aborts its request as the crash tears the server down logs no
+        # traceback of its own, so the scheduler's stays the server log's last. The reader thread sees the
+        # death and takes the tree down.
+        with self._send_lock, contextlib.suppress(OSError):
             self._send_conn.send(msg)
 
     def submit(self, rid: str, payload: dict) -> PendingRequest:
@@ -96,8 +101,7 @@ class SchedulerClient:
 
     def shutdown(self, grace_s: float = 3.0) -> None:
         self.stopping = True
-        with contextlib.suppress(OSError):
-            self._send(("shutdown",))
+        self._send(("shutdown",))
         self.proc.join(grace_s)
         if self.proc.is_alive():
             self.proc.kill()
