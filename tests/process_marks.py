@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import psutil
 
-__all__ = ["MARK_VAR", "marked"]
+__all__ = ["MARK_VAR", "alive", "command_line", "marked"]
 
 MARK_VAR = "SGLANG_REPRO_TEST_MARK"
 
@@ -21,3 +21,20 @@ def marked(mark: str) -> list[psutil.Process]:
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
     return found
+
+
+def command_line(proc: psutil.Process) -> str:
+    """The process's command line, or "" once it has exited: a short-lived child (an interpreter probe, a
+    git call) met while polling a tree may be a zombie or gone by the time it is read."""
+    try:
+        return " ".join(proc.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return ""
+
+
+def alive(proc: psutil.Process | int) -> bool:
+    """The process still runs (not a zombie): False once it is gone, also when it goes while being asked."""
+    try:
+        return (proc if isinstance(proc, psutil.Process) else psutil.Process(proc)).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -25,6 +25,7 @@ import pytest
 from harness.bisect.worktree import BisectWorktree, clean_stale
 from harness.cli import main
 from tests.checkout_digest import checkout_digest
+from tests.process_marks import command_line
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x.invalid", "GIT_COMMITTER_NAME": "t",
@@ -68,7 +69,7 @@ def _killed_bisect(repo: Path, before: str) -> Path:
         tree = Path(child.stdout.readline().strip())
         assert (tree / ".git" / "BISECT_LOG").is_file() and (tree / ".git" / "refs" / "bisect").is_dir()
         assert checkout_digest(repo) == before, "the bisect state is in the user's .git"
-        guards = [p for p in psutil.Process(child.pid).children() if "harness.bisect.guard" in " ".join(p.cmdline())]
+        guards = [p for p in psutil.Process(child.pid).children() if "harness.bisect.guard" in command_line(p)]
         assert len(guards) == 1
         for proc in (guards[0], psutil.Process(child.pid)):  # the whole cgroup at once: nobody cleans up
             proc.send_signal(signal.SIGKILL)

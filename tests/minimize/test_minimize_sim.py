@@ -17,6 +17,7 @@ from harness.run import RunOptions, execute_run
 from harness.scenario import load_file, select_cases
 from harness.store.searches import SearchRuns
 from harness.store.store import new_batch
+from tests.process_marks import alive, command_line
 
 REPO = Path(__file__).resolve().parents[2]
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
@@ -139,7 +140,7 @@ def test_ctrl_c_ends_the_session_with_no_server_left(tmp_path):
         while time.monotonic() < deadline and not servers:
             time.sleep(0.5)
             servers = [p for p in psutil.Process(proc.pid).children(recursive=True)
-                       if "harness.sim.server" in " ".join(p.cmdline())]
+                       if "harness.sim.server" in command_line(p)]
         assert servers, "no reference server started within 60 s"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
@@ -151,4 +152,4 @@ def test_ctrl_c_ends_the_session_with_no_server_left(tmp_path):
     assert "minimize: interrupted" in out, out + err
     assert list(tmp_path.glob("minimize/*/report.md")), out + err
     time.sleep(0.5)
-    assert not [p.pid for p in servers if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not [p.pid for p in servers if alive(p)]

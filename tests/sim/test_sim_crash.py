@@ -14,6 +14,7 @@ import pytest
 from harness.contract import CHILD_CRASHED_LINE, CHILD_FAILED_RUNNING_LINE, CHILD_FAILED_SELF_KILL, READY_LINE, UVICORN_RUNNING
 from harness.sim.model_config import resolve_model
 from harness.sim.warmup import warmup_request
+from tests.process_marks import alive, command_line
 from tests.sim.sim_helpers import EAGER_28264, GRAPH_28264
 
 pytestmark = pytest.mark.slow
@@ -51,7 +52,7 @@ def test_pre_fix_eager_dies_on_276_token_prompt_and_leaves_no_process(sim_server
     assert all(p >= 0 for p in positions), log
     assert positions == sorted(positions), "frames must appear innermost last"
     time.sleep(0.5)
-    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert not [p for p in pids if alive(p)]
 
 
 def test_pre_fix_eager_names_the_prompt_length(sim_server):
@@ -136,8 +137,8 @@ def test_scheduler_dies_with_a_killed_front(sim_server):
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(psutil.pid_exists(p) for p in pids[1:]):
         time.sleep(0.1)
-    alive = [p for p in pids[1:] if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-    assert not alive
+    left = [p for p in pids[1:] if alive(p)]
+    assert not left
 
 
 def test_a_scheduler_ended_by_a_signal_takes_the_front_down_as_sglangs_subprocess_watchdog_does(sim_server):
@@ -147,7 +148,7 @@ def test_a_scheduler_ended_by_a_signal_takes_the_front_down_as_sglangs_subproces
     ok = server.post("/generate", {"input_ids": _prompt(32), "sampling_params": {"max_new_tokens": 4}}, timeout=20)
     assert ok[0] == 200  # the running phase: SGLang's running-phase SIGQUIT handler answers
     [scheduler] = [p for p in psutil.Process(server.proc.pid).children()
-                   if any("spawn_main" in part for part in p.cmdline())]
+                   if "spawn_main" in command_line(p)]
     scheduler.send_signal(signal.SIGTERM)
     assert _wait_exit(server) == CHILD_FAILED_SELF_KILL
     log = server.log_text()

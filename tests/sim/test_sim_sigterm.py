@@ -15,10 +15,10 @@ import signal
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from harness import contract
+from tests.process_marks import alive
 from tests.sim.sim_helpers import GRAPH_28264, start_server, stop_server
 
 pytestmark = pytest.mark.slow
@@ -34,13 +34,6 @@ def _open_stream(port: int) -> http.client.HTTPConnection:
     assert response.status == 200
     assert response.readline().startswith(b"data: ")
     return conn
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _wait_line(log: Path, text: str, timeout_s: float = 10.0) -> str:
@@ -86,7 +79,7 @@ def test_sigterm_drains_then_the_front_kills_its_tree_and_itself(tmp_path: Path,
         assert -1 not in at and at == sorted(at), (at, log[-2000:])
         assert ("force shutdown flag set" in log) == force
         deadline = time.monotonic() + 5
-        while any(_alive(pid) for pid in tree):
+        while any(alive(pid) for pid in tree):
             assert time.monotonic() < deadline, "a process of the server outlived it"
             time.sleep(0.05)
         print(f"SIGTERM ({'force' if force else 'drain'}): exit {code} {took:.2f} s after the signal")
