@@ -38,9 +38,6 @@ def _named_command(argv: Sequence[str]) -> str | None:
 
 # Flags whose empty value their command explains better (``--case ''`` lists the cases to pick from).
 _OWN_EMPTY_CHECK = frozenset({"--case"})
-# Set by ``main`` from the command's module (``READS_ONLY = True``): a command that writes no file and
-# starts no process, so nothing of it needs the interpreter's last collection (``entry``).
-_reads_only = False
 
 
 def _empty_value(argv: Sequence[str]) -> str | None:
@@ -88,9 +85,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"sglang-repro: {empty}; give a value", file=sys.stderr)
         return EXIT_USAGE
     args = make_parser(argv).parse_args(argv)
-    global _reads_only
-    command = getattr(args, "_main", None)
-    _reads_only = command is not None and getattr(sys.modules.get(command.__module__), "READS_ONLY", False) is True
     try:
         if os.environ.get("SGLANG_REPRO_GPU_INVENTORY") is not None:
             from harness.hardware import injected_inventory
@@ -131,7 +125,8 @@ def entry() -> NoReturn:
     # one runs after theirs (logging's flush and the rest), which still have the exit-at-once handler.
     atexit.register(_ignore_late_signals)
     code = main()
-    if _reads_only:
+    command = find(_named_command(sys.argv[1:]) or "")
+    if command is not None and command.reads_only:
         # The interpreter's exit ends with a full collection, a walk over every object still alive (the
         # modules, pydantic's schemas, what the command read): an eighth of `validate` over 600 files. A
         # command that wrote nothing has no buffered file or child in a cycle for it to finalise.

@@ -1,4 +1,4 @@
-"""A command that only reads (``READS_ONLY``) is spared the interpreter's last collection, only as a process.
+"""A command that only reads (``Command.reads_only``) is spared the interpreter's last collection, only as a process.
 
 ``harness.cli.entry`` freezes the collector after such a command: nothing of it holds a buffered file or a
 child in a cycle. ``main``, which tests and other callers run in their own process, never touches it.

@@ -22,6 +22,9 @@ class Command:
     name: str
     module: str
     help: str
+    # It writes no file and starts no process: run as the process, it is spared the interpreter's last
+    # collection (harness.cli.entry).
+    reads_only: bool = False
 
     def load(self) -> ModuleType:
         """The command's module, imported now (with whatever the command needs)."""
@@ -30,7 +33,8 @@ class Command:
 
 # In the order `--help` lists them.
 COMMANDS: tuple[Command, ...] = (
-    Command("validate", "validate", "check scenario files (exit 0 all valid, 2 otherwise, one error per line)"),
+    Command("validate", "validate", "check scenario files (exit 0 all valid, 2 otherwise, one error per line)",
+            reads_only=True),
     Command("list", "list", "list the cases of scenario files after matrix expansion"),
     Command("schema", "schema", "print the JSON Schema of the scenario format"),
     Command("prepare", "prepare", "create builds' environments ahead of time (cached) and print each build"),

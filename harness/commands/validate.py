@@ -6,9 +6,6 @@ import argparse
 
 from harness.scenario import load_paths
 
-# It writes no file and starts no process: the CLI may skip the exit's last collection (harness.cli.entry).
-READS_ONLY = True
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH", help="scenario files or folders")

@@ -11,8 +11,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
 import os
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,28 +50,35 @@ def record(item: pytest.Item, result: RunRecord) -> None:
 
 
 def log_excerpt(path: str | os.PathLike[str] | None, signature: str | None = None) -> tuple[str, list[str]]:
-    """(what the lines are, the lines) from a server log: the traceback ``signature`` matched when there is
-    one (a server that crashed may log more tracebacks after it, as its other processes meet the dead
-    one), else its last traceback, else its tail."""
+    """(what the lines are, the lines) from a server log, read once and bounded: the traceback ``signature``
+    matched when there is one (a server that crashed may log more tracebacks after it, as its other
+    processes meet the dead one), else its last traceback, else its tail."""
     if not path or not Path(path).is_file():
         return "no server log", []
+    from harness.bounded_read import iter_lines
     from harness.errors import UserError
-    from harness.signatures import Catalogue, last_traceback
+    from harness.signatures import Catalogue, StreamMatcher
 
+    matcher = StreamMatcher(())  # no signature: it still keeps the last traceback block
     if signature:
-        try:
-            found, _ = Catalogue.load().scan_file(Path(path), only=[signature])
-        except (KeyError, ValueError, OSError, UserError):
-            found = None  # a signature of another catalogue, or a log it will not read: as without one
-        if found is not None and "\n" in found.excerpt:
-            return f"the traceback {signature} matched", found.excerpt.strip("\n").splitlines()[-_MAX_LINES:]
-    text = Path(path).read_text(errors="replace")
-    tb = last_traceback(text)
+        with contextlib.suppress(KeyError, ValueError, OSError, UserError):  # another catalogue's signature
+            matcher = Catalogue.load().stream([signature])
+    tail: deque[str] = deque(maxlen=_TAIL_LINES)
+    try:
+        for raw in iter_lines(Path(path), "log"):
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            found = matcher.feed(line)
+            if found is not None and "\n" in found.excerpt:
+                return f"the traceback {signature} matched", found.excerpt.strip("\n").splitlines()[-_MAX_LINES:]
+            tail.append(line)
+    except UserError as exc:  # not a regular file, or past the cap for a log
+        return f"not read: {exc}", []
+    tb = matcher.last_traceback()
     if tb:
-        lines = tb.strip("\n").splitlines()
-        return "last traceback", lines[-_MAX_LINES:]
-    lines = text.rstrip("\n").splitlines()
-    return f"last {min(len(lines), _TAIL_LINES)} lines", lines[-_TAIL_LINES:]
+        return "last traceback", tb.strip("\n").splitlines()[-_MAX_LINES:]
+    while tail and not tail[-1]:
+        tail.pop()
+    return f"last {len(tail)} lines", list(tail)
 
 
 def _metric(value: Any) -> str:
