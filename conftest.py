@@ -9,7 +9,7 @@ import pytest
 
 pytest_plugins = ["harness.pytest_plugin"]
 
-# make test runs `-n 2 --dist loadgroup`: the SLURM tests share one cluster and the bisect searches one history,
+# make test runs `-n 3 --dist loadgroup`: the SLURM tests share one cluster and the bisect searches one history,
 # each group on one worker. pytest-xdist (up to 3.8) marks a grouped item by writing "GROUP" into its node id
 # (item._nodeid, xdist/remote.py); pytest 9.2 builds node ids from a structured id and ignores that write
 # (pytest-xdist#1386, fix proposed in #1388), so the groups vanish without a word and grouped tests run side by
