@@ -33,6 +33,10 @@ __all__ = ["BisectWorktree", "clean_stale", "layout_of", "remove_tree", "resolve
 
 _PREFIX = "sglang-repro-bisect-"
 _LOCK = "session.lock"  # held (flock) by the bisect that owns the worktree beside it, for its whole life
+# Whose folder it is (the repository's object store), written under the lock before the clone exists: a folder
+# with a free lock and no clone is also what a guard leaves for a moment while it removes a killed bisect's
+# clone, so "no clone yet" alone must never make another repository's folder look like this one's.
+_ORIGIN = "origin"
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -66,6 +70,7 @@ class BisectWorktree:
         # The lock tells a later bisect this clone is alive; the kernel drops it when this process dies.
         self._lock_fd: int | None = os.open(self.path.parent / _LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        (self.path.parent / _ORIGIN).write_text(str(_objects(repo)), encoding="utf-8")
         env = {k: v for k, v in os.environ.items() if k != "SGLANG_REPRO_RUN"}  # never reap itself
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
         env["PYTHONSAFEPATH"] = "1"
@@ -178,19 +183,26 @@ def clean_stale(repo: Path) -> list[str]:
 
 def _stale_clones(repo: Path) -> list[Path]:
     """The trees of this repository's bisect clones whose bisect is gone (its lock free)."""
-    common = Path(git(repo, "rev-parse", "--git-common-dir", check=False) or ".git")
-    objects = ((common if common.is_absolute() else repo / common) / "objects").resolve()
+    objects = _objects(repo)
     found = []
     for folder in sorted(Path(tempfile.gettempdir()).glob(_PREFIX + "*")):
         if not (folder / _LOCK).is_file() or _is_alive(folder):
             continue  # no lock: not one of ours (or a bisect of an older harness, which may be alive)
         try:
-            borrowed = (folder / "tree" / ".git" / "objects" / "info" / "alternates").read_text().split()
-        except OSError:
-            borrowed = []  # killed before its clone was made: nothing tells whose it was, unless it is empty
-        if any(Path(b).resolve() == objects for b in borrowed) or not (folder / "tree").exists():
+            origin = [(folder / _ORIGIN).read_text(encoding="utf-8")]
+        except OSError:  # a folder of a harness before the origin file: whose it is, its clone's alternates say
+            try:
+                origin = (folder / "tree" / ".git" / "objects" / "info" / "alternates").read_text().split()
+            except OSError:
+                origin = []  # nothing says whose it is: someone else's to remove
+        if any(Path(o).resolve() == objects for o in origin):
             found.append(folder / "tree")
     return found
+
+
+def _objects(repo: Path) -> Path:
+    common = Path(git(repo, "rev-parse", "--git-common-dir", check=False) or ".git")
+    return ((common if common.is_absolute() else repo / common) / "objects").resolve()
 
 
 def _drop_empty_packed_refs(repo: Path) -> None:

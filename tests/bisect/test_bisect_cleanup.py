@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from harness.bisect.worktree import clean_stale
+from harness.bisect.worktree import BisectWorktree, clean_stale
 from harness.cli import main
 
 
@@ -63,3 +64,23 @@ def test_the_next_bisect_or_cleanup_removes_what_a_killed_one_left(tmp_path: Pat
     assert clean_stale(repo) == [str(alive)]  # its owner gone now: the next bisect cleans it
     assert not (repo / ".git" / "worktrees").exists() or not list((repo / ".git" / "worktrees").iterdir())
     assert _git(repo, "status", "--porcelain") == ""  # the user's checkout untouched
+
+
+def test_a_folder_without_its_clone_is_claimed_only_by_the_repository_it_names(tmp_path: Path) -> None:
+    """A free lock and no clone is also what a guard leaves for a moment while it removes another repository's
+    killed bisect (seen: two runs side by side, one's cleanup counted the other's folder as its own)."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    mine, theirs = _repo(tmp_path / "a"), _repo(tmp_path / "b")
+    folders = {}
+    for name, repo in (("mine", mine), ("theirs", theirs)):
+        with BisectWorktree(repo, _git(repo, "rev-parse", "HEAD"), tag=f"cleanup-{name}") as tree:
+            folder = tree.path.parent
+            shutil.copytree(folder, tmp_path / name, ignore=shutil.ignore_patterns("tree"))
+        folders[name] = folder
+        shutil.copytree(tmp_path / name, folder)  # what stays of it: lock (free) and origin, no clone
+    try:
+        assert clean_stale(mine) == [str(folders["mine"] / "tree")]
+        assert folders["theirs"].exists() and not folders["mine"].exists()
+    finally:
+        shutil.rmtree(folders["theirs"], ignore_errors=True)
