@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+from harness.bounded_read import ReadRefused, read_text
 from harness.errors import UserError
 from harness.proc import commit_of, git
 
@@ -188,26 +189,31 @@ def _stale_clones(repo: Path) -> list[Path]:
     for folder in sorted(Path(tempfile.gettempdir()).glob(_PREFIX + "*")):
         if not (folder / _LOCK).is_file() or _is_alive(folder):
             continue  # no lock: not one of ours (or a bisect of an older harness, which may be alive)
+        # Either file may be anyone's (the temporary folder is shared): read as a regular file, capped.
         try:
-            origin = [(folder / _ORIGIN).read_text(encoding="utf-8")]
-        except OSError:  # a folder of a harness before the origin file: whose it is, its clone's alternates say
+            origin = [read_text(folder / _ORIGIN, "state")]
+        except ReadRefused:  # a folder of a harness before the origin file: whose it is, its clone's alternates say
             try:
-                origin = (folder / "tree" / ".git" / "objects" / "info" / "alternates").read_text().split()
-            except OSError:
+                origin = read_text(folder / "tree" / ".git" / "objects" / "info" / "alternates", "state").split()
+            except ReadRefused:
                 origin = []  # nothing says whose it is: someone else's to remove
         if any(Path(o).resolve() == objects for o in origin):
             found.append(folder / "tree")
     return found
 
 
-def _objects(repo: Path) -> Path:
+def _common_dir(repo: Path) -> Path:
+    """The ``.git`` that ``repo`` and its linked worktrees share."""
     common = Path(git(repo, "rev-parse", "--git-common-dir", check=False) or ".git")
-    return ((common if common.is_absolute() else repo / common) / "objects").resolve()
+    return common if common.is_absolute() else repo / common
+
+
+def _objects(repo: Path) -> Path:
+    return (_common_dir(repo) / "objects").resolve()
 
 
 def _drop_empty_packed_refs(repo: Path) -> None:
-    common = Path(git(repo, "rev-parse", "--git-common-dir", check=False) or ".git")
-    packed = (common if common.is_absolute() else repo / common) / "packed-refs"
+    packed = _common_dir(repo) / "packed-refs"
     try:
         lines = packed.read_text().splitlines()
     except OSError:

@@ -83,4 +83,5 @@ def test_a_folder_without_its_clone_is_claimed_only_by_the_repository_it_names(t
         assert clean_stale(mine) == [str(folders["mine"] / "tree")]
         assert folders["theirs"].exists() and not folders["mine"].exists()
     finally:
-        shutil.rmtree(folders["theirs"], ignore_errors=True)
+        for folder in folders.values():
+            shutil.rmtree(folder, ignore_errors=True)
