@@ -9,8 +9,8 @@ DEMO      ?= scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml
 # Five trials per role: the fewest with which a rank test can reach alpha 0.01, so the demo gives metric verdicts.
 DEMO_TRIALS ?= 5
 PYTEST_ARGS ?=
-# Three workers on two cores: a third of the suite's wall time is waiting, not computing (SLURM's shortest time
-# limit is a minute; the 20% slowdown's steps sleep 250 ms; servers start in spawned children). Measured in fresh
+# Three workers on two cores: with two, the CPUs sat idle a quarter of the time while tests waited (SLURM's
+# shortest time limit is a minute; the 20% slowdown's steps sleep 250 ms; servers start in spawned children). In fresh
 # clones here, cold: -n 2 kept the CPUs 73% busy and took 805 s of pytest; -n 3 kept them ~97% busy, 658 s.
 PYTEST_WORKERS ?= 3
 
