@@ -8,7 +8,9 @@ Each round clones the repository (the committed HEAD, or ``--rev``) into a new f
 "machine loaded by another make test" condition of the flaky-test goal.
 
 Prints one JSON summary (rounds, wall time of the whole command, pytest's own time, its closing line,
-the load average at the start and end of each round).
+the load average at the start and end of each round, and the machine's CPU over the round from
+``/proc/stat``: busy CPU-seconds of every process on it, the share of the cores they kept busy, and the
+floor they put under the wall time, busy seconds / cores, which no scheduling of the same work beats).
 """
 
 from __future__ import annotations
@@ -34,6 +36,22 @@ def _clone(rev: str, into: Path) -> Path:
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(REPO), str(into)], check=True)
     subprocess.run(["git", "-C", str(into), "checkout", "-q", rev], check=True)
     return into
+
+
+def machine_cpu_s() -> tuple[float, float]:
+    """The machine's busy and idle CPU-seconds since boot, all cores (``/proc/stat``'s first line)."""
+    with open("/proc/stat") as stat:
+        ticks = [int(x) for x in stat.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+    idle = ticks[3] + ticks[4]
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks) - idle) / hz, idle / hz
+
+
+def cpu_over(before: tuple[float, float], after: tuple[float, float], cores: int) -> dict[str, float]:
+    """What the machine's cores did between two :func:`machine_cpu_s` readings."""
+    busy, idle = after[0] - before[0], after[1] - before[1]
+    return {"busy_s": round(busy, 1), "busy_share": round(busy / max(busy + idle, 1e-9), 3),
+            "floor_s": round(busy / cores, 1)}
 
 
 def _start(clone: Path, cache: Path | None, log: Path) -> subprocess.Popen[bytes]:
@@ -65,6 +83,7 @@ def _round(rev: str, work: Path, name: str, cold: bool, beside: bool, timeout_s:
     clone = _clone(rev, folder / "clone")
     cache = folder / "cache" if cold else None
     load_before = os.getloadavg()[0]
+    cpu_before = machine_cpu_s()
     began = time.monotonic()
     proc = _start(clone, cache, folder / "make-test.log")
     neighbour = None
@@ -74,7 +93,9 @@ def _round(rev: str, work: Path, name: str, cold: bool, beside: bool, timeout_s:
     result = _result(proc, began, folder / "make-test.log", timeout_s)
     if neighbour is not None:
         result["beside"] = _result(neighbour, began, folder / "beside.log", timeout_s)
-    result.update(rev=rev, load_before=round(load_before, 2), load_after=round(os.getloadavg()[0], 2))
+    # Every process on the machine counts, the second make test's too: with --beside the floor is the pair's.
+    result.update(rev=rev, load_before=round(load_before, 2), load_after=round(os.getloadavg()[0], 2),
+                  machine_cpu=cpu_over(cpu_before, machine_cpu_s(), os.cpu_count() or 1))
     return result
 
 

@@ -144,3 +144,21 @@ def _run_plain(script: str, *args: str, tmp_path: Path) -> dict[str, Any]:
     printed = json.loads(proc.stdout)
     assert json.loads(out.read_text()) == printed
     return printed
+
+
+def test_make_test_benchmark_counts_the_cpu_a_process_burns(monkeypatch: pytest.MonkeyPatch) -> None:
+    # bench_make_test's rounds take minutes; its CPU reading is checked on a child that burns a known second.
+    import os
+    import time
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    from bench_make_test import cpu_over, machine_cpu_s
+
+    before, began = machine_cpu_s(), time.monotonic()
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0:\n    pass"
+    subprocess.run([sys.executable, "-c", burn], check=True, timeout=60)
+    cores = os.cpu_count() or 1
+    cpu = cpu_over(before, machine_cpu_s(), cores)
+    wall = time.monotonic() - began
+    assert 1.0 <= cpu["busy_s"] <= wall * cores + 0.5, (cpu, wall)  # the child's second, and whatever else ran
+    assert 0 < cpu["busy_share"] <= 1 and cpu["floor_s"] == pytest.approx(cpu["busy_s"] / cores, abs=0.1)
