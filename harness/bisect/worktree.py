@@ -196,7 +196,7 @@ def _stale_clones(repo: Path) -> list[Path]:
             try:
                 origin = read_text(folder / "tree" / ".git" / "objects" / "info" / "alternates", "state").split()
             except ReadRefused:
-                origin = []  # nothing says whose it is: someone else's to remove
+                origin = []  # nothing says whose it is (killed between its lock and its origin): left alone
         if any(Path(o).resolve() == objects for o in origin):
             found.append(folder / "tree")
     return found
