@@ -20,9 +20,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as `python benchmarks/x.py` from any directory
     sys.path.insert(0, str(REPO))
 
-from harness.lease import lease_port  # noqa: E402
-from harness.metrics import percentile  # noqa: E402
-from harness.server import ServerProcess  # noqa: E402
+from harness.measure.server_side import percentile  # noqa: E402
+from harness.server.lease import lease_port  # noqa: E402
+from harness.server.process import ServerProcess  # noqa: E402
 
 __all__ = [
     "REPO",

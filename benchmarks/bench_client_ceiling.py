@@ -36,10 +36,10 @@ from typing import Any
 
 from _common import REPO, emit, quiet_logging
 
-from harness.derive import CLIENT_BEHIND_MS, derive_metrics
-from harness.lease import lease_port
-from harness.prompts import random_id_prompts
-from harness.workload import run_workload_sync
+from harness.measure.client_side import CLIENT_BEHIND_MS, derive_metrics
+from harness.server.lease import lease_port
+from harness.workload.driver import run_workload_sync
+from harness.workload.prompts import random_id_prompts
 
 __all__ = ["main", "run_benchmark"]
 
@@ -115,7 +115,7 @@ def _resolve_sglang_python(explicit: str | None) -> tuple[str | None, str | None
         return (explicit, None) if Path(explicit).exists() else (None, f"--sglang-python {explicit!r}: no such file")
     try:
         from harness.build import resolve_build
-        from harness.errors import HarnessError
+        from harness.util.errors import HarnessError
 
         return resolve_build(SGLANG_SPEC).python, None
     except HarnessError as exc:

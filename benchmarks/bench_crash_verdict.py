@@ -16,7 +16,7 @@ What is measured, all on this machine's wall clock (`time.time()`):
   that bracket and its width is reported as `write_bracket_ms`: on a loaded machine the probe thread can be
   scheduled late, after the verdict, so the first poll alone is no bound (it once gave -0.03 ms). The line's
   own timestamp has 1 s resolution and the file's mtime moves with every later line, so neither is used.
-* harness verdict: the workload client (`harness.workload`) runs with `should_abort=server.failure` while
+* harness verdict: the workload client (`harness.workload.driver`) runs with `should_abort=server.failure` while
   `ServerProcess` feeds each log line to the catalogue's stream matcher; the verdict is in hand when the
   workload has returned and the crash match is known, exactly as `harness.run` decides it (it waits up to
   0.3 s for the matcher when a request failed first). Also reported: when the watcher noticed the line
@@ -43,9 +43,9 @@ from typing import Any
 
 from _common import SERVER_LABEL, emit, quiet_logging, ratio, start_sim, summary
 
-from harness.prompts import random_id_prompts
-from harness.signatures import Catalogue
-from harness.workload import request_body, run_workload_sync
+from harness.signatures.catalogue import Catalogue
+from harness.workload.driver import request_body, run_workload_sync
+from harness.workload.prompts import random_id_prompts
 
 __all__ = ["main", "run_benchmark"]
 

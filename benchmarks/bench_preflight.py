@@ -30,8 +30,8 @@ from _common import emit, quiet_logging, ratio, summary
 
 from harness.build import describe_environment, parse_build_spec, pip_env_ready, resolve_build
 from harness.build.cache import cache_file
-from harness.preflight import check_flags
-from harness.preflight_batch import check_flags_up_front
+from harness.launch.preflight import check_flags
+from harness.launch.preflight_batch import check_flags_up_front
 from harness.scenario import load_file, select_cases, server_flags
 
 __all__ = ["main", "run_benchmark"]

@@ -38,7 +38,7 @@ from typing import Any
 import psutil
 from _common import REPO, SERVER_LABEL, emit, quiet_logging, ratio, sim_flags, summary
 
-from harness.lease import lease_port
+from harness.server.lease import lease_port
 
 __all__ = ["main", "run_benchmark"]
 

@@ -17,7 +17,7 @@ nothing about the client loop). The whole-process CPU, from `os.wait4`, is repor
 work CPU / N, averaged over the rounds. The server shares the machine, so a costly client also slows it.
 
 Throughput is each client's own report: `output_throughput` from bench_serving's JSONL output, and
-`output_throughput_tok_s` of `harness.metrics.aggregate` for the harness. Ratios are harness / bench_serving.
+`output_throughput_tok_s` of `harness.measure.server_side.aggregate` for the harness. Ratios are harness / bench_serving.
 
 `bench_serving` comes from an sglang installed without its dependencies (`pip:sglang==0.5.15,deps=none`,
 created by `sglang-repro prepare` if missing, or `--sglang-python`), with the import stubs of
@@ -42,9 +42,9 @@ from typing import Any
 from _common import REPO, SERVER_LABEL, emit, quiet_logging, ratio, start_sim
 
 # At module level, so that the preimports of the measured child cover every import the client mode uses.
-from harness.metrics import aggregate
-from harness.prompts import Prompt
-from harness.workload import run_workload_sync
+from harness.measure.server_side import aggregate
+from harness.workload.driver import run_workload_sync
+from harness.workload.prompts import Prompt
 
 __all__ = ["main", "run_benchmark"]
 
@@ -52,7 +52,7 @@ SGLANG_SPEC = "pip:sglang==0.5.15,deps=none"
 STUBS = REPO / "fixtures" / "bench_serving_stubs"  # datasets only: the deps=none env has the triton/torchvision stubs
 MEASURE = Path(__file__).resolve().parent / "_measure_cpu.py"
 # Imported before the measured part starts, so "work CPU" leaves out interpreter start and imports.
-HARNESS_PREIMPORTS = "_common,harness.metrics,harness.prompts,harness.workload"
+HARNESS_PREIMPORTS = "_common,harness.measure.server_side,harness.workload.prompts,harness.workload.driver"
 BENCH_SERVING_PREIMPORTS = "sglang.benchmark.serving"
 PROMPT_SEED = 42  # bench_serving's default --seed
 VOCAB_SIZE = 256  # `vocab_size` of the reference server's tokenizer as transformers loads it (no specials)
@@ -107,7 +107,7 @@ def bench_serving_ids(n: int, input_len: int, output_len: int) -> list[tuple[int
 
 
 def drive_harness(url: str, n: int, input_len: int, output_len: int, concurrency: int, out: Path) -> int:
-    """Child mode: one warmup + n measured requests through harness.workload; metrics to `out`."""
+    """Child mode: one warmup + n measured requests through harness.workload.driver; metrics to `out`."""
     ids = bench_serving_ids(n, input_len, output_len)
     # bench_serving's warmup request is its first prompt again; then the n measured ones.
     prompts = [Prompt(input_ids=x, text=None, tokens=len(x)) for x in (ids[0], *ids)]
@@ -191,7 +191,7 @@ def _resolve_sglang_python(explicit: str | None) -> tuple[str | None, str | None
         return None, f"--sglang-python {explicit!r}: no such interpreter"
     try:
         from harness.build import resolve_build
-        from harness.errors import HarnessError
+        from harness.util.errors import HarnessError
 
         return resolve_build(SGLANG_SPEC).python, None
     except HarnessError as exc:

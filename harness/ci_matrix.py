@@ -22,9 +22,9 @@ from pathlib import Path
 
 import yaml
 
-from harness.errors import UserError
 from harness.scenario import Case, LoadedScenario
 from harness.scenario.model import Hardware
+from harness.util.errors import UserError
 
 __all__ = ["FORMATS", "RUNNERS", "CiJob", "plan_jobs", "render", "runner_label", "scenario_paths", "seen_minutes"]
 

@@ -19,7 +19,7 @@ from typing import NoReturn
 
 from harness import __version__
 from harness.commands import COMMANDS, find
-from harness.errors import EXIT_USAGE, HarnessError
+from harness.util.errors import EXIT_USAGE, HarnessError
 
 __all__ = ["entry", "main", "make_parser"]
 
@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = make_parser(argv).parse_args(argv)
     try:
         if os.environ.get("SGLANG_REPRO_GPU_INVENTORY") is not None:
-            from harness.hardware import injected_inventory
+            from harness.server.hardware import injected_inventory
 
             injected_inventory()  # a malformed value is bad input before anything starts, not a traceback later
         return int(args._main(args))

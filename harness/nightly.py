@@ -14,17 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.build import Builds
-from harness.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK
 from harness.executor.job import PlannedCase
 from harness.history.incidents import Incident
 from harness.history.review import Review, review
-from harness.metric_registry import relative_tolerances
-from harness.outcome import Outcome
-from harness.record import RunRecord
+from harness.records.metric_definitions import relative_tolerances
+from harness.records.outcome import Outcome
+from harness.records.run_record import RunRecord
 from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario import Case
 from harness.store.store import new_batch
 from harness.store.writer import StoreWriter
+from harness.util.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK
 
 __all__ = ["Elsewhere", "NightlyResult", "PlannedCase", "run_nightly", "shard", "tolerances"]
 

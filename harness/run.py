@@ -2,7 +2,7 @@
 
 The flow (design.md), one function per phase, each returning a small record:
 
-1. resolve: the build and its launcher (:mod:`harness.launcher`); a build that cannot be had is infra;
+1. resolve: the build and its launcher (:mod:`harness.launch.launcher`); a build that cannot be had is infra;
 2. pre-flight: prompts, flags parsed by the build's own parser, model files, hardware: nothing started;
 3. serve: lease a port (and GPUs), start the server in its own process group with its log watched live,
    ready (start-up, then SGLang's own warm-up) or fail fast, the workload while still watching, then
@@ -29,18 +29,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness import __version__, contract, hardware
-from harness.artifacts import new_run_dir, write_env, write_record, write_repro
-from harness.auth import admin_headers, request_headers
+from harness import __version__
 from harness.build import Build, BuildFailure, Builds, describe_environment
-from harness.errors import HarnessError, UserError
-from harness.expectation import judge_run
-from harness.interrupts import Shield, sigterm_as_ctrl_c
-from harness.launcher import Launcher, hardware_gap, launcher_for
-from harness.lease import DEFAULT_GPU_LEASE_TIMEOUT_S, gpu_env, lease_gpus, lease_port
-from harness.manifest import Manifest
-from harness.metric_registry import OUTPUT_THROUGHPUT, REQUESTS_FAILED, REQUESTS_OK
-from harness.metrics import (
+from harness.compare.expectation import judge_run
+from harness.contract import facts as contract
+from harness.launch.launcher import Launcher, hardware_gap, launcher_for
+from harness.measure.server_side import (
     AttentionBackends,
     aggregate,
     attention_backends,
@@ -48,9 +42,12 @@ from harness.metrics import (
     read_server_figures,
     server_info,
 )
-from harness.outcome import Outcome, Phase
-from harness.prompts import Prompt
-from harness.record import (
+from harness.records.artifacts import new_run_dir, write_env, write_record, write_repro
+from harness.records.manifest import Manifest
+from harness.records.metric_definitions import OUTPUT_THROUGHPUT, REQUESTS_FAILED, REQUESTS_OK
+from harness.records.outcome import Outcome, Phase
+from harness.records.request_log import RequestRecord
+from harness.records.run_record import (
     BuildRef,
     CaseRef,
     CheckResult,
@@ -62,15 +59,20 @@ from harness.record import (
     experiment_digest,
     host_to_dict,
 )
-from harness.redact import redact_argv, redact_env, redact_log
-from harness.request_log import RequestRecord
 from harness.scenario import Case, server_flags
 from harness.scenario.model import Bound, Checks, Scenario
-from harness.server import ServerDied, ServerProcess, StartupTimeout
-from harness.server_pool import LiveServer, ServerPool, pool_key, teardown_info
-from harness.signatures import Catalogue, Match, last_traceback
-from harness.text import first_line
-from harness.workload_phase import PhasePlan, drive_phases, evaluate_phase_checks, phase_plans, refuse_flush
+from harness.server import hardware
+from harness.server.auth import admin_headers, request_headers
+from harness.server.lease import DEFAULT_GPU_LEASE_TIMEOUT_S, gpu_env, lease_gpus, lease_port
+from harness.server.pool import LiveServer, ServerPool, pool_key, teardown_info
+from harness.server.process import ServerDied, ServerProcess, StartupTimeout
+from harness.signatures.catalogue import Catalogue, Match, last_traceback
+from harness.util.errors import HarnessError, UserError
+from harness.util.interrupts import Shield, sigterm_as_ctrl_c
+from harness.util.redact import redact_argv, redact_env, redact_log
+from harness.util.text import first_line
+from harness.workload.phases import PhasePlan, drive_phases, evaluate_phase_checks, phase_plans, refuse_flush
+from harness.workload.prompts import Prompt
 
 __all__ = ["RunInterrupted", "RunOptions", "evaluate_checks", "execute_run", "resolve_for"]
 
@@ -79,7 +81,7 @@ log = logging.getLogger(__name__)
 _EXCERPT_CHARS = 6000
 _DEADLINE = "scenario deadline reached"
 # One /server_info read per trial, once the server is ready (real SGLang asks its scheduler for the internal
-# states, so allow more than the per-figure bound of harness.metrics).
+# states, so allow more than the per-figure bound of harness.measure.server_side).
 _SERVER_INFO_TIMEOUT_S = 5.0
 _LOG_HEAD_BYTES = 1 << 20  # the default-backend line is written early in start-up
 
@@ -428,7 +430,7 @@ def _workload(server: ServerProcess, resolved: Resolved, plan: Plan, ctx: RunCon
 
 def _drive(server: ServerProcess, resolved: Resolved, plan: Plan, ctx: RunContext) -> Driven:
     """The workload on a ready server, still watching it; its verdict and client-side metrics."""
-    from harness.workload import run_workload  # aiohttp loads only when a server is driven
+    from harness.workload.driver import run_workload  # aiohttp loads only when a server is driven
 
     sc = resolved.case.scenario
     wl, deadline = sc.workload, ctx.deadline
@@ -459,7 +461,7 @@ def _drive(server: ServerProcess, resolved: Resolved, plan: Plan, ctx: RunContex
 def _driven_verdict(server: ServerProcess, sc: Scenario, records: Sequence[RequestRecord], aborted: str | None,
                     metrics: dict[str, float | None], manifest: Manifest | None) -> Driven:
     """The workload's verdict from its records (one workload, or every phase of a stateful one)."""
-    from harness.workload import ErrorKind
+    from harness.workload.driver import ErrorKind
 
     failed = [r for r in records if not r.ok]
     timeouts = [r for r in failed if r.error_kind is ErrorKind.TIMEOUT]  # failure kinds are types, not words
@@ -488,7 +490,7 @@ def _scrape(server: ServerProcess, resolved: Resolved) -> Scraped:
 
 
 def _resolved_backends(server: ServerProcess, resolved: Resolved) -> AttentionBackends | None:
-    """The attention backends the ready server resolved, from its `/server_info` (harness.contract
+    """The attention backends the ready server resolved, from its `/server_info` (harness.contract.facts
     RESOLVED_ATTENTION_KEYS); None when it does not say within the bound."""
     args = resolved.case.scenario.server.args
     info = server_info(server.url, timeout_s=_SERVER_INFO_TIMEOUT_S, headers=request_headers(args))
@@ -631,7 +633,7 @@ def _version_label(build: Build | BuildFailure) -> str:
 
 def _copy_log_slice(source: Path, offset: int, target: Path) -> None:
     """This trial's part of a shared server's log (its start-up too, for the trial that started it); the server
-    log is redacted as it is written (``harness.server``), so the slice is too."""
+    log is redacted as it is written (``harness.server.process``), so the slice is too."""
     if not source.exists():
         return
     with open(source, "rb") as f:
@@ -640,7 +642,7 @@ def _copy_log_slice(source: Path, offset: int, target: Path) -> None:
 
 
 def _request_body(prompt: Prompt, case: Case) -> dict[str, Any]:
-    from harness.workload import request_body
+    from harness.workload.driver import request_body
 
     wl = case.scenario.workload
     return request_body(prompt, max_new_tokens=wl.max_new_tokens, ignore_eos=wl.ignore_eos,

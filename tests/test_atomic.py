@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.atomic import write_atomic
+from harness.util.atomic import write_atomic
 
 
 def test_the_new_content_replaces_the_old_and_nothing_is_left_beside_it(tmp_path: Path) -> None:

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import http
-from harness.auth import admin_headers, request_headers
-from harness.outcome import Outcome
+from harness.records.outcome import Outcome
 from harness.run import RunOptions, execute_run
 from harness.scenario import load_file, select_cases
-from harness.server_pool import ServerPool
+from harness.server import http
+from harness.server.auth import admin_headers, request_headers
+from harness.server.pool import ServerPool
 
 REPO = Path(__file__).resolve().parent.parent
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"

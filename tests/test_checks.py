@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from harness.compare_runner import _relative_checks
-from harness.comparison import MetricComparison, MetricVerdict
+from harness.compare.runner import _relative_checks
+from harness.compare.verdicts import MetricComparison, MetricVerdict
 from harness.run import evaluate_checks
 from harness.scenario.model import Bound, Checks, RelativeChecks
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 HARNESS = Path(__file__).resolve().parent.parent / "harness"
 MAX_FUNCTION_LINES = 60
-# The run record is ``harness.record.RunRecord``; the legacy shape of that name must not come back.
+# The run record is ``harness.records.run_record.RunRecord``; the legacy shape of that name must not come back.
 GONE_NAMES = ("RunResult",)
 
 
@@ -73,13 +73,13 @@ def test_no_function_in_harness_is_longer_than_60_lines() -> None:
 
 def test_no_legacy_run_result_in_harness() -> None:
     found = [hit for where, text in _harness_sources() for hit in gone_names(text, where)]
-    assert not found, "the run record is harness.record.RunRecord:\n" + "\n".join(found)
+    assert not found, "the run record is harness.records.run_record.RunRecord:\n" + "\n".join(found)
 
 
 # Who may spell a registered metric's name: the registry itself, the CPU reference server (whose own stats
 # model SGLang's, not the harness's metrics) and the scenario model (pydantic field names and a Literal the
 # registry test holds equal to the registry's CROSS_PHASE).
-_NAME_OWNERS = ("harness/metric_registry.py", "harness/sim/", "harness/scenario/model.py")
+_NAME_OWNERS = ("harness/records/metric_definitions.py", "harness/sim/", "harness/scenario/model.py")
 
 
 def metric_name_literals(source: str, where: str, names: frozenset[str]) -> list[str]:
@@ -89,7 +89,7 @@ def metric_name_literals(source: str, where: str, names: frozenset[str]) -> list
 
 
 def _registered() -> frozenset[str]:
-    from harness.metric_registry import METRICS, PHASE_ONLY
+    from harness.records.metric_definitions import METRICS, PHASE_ONLY
 
     return frozenset(METRICS) | frozenset(PHASE_ONLY)
 
@@ -97,7 +97,7 @@ def _registered() -> frozenset[str]:
 def test_the_walker_finds_a_planted_metric_name() -> None:
     planted = 'def f(m):\n    """accept_length in a docstring is prose."""\n    return m["accept_length"], m["x"]\n'
     assert metric_name_literals(planted, "p.py", _registered()) == ["p.py:3 accept_length"]
-    assert metric_name_literals("from harness.metric_registry import ACCEPT_LENGTH\nn = ACCEPT_LENGTH.name\n",
+    assert metric_name_literals("from harness.records.metric_definitions import ACCEPT_LENGTH\nn = ACCEPT_LENGTH.name\n",
                                 "ok.py", _registered()) == []
 
 
@@ -105,4 +105,4 @@ def test_metric_names_are_spelled_by_the_registry_only() -> None:
     names = _registered()
     found = [hit for where, text in _harness_sources() if not where.startswith(_NAME_OWNERS)
              for hit in metric_name_literals(text, where, names)]
-    assert not found, "read these names from harness.metric_registry:\n" + "\n".join(found)
+    assert not found, "read these names from harness.records.metric_definitions:\n" + "\n".join(found)

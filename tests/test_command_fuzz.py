@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from harness.record import record_to_dict
+from harness.records.run_record import record_to_dict
 from tests.run_records import make_record
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,8 +35,8 @@ LOCATED = re.compile(r"^.+:\d+:\d+: ")  # a scenario problem: FILE:LINE:COL: wha
 WARM_MODULES = ("harness.commands.store", "harness.commands.metrics", "harness.commands.triage",
                 "harness.commands.bisect", "harness.commands.minimize", "harness.commands.run",
                 "harness.commands.compare", "harness.commands.nightly", "harness.commands.dashboard",
-                "harness.store.transfer", "harness.store.store", "harness.derive", "harness.request_log",
-                "harness.signatures", "harness.build.spec", "harness.dashboard.site", "harness.run")
+                "harness.store.transfer", "harness.store.store", "harness.measure.client_side", "harness.records.request_log",
+                "harness.signatures.catalogue", "harness.build.spec", "harness.dashboard.site", "harness.run")
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.compare_runner import manifest_problem
-from harness.manifest import build_manifest
+from harness.compare.runner import manifest_problem
+from harness.records.manifest import build_manifest
 from tests.run_records import make_record
 
 

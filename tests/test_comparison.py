@@ -10,7 +10,7 @@ from typing import cast
 import numpy as np
 import pytest
 
-from harness.comparison import (
+from harness.compare.verdicts import (
     SCHEMA_VERSION,
     VERDICTS,
     ComparisonReport,
@@ -22,8 +22,8 @@ from harness.comparison import (
     compare_case,
     compare_metric,
 )
-from harness.outcome import Outcome, parse_outcome
-from harness.record import RunRecord
+from harness.records.outcome import Outcome, parse_outcome
+from harness.records.run_record import RunRecord
 from tests.run_records import judged
 
 SIG = "frozen-kv-mtp-stale-out-cache-loc"
@@ -225,8 +225,8 @@ def test_unknown_schema_version_is_refused():
 
 
 def test_a_simsrc_role_keeps_the_reference_server_label_from_its_record(tmp_path: Path) -> None:
-    from harness.compare_runner import _role_result
-    from harness.record import record_from_dict
+    from harness.compare.runner import _role_result
+    from harness.records.run_record import record_from_dict
 
     def record(kind: str, spec: str, reference: bool) -> RunRecord:
         return record_from_dict({

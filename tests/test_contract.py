@@ -1,4 +1,4 @@
-"""``harness.contract`` against the real sglang 0.5.14 and 0.5.15 packages (the cached --no-deps environments).
+"""``harness.contract.facts`` against the real sglang 0.5.14 and 0.5.15 packages (the cached --no-deps environments).
 
 Three kinds of check: every citation's text is on its line (and absent where the contract says so);
 what runs on CPU runs (the flag parser's defaults, ``FINISH_ABORT.to_json``, the health handler and the
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from harness import contract
+from harness.contract import facts as contract
 from tests.real_sglang import RealSGLang, real_sglang
 
 pytestmark = pytest.mark.slow
@@ -300,7 +300,7 @@ def test_gemma4_image_processor_makes_256_soft_tokens_of_the_warmup_image(releas
 
 
 def test_harness_modules_take_their_constants_from_the_contract() -> None:
-    from harness import server
+    from harness.server import process as server
     from harness.sim import server as sim_server
 
     assert server.READY_LINE is contract.READY_LINE and sim_server.READY_LINE is contract.READY_LINE

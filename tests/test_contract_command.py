@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import contract
-from harness.contract_check import applies, check_package, contract_table, wordings
+from harness.contract import facts as contract
+from harness.contract.check import applies, check_package, contract_table, wordings
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX_CITE = contract.FACTS[[f.name for f in contract.FACTS].index("FIX_MARKER")].cites[0]

@@ -7,8 +7,7 @@ import time
 
 import pytest
 
-from harness.errors import UserError
-from harness.hardware import (
+from harness.server.hardware import (
     Gpu,
     gpu_processes,
     host_info,
@@ -17,6 +16,7 @@ from harness.hardware import (
     select_visible,
     wait_gpu_released,
 )
+from harness.util.errors import UserError
 
 L40S = [Gpu(i, f"GPU-aaaa{i}-1111", "NVIDIA L40S", 44.99, "8.9") for i in range(4)]
 MIXED = [
@@ -100,7 +100,7 @@ def test_no_driver_means_empty_answers(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_cpu_model_reads_proc_cpuinfo_in_its_x86_and_arm_shapes(tmp_path) -> None:
-    from harness.hardware import cpu_model
+    from harness.server.hardware import cpu_model
 
     x86 = tmp_path / "x86"
     x86.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC  7763 64-Core Processor\n"
@@ -120,7 +120,7 @@ def test_cpu_model_reads_proc_cpuinfo_in_its_x86_and_arm_shapes(tmp_path) -> Non
 
 
 def test_host_info_names_the_cpu_and_the_driver_cuda_version_as_nvidia_smi_prints_it() -> None:
-    from harness.hardware import cpu_model, cuda_driver_version, host_info
+    from harness.server.hardware import cpu_model, cuda_driver_version, host_info
 
     # NVML encodes the CUDA driver version as 1000 * major + 10 * minor (nvml.h NVML_CUDA_DRIVER_VERSION_MAJOR/MINOR).
     assert [cuda_driver_version(v) for v in (12040, 11080, 13000)] == ["12.4", "11.8", "13.0"]

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.artifacts import write_repro
 from harness.cli import main
-from harness.net import url_for
+from harness.records.artifacts import write_repro
 from harness.scenario import load_file
+from harness.util.net import url_for
 
 REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"

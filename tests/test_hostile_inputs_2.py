@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.artifacts import write_repro
-from harness.atomic import write_atomic
-from harness.bounded_read import ReadRefused, load_json, read_bytes, walk_files
 from harness.cli import main
-from harness.errors import UserError
-from harness.redact import REDACTED, is_secret_name, redact_argv, redact_env, redact_log
+from harness.records.artifacts import write_repro
 from harness.store.url import redact_url
+from harness.util.atomic import write_atomic
+from harness.util.bounded_read import ReadRefused, load_json, read_bytes, walk_files
+from harness.util.errors import UserError
+from harness.util.redact import REDACTED, is_secret_name, redact_argv, redact_env, redact_log
 
 REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
@@ -203,8 +203,8 @@ def test_secrets_are_removed_by_value_wherever_they_appear(tmp_path: Path) -> No
 
 
 def test_store_record_and_reason_carry_no_secret_value(tmp_path: Path) -> None:
-    from harness.redact import register_secrets
     from harness.store.store import new_batch, open_store
+    from harness.util.redact import register_secrets
     from tests.run_records import make_record
 
     register_secrets({"store-secret-123456"})

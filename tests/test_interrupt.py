@@ -17,7 +17,7 @@ import psutil
 import pytest
 import yaml
 
-from harness.reaper import TAG_VAR
+from harness.server.reaper import TAG_VAR
 
 REPO = Path(__file__).resolve().parent.parent
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"

@@ -23,7 +23,7 @@ ATTEMPTS = 6
 
 _CHILD = """
 import asyncio, gc, signal, sys
-from harness.interrupts import sigterm_as_ctrl_c
+from harness.util.interrupts import sigterm_as_ctrl_c
 
 async def worker():
     while True:

@@ -5,7 +5,7 @@ It used to take 5.1 s every time: the server ignored SIGTERM while streams were 
 (``exit_code`` -9, ``teardown.killed`` the server and its scheduler). The harness's SIGTERM goes to the
 server's whole process group. The front logs SGLang's SIGTERM line and drains; the scheduler, which has no
 SIGTERM handler in SGLang, dies at once, and the front notices as SGLang's SubprocessWatchdog does
-(harness.contract CHILD_CRASHED_LINE). Whichever comes first, the drain's end or the dead child (a request
+(harness.contract.facts CHILD_CRASHED_LINE). Whichever comes first, the drain's end or the dead child (a request
 still open, the harness's own /health probe among them, keeps the drain going), the front SIGKILLs its own
 tree and itself, as SGLang's ``kill_process_tree(os.getpid(), include_parent=True)`` does: the exit status
 is -9 on both ways (SIGTERM_SELF_KILL, CHILD_FAILED_SELF_KILL), but ``teardown.killed`` is empty.
@@ -26,12 +26,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import contract
+from harness.contract import facts as contract
 from tests.test_interrupt import API_KEY, REPO, _run_processes, _scenario, _wait_for
 
 pytestmark = pytest.mark.slow
 
-GRACE_S = 5.0  # harness.server.ServerProcess.stop's default
+GRACE_S = 5.0  # harness.server.process.ServerProcess.stop's default
 
 
 def _wait_for_requests(out: Path, timeout_s: float = 60) -> None:

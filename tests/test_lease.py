@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import InfraError, UserError
-from harness.lease import cuda_visible_devices, lease_gpus, lease_port, lock_dir
+from harness.server.lease import cuda_visible_devices, lease_gpus, lease_port, lock_dir
+from harness.util.errors import InfraError, UserError
 
 INVENTORY = list(range(8))
 
@@ -159,7 +159,7 @@ def test_lock_dir_override(lock_root: Path) -> None:
 
 
 def test_lock_dir_stays_bounded_over_many_leases(lock_root: Path) -> None:
-    from harness.lease import PORT_SLOTS
+    from harness.server.lease import PORT_SLOTS
 
     held = [lease_port() for _ in range(64)]  # held at once: all distinct, as before
     assert len({lease.port for lease in held}) == len(held)
@@ -176,7 +176,7 @@ def test_lock_dir_stays_bounded_over_many_leases(lock_root: Path) -> None:
 
 
 def test_ports_sharing_a_lock_slot_are_not_leased_together() -> None:
-    from harness.lease import PORT_SLOTS
+    from harness.server.lease import PORT_SLOTS
 
     with lease_port(start=21000) as first:
         second = lease_port(start=first.port + PORT_SLOTS)  # same slot: taken, so the next port is tried

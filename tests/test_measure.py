@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.derive import (
+from harness.measure.client_side import (
     ACCEPT_LENGTH_TOLERANCE,
     derive_metrics,
     failure_kinds,
     not_comparable,
 )
-from harness.manifest import Manifest, PromptLengths, build_manifest, manifest_mismatch
-from harness.prompts import random_id_prompts
-from harness.request_log import ErrorKind, RequestRecord, read_manifest, read_requests_jsonl
-from harness.workload import run_workload_sync
+from harness.records.manifest import Manifest, PromptLengths, build_manifest, manifest_mismatch
+from harness.records.request_log import ErrorKind, RequestRecord, read_manifest, read_requests_jsonl
+from harness.workload.driver import run_workload_sync
+from harness.workload.prompts import random_id_prompts
 from tests.peers.replay import ReplayServer, Script, sse
 from tests.peers.sglang_peer import PeerConfig, PeerServer
 
@@ -271,7 +271,7 @@ def test_manifest_mismatch_names_the_field() -> None:
 
 
 def test_accept_length_check_bounds_the_named_source() -> None:
-    from harness.derive import ACCEPT_LENGTH_SOURCES
+    from harness.measure.client_side import ACCEPT_LENGTH_SOURCES
     from harness.run import evaluate_checks
     from harness.scenario.model import ACCEPT_LENGTH_METRICS, Checks
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.derive import derive_metrics
-from harness.prompts import random_id_prompts
-from harness.request_log import ErrorKind, read_requests_jsonl
-from harness.workload import run_workload_sync
+from harness.measure.client_side import derive_metrics
+from harness.records.request_log import ErrorKind, read_requests_jsonl
+from harness.workload.driver import run_workload_sync
+from harness.workload.prompts import random_id_prompts
 from tests.sim.sim_helpers import SPEC_31B, start_server, stop_server
 
 pytestmark = pytest.mark.slow

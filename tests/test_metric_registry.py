@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from harness.compare_runner import _metric_specs
-from harness.comparison import DEFAULT_METRICS
-from harness.derive import derive_metrics
+from harness.compare.runner import _metric_specs
+from harness.compare.verdicts import DEFAULT_METRICS
 from harness.history.series import METRIC_RULES, rule_for
-from harness.metric_registry import (
+from harness.measure.client_side import derive_metrics
+from harness.measure.server_side import ServerFigures
+from harness.records.metric_definitions import (
     ACCEPT_LENGTH,
     ACCEPT_LENGTH_BY_SOURCE,
     COMPARED,
@@ -20,7 +21,6 @@ from harness.metric_registry import (
     metric,
     relative_tolerances,
 )
-from harness.metrics import ServerFigures
 from harness.scenario.model import ACCEPT_LENGTH_METRICS, AcceptLengthBound, RelativeChecks
 
 
@@ -71,7 +71,7 @@ def test_compare_and_history_judge_with_the_registry() -> None:
 def test_the_cross_phase_literal_is_the_registrys_list() -> None:
     from typing import get_args
 
-    from harness.metric_registry import CROSS_PHASE
+    from harness.records.metric_definitions import CROSS_PHASE
     from harness.scenario.model import CROSS_PHASE_METRICS, CrossPhaseCheck
 
     assert get_args(CrossPhaseCheck.model_fields["metric"].annotation) == tuple(m.name for m in CROSS_PHASE)
@@ -79,7 +79,7 @@ def test_the_cross_phase_literal_is_the_registrys_list() -> None:
 
 
 def test_per_phase_figures_are_read_by_their_figures_entry() -> None:
-    from harness.metric_registry import ACCEPT_RATE, PHASE_ONLY, figure
+    from harness.records.metric_definitions import ACCEPT_RATE, PHASE_ONLY, figure
     from harness.report._format import metric_label
 
     assert figure("ttft_ms_p50@after") is metric("ttft_ms_p50")
@@ -100,8 +100,8 @@ def test_per_phase_figures_are_read_by_their_figures_entry() -> None:
 def test_compare_judges_each_phase_with_the_registrys_phase_figures() -> None:
     from pathlib import Path
 
-    from harness.compare_runner import _phase_specs
-    from harness.metric_registry import PHASE_COMPARED
+    from harness.compare.runner import _phase_specs
+    from harness.records.metric_definitions import PHASE_COMPARED
     from harness.scenario import load_paths
 
     stateful = [c for c in (case for loaded in load_paths([Path(__file__).resolve().parent.parent / "scenarios"])
@@ -119,9 +119,9 @@ def test_the_acceptance_rate_at_each_measured_draft_position_is_judged_per_phase
     with ACCEPT_RATE's direction and minimum effect."""
     from pathlib import Path
 
-    from harness.compare_runner import _phase_specs
+    from harness.compare.runner import _phase_specs
     from harness.history.series import rule_for
-    from harness.metric_registry import ACCEPT_RATE, figure, position_metric, position_of
+    from harness.records.metric_definitions import ACCEPT_RATE, figure, position_metric, position_of
     from harness.scenario import load_paths
 
     case = next(c for loaded in load_paths([Path(__file__).resolve().parent.parent / "scenarios"])
@@ -160,7 +160,7 @@ def test_bisect_searches_any_registered_metric_and_names_a_wrong_one() -> None:
     import argparse
 
     from harness.commands.bisect import _check_target, known_metrics
-    from harness.errors import UserError
+    from harness.util.errors import UserError
 
     assert set(METRICS) <= known_metrics() and {"ready_s", "server_trial"} <= known_metrics()
     assert not set(known_metrics()) & {"accept_rate", "cache_hit_rate"}  # per phase only: NAME@PHASE

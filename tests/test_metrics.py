@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from harness.metrics import (
+from harness.measure.server_side import (
     AGGREGATE_KEYS,
     aggregate,
     metric_value,
@@ -16,7 +16,7 @@ from harness.metrics import (
     scrape_metrics,
     server_accept_length,
 )
-from harness.request_log import ErrorKind, RequestRecord
+from harness.records.request_log import ErrorKind, RequestRecord
 from tests.peers.sglang_peer import PeerConfig, PeerServer
 
 MS = 1_000_000
@@ -182,7 +182,7 @@ def test_server_side_reads_of_a_hung_server_are_short_bounded() -> None:
     import socket
     import time
 
-    from harness.metrics import read_server_figures
+    from harness.measure.server_side import read_server_figures
 
     with socket.socket() as listener:  # accepts connections (the kernel's backlog) and never answers
         listener.bind(("127.0.0.1", 0))
@@ -196,7 +196,7 @@ def test_server_side_reads_of_a_hung_server_are_short_bounded() -> None:
 
 
 def test_server_figures_name_each_acceptance_length() -> None:
-    from harness.metrics import gauge_accept_length, read_server_figures
+    from harness.measure.server_side import gauge_accept_length, read_server_figures
 
     two_ranks = parse_prometheus('sglang:spec_accept_length{tp_rank="1"} 2.0\n'
                                  'sglang:spec_accept_length{tp_rank="0"} 3.0\n')
@@ -210,7 +210,7 @@ def test_server_figures_name_each_acceptance_length() -> None:
 
 
 def test_the_resolved_attention_backends_are_read_as_sglang_resolves_them() -> None:
-    from harness.metrics import attention_backends
+    from harness.measure.server_side import attention_backends
 
     gemma_default = {"attention_backend": "triton", "decode_attention_backend": None,
                      "speculative_draft_attention_backend": None}
@@ -226,7 +226,7 @@ def test_the_resolved_attention_backends_are_read_as_sglang_resolves_them() -> N
 
 
 def test_a_server_that_never_answered_is_described_by_its_flags_else_its_default_line() -> None:
-    from harness.metrics import attention_from_start
+    from harness.measure.server_side import attention_from_start
 
     flags = ["--model-path", "m", "--attention-backend", "trtllm_mha", "--speculative-draft-attention-backend=triton"]
     got = attention_from_start(flags, "", speculative=True)

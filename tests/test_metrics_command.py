@@ -28,8 +28,8 @@ def test_metrics_command_recomputes_a_runs_numbers_exactly(tmp_path: Path, run_c
     res = run_cli("metrics", result.artifacts)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "0 figure(s) differ" in res.stdout and "manifest: closed loop" in res.stdout
-    from harness.errors import UserError
-    from harness.metrics import recompute  # the work, callable without argparse
+    from harness.measure.server_side import recompute  # the work, callable without argparse
+    from harness.util.errors import UserError
 
     out = recompute(Path(result.artifacts))
     assert out.differs == {}

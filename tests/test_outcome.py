@@ -6,7 +6,7 @@ from typing import get_args
 
 import pytest
 
-from harness.outcome import (
+from harness.records.outcome import (
     EXIT_ORDER,
     TELLING_ORDER,
     Outcome,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.build import Build, ensure_pip_env, resolve_build
-from harness.errors import InfraError
-from harness.preflight import check_flags, model_gap
+from harness.launch.preflight import check_flags, model_gap
+from harness.util.errors import InfraError
 from tests.process_marks import MARK_VAR, marked
 
 RELEASES = ("0.5.14", "0.5.15")
@@ -84,7 +84,7 @@ def test_interpreter_without_sglang_is_an_infra_error_not_a_flag_verdict() -> No
 
 
 def test_reference_build_uses_the_reference_parser() -> None:
-    from harness.launcher import launcher_for
+    from harness.launch.launcher import launcher_for
 
     launcher = launcher_for(resolve_build("sim:pre-fix,seed=1"))
     ok, rejected = launcher.check_flags([["--model-path", "m", "--speculative-num-steps", "1"],
@@ -132,7 +132,7 @@ def test_hub_model_in_the_cache_is_present(hub_cache: Path) -> None:
 
 def test_only_the_reference_server_skips_the_model_check(hub_cache: Path) -> None:
     from harness.build import resolve_build
-    from harness.launcher import launcher_for
+    from harness.launch.launcher import launcher_for
     from harness.scenario import load_file
 
     assert model_gap("org/absent-model", load_format="dummy") is not None

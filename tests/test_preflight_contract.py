@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import contract, preflight_contract
 from harness.build import Build
-from harness.outcome import Outcome, Phase
-from harness.preflight_contract import contract_gap, needed_by
+from harness.contract import facts as contract
+from harness.launch import contract_gate as preflight_contract
+from harness.launch.contract_gate import contract_gap, needed_by
+from harness.records.outcome import Outcome, Phase
 from harness.run import RunOptions, execute_run
 from harness.scenario import load_file, select_cases
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import InfraError
-from harness.proc import commit_of, git, is_ancestor, run_bounded
+from harness.util.errors import InfraError
+from harness.util.proc import commit_of, git, is_ancestor, run_bounded
 
 _IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
              "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import InfraError, UserError
-from harness.prompts import Prompt, fit_token_ids, prompt_lengths, random_id_prompts, text_prompts
+from harness.util.errors import InfraError, UserError
+from harness.workload.prompts import Prompt, fit_token_ids, prompt_lengths, random_id_prompts, text_prompts
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,7 +38,7 @@ def test_random_ids_are_seeded_and_independent_of_other_prompts() -> None:
 @pytest.mark.slow
 def test_random_ids_are_identical_in_another_process() -> None:
     code = (
-        "import json; from harness.prompts import random_id_prompts; "
+        "import json; from harness.workload.prompts import random_id_prompts; "
         "print(json.dumps([list(p.input_ids) for p in random_id_prompts([5, 9], seed=42)]))"
     )
     outs = []

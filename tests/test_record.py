@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import UserError
-from harness.outcome import Outcome, Phase
-from harness.record import RECORD_SCHEMA_VERSION, experiment_digest, read_record, record_from_dict, record_to_dict
+from harness.records.outcome import Outcome, Phase
+from harness.records.run_record import RECORD_SCHEMA_VERSION, experiment_digest, read_record, record_from_dict, record_to_dict
+from harness.util.errors import UserError
 
 V1 = Path(__file__).resolve().parent.parent / "fixtures" / "results" / "v1"
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.redact import (
+from harness.util.redact import (
     REDACTED,
     is_secret_flag,
     is_secret_name,

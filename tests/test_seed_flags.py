@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.build import resolve_build
-from harness.preflight import check_flag_sets
+from harness.launch.preflight import check_flag_sets
 from harness.scenario import load_paths, server_flags
 
 REPO = Path(__file__).resolve().parent.parent

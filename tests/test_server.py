@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError, InfraError
-from harness.lease import lease_port, port_is_free
-from harness.reaper import kill_run, run_pids
-from harness.server import ServerDied, ServerProcess, ServerState, StartupTimeout
-from harness.signatures import Match, Signature
+from harness.server.lease import lease_port, port_is_free
+from harness.server.process import ServerDied, ServerProcess, ServerState, StartupTimeout
+from harness.server.reaper import kill_run, run_pids
+from harness.signatures.catalogue import Match, Signature
+from harness.util.errors import HarnessError, InfraError
 
 SERVERS = Path(__file__).parent / "servers"
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import UserError
-from harness.signatures import (
+from harness.signatures.catalogue import (
     Catalogue,
     default_catalogue_path,
     last_traceback,
     looks_like_crash,
 )
+from harness.util.errors import UserError
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 BUG = "frozen-kv-mtp-stale-out-cache-loc"
@@ -423,14 +423,14 @@ def test_line_numbers_agree_between_text_and_file(tmp_path: Path, catalogue: Cat
     assert from_file.line == from_text.line.rstrip("\r")
 
 
-# -- every rank tag SGLang writes (harness.contract.LOG_RANK_TAGS, scheduler.py's order) ----------
+# -- every rank tag SGLang writes (harness.contract.facts.LOG_RANK_TAGS, scheduler.py's order) ----------
 
 
 def test_every_combination_of_sglangs_rank_tags_is_a_prefix() -> None:
     import itertools
 
-    from harness.contract import LOG_RANK_TAGS
-    from harness.signatures import _split_prefix
+    from harness.contract.facts import LOG_RANK_TAGS
+    from harness.signatures.catalogue import _split_prefix
 
     for n in range(len(LOG_RANK_TAGS) + 1):
         for combo in itertools.combinations(LOG_RANK_TAGS, n):
@@ -454,7 +454,7 @@ def test_ranks_that_differ_only_in_attn_cp_and_moe_dp_are_kept_apart(catalogue: 
 
 
 def test_both_sigquit_handlers_lines_are_crash_markers() -> None:
-    # SGLang's launch-phase handler, then the running-phase one the first request installs (harness.contract)
+    # SGLang's launch-phase handler, then the running-phase one the first request installs (harness.contract.facts)
     assert looks_like_crash("[2026-06-29 10:00:00] Received sigquit from a child process. It usually means the child failed.")
     assert looks_like_crash("[2026-06-29 10:00:00] SIGQUIT received. signum=None, frame=None. It usually means one child failed.")
     assert not looks_like_crash("[2026-06-29 10:00:00] SIGTERM received. signum=None frame=None. Draining requests")

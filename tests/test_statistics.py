@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from harness.statistics import bootstrap_ci, mann_whitney, min_p_value, relative_delta, summarize
+from harness.measure.statistics import bootstrap_ci, mann_whitney, min_p_value, relative_delta, summarize
 
 
 def _normal(mean: float, sd: float, n: int, seed: int) -> list[float]:

@@ -13,9 +13,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.contract import LOG_RANK_TAGS
-from harness.frame_evidence import FILE_LINE
-from harness.signatures import Catalogue
+from harness.contract.facts import LOG_RANK_TAGS
+from harness.signatures.catalogue import Catalogue
+from harness.signatures.frame_evidence import FILE_LINE
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACEBACKS = ROOT / "fixtures" / "tracebacks"

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from harness.errors import UserError
-from harness.metrics import aggregate
-from harness.prompts import Prompt, random_id_prompts
-from harness.workload import ErrorKind, ids_digest, run_workload, run_workload_sync
+from harness.measure.server_side import aggregate
+from harness.util.errors import UserError
+from harness.workload.driver import ErrorKind, ids_digest, run_workload, run_workload_sync
+from harness.workload.prompts import Prompt, random_id_prompts
 from tests.peers.sglang_peer import PeerConfig, PeerServer
 
 BASE: dict[str, Any] = dict(
@@ -307,7 +307,7 @@ def test_against_the_cpu_reference_server(tmp_path: Path) -> None:
 
     if importlib.util.find_spec("harness.sim.server") is None:
         pytest.skip("harness.sim.server is not there yet")
-    from harness.metrics import metric_value, scrape_metrics, server_accept_length
+    from harness.measure.server_side import metric_value, scrape_metrics, server_accept_length
 
     port = _free_port()
     log_path = tmp_path / "server.log"

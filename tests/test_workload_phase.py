@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.acceptance import accept_by_position, accept_trend, cache_figures, cache_state, request_histogram
-from harness.errors import HarnessError
 from harness.history.series import rule_for
-from harness.prompts import Prompt
-from harness.request_log import RequestRecord
+from harness.measure.acceptance import accept_by_position, accept_trend, cache_figures, cache_state, request_histogram
+from harness.records.request_log import RequestRecord
 from harness.scenario import Case, ScenarioError, load_file
-from harness.workload_phase import (
+from harness.util.errors import HarnessError
+from harness.workload.phases import (
     _groups,
     evaluate_phase_checks,
     phase_figures,
@@ -22,6 +21,7 @@ from harness.workload_phase import (
     refuse_flush,
     split_phase_metric,
 )
+from harness.workload.prompts import Prompt
 
 REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "scenarios" / "cache_state" / "hicache_loadback_draft_state.yaml"

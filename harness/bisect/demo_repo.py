@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.proc import git
+from harness.util.proc import git
 
 __all__ = ["STEP_COST_MS", "Layout", "make_demo_repo", "random_layout"]
 

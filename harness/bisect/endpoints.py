@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from harness.bisect.oracle import Limits, Target, Trial, Verdict, decide
 from harness.bisect.sequential import endpoint_difference, without_stalls
-from harness.errors import HarnessError, InfraError
-from harness.outcome import Outcome
-from harness.signatures import Catalogue
+from harness.records.outcome import Outcome
+from harness.signatures.catalogue import Catalogue
+from harness.util.errors import HarnessError, InfraError
 
 __all__ = ["EndpointError", "Endpoints", "establish"]
 

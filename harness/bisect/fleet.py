@@ -48,12 +48,12 @@ from harness.bisect.session import (
 )
 from harness.bisect.step import append_step, describe_commit, read_steps
 from harness.bisect.worktree import PACKAGE_ROOT, layout_of
-from harness.errors import InfraError
 from harness.executor.slurm import SlurmExecutor, SlurmOptions
-from harness.outcome import Outcome
-from harness.proc import git
+from harness.records.outcome import Outcome
 from harness.scenario.model import Hardware
-from harness.signatures import Catalogue
+from harness.signatures.catalogue import Catalogue
+from harness.util.errors import InfraError
+from harness.util.proc import git
 
 __all__ = ["LocalProbes", "ProbeAnswer", "ProbeJob", "ProbeRunner", "SlurmProbes", "bisect_commits_kary",
            "probe_job"]
@@ -364,7 +364,7 @@ def _watch_parent() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -P -m harness.bisect.fleet BASE``: run BASE.job, write BASE.answer (exit 0), else exit 1."""
-    from harness.interrupts import sigterm_as_ctrl_c
+    from harness.util.interrupts import sigterm_as_ctrl_c
 
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:

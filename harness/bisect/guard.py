@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.bisect.worktree import remove_tree
-from harness.reaper import kill_run, read_watch_pipe
+from harness.server.reaper import kill_run, read_watch_pipe
 
 __all__ = ["main"]
 

@@ -15,7 +15,7 @@ from harness.bisect.oracle import Find, Target
 from harness.bisect.probe import SearchState
 from harness.bisect.session import CommitResult
 from harness.bisect.step import expected_steps, read_steps
-from harness.proc import commit_of, git
+from harness.util.proc import commit_of, git
 
 __all__ = ["INTERRUPTED_EXIT", "interrupted_commits", "interrupted_summary"]
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.bisect.sequential import Side, sequential_test, without_stalls
-from harness.outcome import Outcome
-from harness.record import RunRecord
-from harness.str_enum import StrEnum
+from harness.records.outcome import Outcome
+from harness.records.run_record import RunRecord
+from harness.util.str_enum import StrEnum
 
 __all__ = [
     "Find",

@@ -33,9 +33,9 @@ from harness.bisect.oracle import (
     trial_from_record,
 )
 from harness.build import Builds
-from harness.record import RunRecord
+from harness.records.run_record import RunRecord
 from harness.scenario import Case, load_file, select_cases
-from harness.server_pool import ServerPool
+from harness.server.pool import ServerPool
 from harness.store.searches import SearchRuns, search_key
 from harness.store.store import Batch
 from harness.store.url import redact_url
@@ -134,7 +134,7 @@ class StepRecord:
 
 def load_case(scenario: Path, name: str | None) -> Case:
     """Exactly one case of the scenario (a bisection searches one experiment)."""
-    from harness.errors import UserError
+    from harness.util.errors import UserError
 
     cases = select_cases(load_file(scenario), name)
     if len(cases) != 1:

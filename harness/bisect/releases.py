@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from harness.bisect.probe import StepRecord, progress
-from harness.errors import InfraError, UserError
+from harness.util.errors import InfraError, UserError
 
 __all__ = [
     "ReleaseSearch",

@@ -16,7 +16,7 @@ from typing import Any
 from harness.bisect.oracle import Find, Target, Verdict
 from harness.bisect.probe import StepRecord
 from harness.bisect.session import CommitResult
-from harness.redact import redact_log
+from harness.util.redact import redact_log
 
 __all__ = ["REPORT_SCHEMA_VERSION", "BisectReport", "write_report"]
 

@@ -21,14 +21,14 @@ from harness.bisect.releases import (
 from harness.bisect.report import BisectReport, write_report
 from harness.bisect.session import CommitResult, Request, bisect_commits, new_bisect_id
 from harness.bisect.step import expected_steps
-from harness.errors import UserError
 from harness.executor.slurm import SlurmOptions
-from harness.interrupts import Shield, sigterm_as_ctrl_c
-from harness.paths import reports_root
-from harness.proc import git
-from harness.signatures import Catalogue
+from harness.signatures.catalogue import Catalogue
 from harness.store.store import new_batch
-from harness.text import first_line
+from harness.util.errors import UserError
+from harness.util.interrupts import Shield, sigterm_as_ctrl_c
+from harness.util.paths import reports_root
+from harness.util.proc import git
+from harness.util.text import first_line
 
 __all__ = ["BisectArgs", "run_bisect"]
 

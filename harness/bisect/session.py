@@ -37,12 +37,12 @@ from harness.bisect.worktree import (
     layout_of,
     resolve_commit,
 )
-from harness.errors import UserError
-from harness.interrupts import Shield
-from harness.proc import git, is_ancestor
-from harness.signatures import Catalogue
+from harness.signatures.catalogue import Catalogue
 from harness.store.store import Batch, new_batch
 from harness.store.url import STORE_ENV
+from harness.util.errors import UserError
+from harness.util.interrupts import Shield
+from harness.util.proc import git, is_ancestor
 
 __all__ = ["CommitResult", "Request", "bisect_commits", "confirm_culprit", "culprit_of", "new_bisect_id", "ordered_ends",
            "record_endpoints", "resolve_endpoints"]

@@ -18,8 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness.bisect.probe import Probe, SearchState, StepRecord, load_case, progress
-from harness.proc import git
 from harness.store.url import STORE_ENV
+from harness.util.proc import git
 
 __all__ = ["EXIT_ABORT", "STEPS_FILE", "main", "read_steps"]
 

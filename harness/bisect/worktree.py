@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from harness.bounded_read import ReadRefused, read_text
-from harness.errors import UserError
-from harness.proc import commit_of, git
+from harness.util.bounded_read import ReadRefused, read_text
+from harness.util.errors import UserError
+from harness.util.proc import commit_of, git
 
 __all__ = ["BisectWorktree", "clean_stale", "layout_of", "remove_tree", "resolve_commit"]
 
@@ -129,7 +129,7 @@ class BisectWorktree:
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
-        from harness.interrupts import Shield
+        from harness.util.interrupts import Shield
 
         # A signal during the removal waits for it (the clone never outlives the harness half removed); it
         # interrupts afterwards unless an interrupt is already on its way out.

@@ -37,9 +37,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from harness.atomic import write_atomic
 from harness.build.environments import default_cache_dir
 from harness.build.resolve import Build
+from harness.util.atomic import write_atomic
 
 __all__ = ["cache_file", "cached_answer", "cached_environment", "cached_flag_checks", "file_stamps", "flag_set_key"]
 

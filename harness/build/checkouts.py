@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness.build.environments import short_hash
 from harness.build.spec import BuildSpec, bad_spec
-from harness.proc import GIT_TIMEOUT_S, commit_of, git
+from harness.util.proc import GIT_TIMEOUT_S, commit_of, git
 
 __all__ = ["source_tree"]
 

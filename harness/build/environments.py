@@ -21,9 +21,9 @@ from pathlib import Path
 
 from harness.build.probes import PINS, PROBE_TIMEOUT_S, read_answer
 from harness.build.spec import BuildSpec, bad_spec
-from harness.errors import InfraError, UserError
-from harness.proc import run_bounded
-from harness.text import last_line
+from harness.util.errors import InfraError, UserError
+from harness.util.proc import run_bounded
+from harness.util.text import last_line
 
 __all__ = ["NODEPS_PACKAGES", "NODEPS_TORCH", "default_cache_dir", "ensure_pip_env", "interpreter", "pip_env_ready",
            "short_hash", "venv_python"]

@@ -10,9 +10,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from harness.errors import InfraError
-from harness.proc import run_bounded
-from harness.text import last_line
+from harness.util.errors import InfraError
+from harness.util.proc import run_bounded
+from harness.util.text import last_line
 
 __all__ = ["PINS", "PROBE_TIMEOUT_S", "SIM_PROBE", "probe", "read_answer"]
 

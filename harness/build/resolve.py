@@ -16,9 +16,9 @@ from harness.build.checkouts import source_tree
 from harness.build.environments import NODEPS_TORCH, default_cache_dir, ensure_pip_env, interpreter, pip_env_ready, venv_python
 from harness.build.probes import PROBE_TIMEOUT_S, SIM_PROBE, probe, read_answer
 from harness.build.spec import BuildSpec, bad_spec, parse_build_spec
-from harness.errors import InfraError
-from harness.proc import run_bounded
-from harness.text import first_line, last_line
+from harness.util.errors import InfraError
+from harness.util.proc import run_bounded
+from harness.util.text import first_line, last_line
 
 __all__ = ["Build", "BuildFailure", "Builds", "resolve_build"]
 

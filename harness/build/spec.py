@@ -36,8 +36,8 @@ import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from harness.errors import UserError
 from harness.sim import REVISIONS
+from harness.util.errors import UserError
 
 __all__ = ["BUILD_KINDS", "SIM_REVISIONS", "VALID_SPECS", "BuildSpec", "bad_spec", "parse_build_spec"]
 
@@ -131,7 +131,7 @@ def _check_sim_knobs(spec: str, knobs: dict[str, str]) -> None:
         if device not in ("cpu", "cuda"):
             raise bad_spec(spec, f"device={device!r} is not cpu or cuda")
         if device == "cuda":
-            from harness.hardware import inventory
+            from harness.server.hardware import inventory
 
             if not inventory():
                 raise bad_spec(spec, "device=cuda, but this machine shows no CUDA GPU (nvidia-smi/NVML see none)")

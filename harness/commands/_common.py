@@ -6,9 +6,9 @@ import argparse
 import logging
 from pathlib import Path
 
-from harness.argtypes import positive_int
-from harness.output_path import check_output_folder
 from harness.scenario import Case, LoadedScenario, load_file, select_cases
+from harness.util.argtypes import positive_int
+from harness.util.output_path import check_output_folder
 
 __all__ = ["add_scenario_arguments", "selected_cases"]
 

@@ -12,8 +12,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from harness.errors import UserError
-from harness.paths import reports_root
+from harness.util.errors import UserError
+from harness.util.paths import reports_root
 
 __all__ = ["check_out_root"]
 

@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.errors import EXIT_INFRA
 from harness.store.url import default_store, redact_url, store_url
 from harness.store.writer import DeferredWriter
+from harness.util.errors import EXIT_INFRA
 
 __all__ = ["add_store_arguments", "finish_store", "store_choice"]
 

@@ -6,9 +6,9 @@ import argparse
 import time
 from pathlib import Path
 
-from harness.argtypes import positive_int
 from harness.bisect.oracle import Find
-from harness.errors import UserError
+from harness.util.argtypes import positive_int
+from harness.util.errors import UserError
 
 DESCRIPTION = ("The commit or release that introduced (or, with --find fix, fixed) a crash signature or a metric "
                "change, searched with git bisect run in a temporary worktree; the checkout never moves. "
@@ -71,8 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def known_metrics() -> frozenset[str]:
     """Every metric name a run record can carry: the workload's (derive_metrics), the server's figures,
     and the run's own timings."""
-    from harness.derive import derive_metrics
-    from harness.metric_registry import METRICS
+    from harness.measure.client_side import derive_metrics
+    from harness.records.metric_definitions import METRICS
 
     return frozenset(derive_metrics([])) | frozenset(METRICS) | {"ready_s", "server_trial"}
 
@@ -84,7 +84,7 @@ def _check_target(args: argparse.Namespace) -> None:
         raise UserError(f"--metric {args.metric}: not a metric a run records"
                         + (f" (did you mean {', '.join(close)}?)" if close else "; e.g. output_throughput_tok_s"))
     if args.signature is not None:
-        from harness.signatures import Catalogue
+        from harness.signatures.catalogue import Catalogue
 
         catalogue = Catalogue.load()
         if args.signature not in catalogue.ids:
@@ -95,8 +95,8 @@ def main(args: argparse.Namespace) -> int:
     from harness.bisect.oracle import Limits
     from harness.bisect.run import BisectArgs, run_bisect
     from harness.commands._store_args import check_store_value
-    from harness.output_path import check_output_folder
     from harness.store.url import default_store
+    from harness.util.output_path import check_output_folder
 
     if args.cleanup:
         from harness.bisect.worktree import clean_stale
@@ -124,7 +124,7 @@ def main(args: argparse.Namespace) -> int:
     slurm = None
     if args.executor == "slurm":
         from harness.executor.options import slurm_executor, slurm_store
-        from harness.paths import reports_root
+        from harness.util.paths import reports_root
 
         if args.releases is not None:
             raise UserError("bisect --executor slurm searches commits (--repo --good --bad); --releases runs here")

@@ -8,17 +8,17 @@ import sys
 from harness.build import Builds, parse_build_spec
 from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.commands._store_args import add_store_arguments, finish_store, store_choice
-from harness.compare_runner import compare_cases, role_specs
-from harness.comparison import ComparisonReport
-from harness.errors import UserError
+from harness.compare.runner import compare_cases, role_specs
+from harness.compare.verdicts import ComparisonReport
 from harness.executor.options import add_executor_arguments
-from harness.interrupts import Shield
-from harness.metric_registry import ACCEPT_LENGTH, OUTPUT_THROUGHPUT
-from harness.preflight_batch import check_flags_up_front
-from harness.record import RunRecord
+from harness.launch.preflight_batch import check_flags_up_front
+from harness.records.metric_definitions import ACCEPT_LENGTH, OUTPUT_THROUGHPUT
+from harness.records.run_record import RunRecord
 from harness.report import write_reports
 from harness.store.store import new_batch
 from harness.store.writer import DeferredWriter
+from harness.util.errors import UserError
+from harness.util.interrupts import Shield
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from harness.errors import EXIT_FAIL, EXIT_OK, InfraError, UserError
+from harness.util.errors import EXIT_FAIL, EXIT_OK, InfraError, UserError
 
 __all__ = ["DESCRIPTION", "add_arguments", "main"]
 
 DESCRIPTION = (
-    "Check every fact of harness.contract (endpoints, response keys, metric names, log lines, flags and "
+    "Check every fact of harness.contract.facts (endpoints, response keys, metric names, log lines, flags and "
     "defaults, the crash paths) against the installed sglang sources of BUILD, resolved as any build is "
     "(pip:sglang==X,deps=none is enough), and print each citation that no longer holds with where it was "
     "expected. For a release the contract cites, on its line; for another, anywhere in its file; a "
@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from harness.build import parse_build_spec, resolve_build
-    from harness.contract_check import check_package, sglang_package_of
+    from harness.contract.check import check_package, sglang_package_of
 
     parsed = parse_build_spec(args.build)
     if parsed.kind in ("sim", "simsrc"):

@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 
 from harness.dashboard.site import build_site
-from harness.output_path import check_output_folder
 from harness.store.store import open_store
 from harness.store.url import default_store
+from harness.util.output_path import check_output_folder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

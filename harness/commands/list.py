@@ -7,8 +7,8 @@ import json
 import shlex
 from typing import Any
 
-from harness.redact import redact_argv, redact_env
 from harness.scenario import Case, load_paths, sglang_argv
+from harness.util.redact import redact_argv, redact_env
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -7,15 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.errors import EXIT_FAIL, EXIT_OK
-from harness.metrics import recompute
+from harness.measure.server_side import recompute
+from harness.util.errors import EXIT_FAIL, EXIT_OK
 
 __all__ = ["DESCRIPTION", "add_arguments", "main"]
 
 DESCRIPTION = (
     "Recompute every workload metric of a run from the raw records in its requests.jsonl (send times, "
     "every streamed event with the server's token count, the client's own trace), with the one function "
-    "that made them (harness.derive.derive_metrics), and check them against the run's result.json. "
+    "that made them (harness.measure.client_side.derive_metrics), and check them against the run's result.json. "
     "Exit status: 0 every recomputed figure equals result.json's (or there is no result.json), "
     "1 some figure differs, 2 bad input (no such run, a requests.jsonl without raw timings)."
 )

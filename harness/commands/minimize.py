@@ -8,16 +8,16 @@ import math
 import sys
 from pathlib import Path
 
-from harness.argtypes import positive_int
-from harness.atomic import write_atomic
 from harness.build import resolve_build
 from harness.commands._store_args import store_choice
-from harness.errors import UserError
-from harness.interrupts import Shield
-from harness.output_path import check_output_file, check_output_folder
 from harness.run import RunInterrupted
 from harness.scenario import load_file, select_cases
 from harness.scenario.roles import resolve_role
+from harness.util.argtypes import positive_int
+from harness.util.atomic import write_atomic
+from harness.util.errors import UserError
+from harness.util.interrupts import Shield
+from harness.util.output_path import check_output_file, check_output_folder
 
 DESCRIPTION = ("Shrink one failing case (server flags, environment variables, workload, prompt length) while the "
                "same failure (outcome, signature, phase, frames) reproduces; write the minimal scenario, the "

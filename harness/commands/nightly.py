@@ -8,13 +8,13 @@ import sys
 import time
 from pathlib import Path
 
-from harness.argtypes import positive_int
-from harness.errors import UserError
 from harness.executor.options import add_executor_arguments
 from harness.nightly import Elsewhere, PlannedCase, run_nightly, shard
 from harness.scenario import load_paths, select_cases
 from harness.scenario.roles import resolve_role
 from harness.store.url import default_store
+from harness.util.argtypes import positive_int
+from harness.util.errors import UserError
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -64,7 +64,7 @@ class _Progress:
 def main(args: argparse.Namespace) -> int:
     from harness.build import parse_build_spec
     from harness.commands._store_args import check_store_value
-    from harness.output_path import check_output_folder
+    from harness.util.output_path import check_output_folder
 
     loaded = load_paths(args.scenarios)
     cases = [c for item in loaded for c in select_cases(item, args.case)]

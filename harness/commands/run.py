@@ -8,16 +8,16 @@ from harness.build import Builds
 from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.commands._store_args import add_store_arguments, finish_store, store_choice
 from harness.executor.options import add_executor_arguments
-from harness.metric_registry import ACCEPT_LENGTH, OUTPUT_THROUGHPUT
-from harness.outcome import Outcome, exit_code_for
-from harness.paths import reports_root
-from harness.preflight_batch import check_flags_up_front
-from harness.record import RunRecord
+from harness.launch.preflight_batch import check_flags_up_front
+from harness.records.metric_definitions import ACCEPT_LENGTH, OUTPUT_THROUGHPUT
+from harness.records.outcome import Outcome, exit_code_for
+from harness.records.run_record import RunRecord
 from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario.roles import resolve_role
-from harness.server_pool import ServerPool
+from harness.server.pool import ServerPool
 from harness.store.store import new_batch
 from harness.store.writer import DeferredWriter
+from harness.util.paths import reports_root
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

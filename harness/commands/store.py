@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.errors import UserError
 from harness.history.incidents import stored_incidents
-from harness.output_path import check_output_file
 from harness.store.schema import ALERT_STATES
 from harness.store.store import open_store
 from harness.store.transfer import EXPORT_FORMATS, export_store, import_folders
 from harness.store.url import default_store
+from harness.util.errors import UserError
+from harness.util.output_path import check_output_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

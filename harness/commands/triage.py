@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK, UserError
-from harness.frame_evidence import Evidence
-from harness.signatures import Catalogue, Match, Rejection
+from harness.signatures.catalogue import Catalogue, Match, Rejection
+from harness.signatures.frame_evidence import Evidence
+from harness.util.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK, UserError
 
 __all__ = ["DESCRIPTION", "add_arguments", "main", "triage"]
 

@@ -33,15 +33,15 @@ from typing import Any
 import numpy as np
 import plotly
 
-from harness.atomic import replace_with, write_atomic
-from harness.collector import collector_paused
 from harness.history.alerts import SeriesFindings
 from harness.history.detections import findings_of
 from harness.history.incidents import StoredIncident, stored_incidents
 from harness.history.series import CasePoints, Point, host_changes, stored_case_points
 from harness.history.steps import noise
-from harness.metric_registry import COMPARED, PHASE_SEPARATOR
+from harness.records.metric_definitions import COMPARED, PHASE_SEPARATOR
 from harness.store.store import Store
+from harness.util.atomic import replace_with, write_atomic
+from harness.util.collector import collector_paused
 
 __all__ = ["CSP", "build_site"]
 
@@ -336,7 +336,7 @@ def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], inci
 
 def build_site(store: Store, out_dir: Path) -> Path:
     """Write the site into ``out_dir``; the path of its ``index.html``. Every file goes through
-    :func:`harness.atomic.replace_with`, which refuses to write over a link, device or FIFO found there."""
+    :func:`harness.util.atomic.replace_with`, which refuses to write over a link, device or FIFO found there."""
     with collector_paused():  # a year of points alive throughout
         return _build_site(store, out_dir)
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from harness.executor.job import PlannedCase, RunJob, execute_job, jobs_for, run_job
-from harness.record import RunRecord
+from harness.records.run_record import RunRecord
 
 __all__ = ["Executor", "PlannedCase", "RunJob", "execute_job", "jobs_for", "run_job"]
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from harness.executor.job import PlannedCase, jobs_for
 from harness.executor.options import dispatch, slurm_executor, slurm_store
-from harness.outcome import exit_code_for
-from harness.paths import reports_root
-from harness.record import RunRecord
+from harness.records.outcome import exit_code_for
+from harness.records.run_record import RunRecord
 from harness.scenario import Case
 from harness.store.store import Batch, new_batch
 from harness.store.writer import DeferredWriter, StoreWriter
+from harness.util.paths import reports_root
 
 __all__ = ["compare_on_slurm", "nightly_on_slurm", "run_on_slurm", "runs_on_slurm"]
 

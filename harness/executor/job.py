@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.interrupts import sigterm_as_ctrl_c
-from harness.record import RunRecord
+from harness.records.run_record import RunRecord
 from harness.scenario import Case
 from harness.scenario.model import Hardware
 from harness.store.store import Batch
+from harness.util.interrupts import sigterm_as_ctrl_c
 
 __all__ = ["PlannedCase", "RunJob", "execute_job", "gpus_from_env", "jobs_for", "run_job"]
 
@@ -102,8 +102,8 @@ HANDED_BACK = "handed-back.json"
 
 def handed_back(folder: Path) -> RunRecord | None:
     """The record a job wrote into ``folder`` (:data:`HANDED_BACK`) before it ended; None if it wrote none."""
-    from harness.errors import UserError
-    from harness.record import read_record
+    from harness.records.run_record import read_record
+    from harness.util.errors import UserError
 
     path = folder / HANDED_BACK
     if not path.is_file():
@@ -128,8 +128,8 @@ def execute_job(job: RunJob, *, handed_back: Path | None = None) -> RunRecord:
     options = RunOptions(out_root=Path(job.out_root), progress=False, gpus=gpus_from_env())
     record = execute_run(case, build, role=job.role, trial=job.trial, options=options)
     if handed_back is not None:
-        from harness.artifacts import write_json
-        from harness.record import record_to_dict
+        from harness.records.artifacts import write_json
+        from harness.records.run_record import record_to_dict
 
         write_json(handed_back / HANDED_BACK, record_to_dict(record))
     if job.store is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from harness.executor.job import RunJob, execute_job
-from harness.record import RunRecord
+from harness.records.run_record import RunRecord
 
 __all__ = ["LocalExecutor"]
 

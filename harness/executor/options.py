@@ -13,13 +13,13 @@ import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.argtypes import positive_int
-from harness.errors import InfraError, UserError
 from harness.executor.job import RunJob
 from harness.executor.slurm import ExecutorInterrupted, SlurmExecutor, SlurmOptions
-from harness.paths import reports_root
-from harness.record import RunRecord
+from harness.records.run_record import RunRecord
 from harness.store.url import store_url
+from harness.util.argtypes import positive_int
+from harness.util.errors import InfraError, UserError
+from harness.util.paths import reports_root
 
 __all__ = ["add_executor_arguments", "dispatch", "slurm_executor", "slurm_store"]
 

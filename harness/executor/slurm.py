@@ -24,15 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
-from harness.artifacts import write_record
 from harness.build.spec import parse_build_spec
-from harness.errors import InfraError, UserError
 from harness.executor.job import RunJob, handed_back, run_job
-from harness.interrupts import sigterm_as_ctrl_c
-from harness.outcome import Outcome
-from harness.record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo
+from harness.records.artifacts import write_record
+from harness.records.outcome import Outcome
+from harness.records.run_record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo
 from harness.scenario.model import Hardware
-from harness.text import first_line
+from harness.util.errors import InfraError, UserError
+from harness.util.interrupts import sigterm_as_ctrl_c
+from harness.util.text import first_line
 
 __all__ = ["ExecutorInterrupted", "SlurmExecutor", "SlurmOptions", "gres_for"]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.history.series import CasePoints, Point, rule_for
 from harness.history.steps import Finding, Rule, detect
-from harness.outcome import Outcome
+from harness.records.outcome import Outcome
 
 __all__ = ["Alert", "Detector", "SeriesFindings", "bisect_command", "case_alerts", "case_findings", "new_alerts"]
 

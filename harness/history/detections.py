@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import InfraError
 from harness.history import screen, steps
 from harness.history.alerts import SeriesFindings, case_findings
 from harness.history.series import CasePoints, Trials
 from harness.history.steps import Finding, Rule, Tracker
 from harness.store.store import Store
+from harness.util.errors import InfraError
 
 __all__ = ["DETECTOR", "findings_of", "series_key"]
 

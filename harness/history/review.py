@@ -9,7 +9,7 @@ from harness.history.alerts import Alert, case_alerts, new_alerts
 from harness.history.detections import findings_of
 from harness.history.incidents import Incident, group
 from harness.history.series import CasePoints, stored_case_points
-from harness.outcome import Outcome
+from harness.records.outcome import Outcome
 from harness.store.store import Store
 
 __all__ = ["Review", "review"]

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 from sqlalchemy import Select, select
 
-from harness.collector import collector_paused
 from harness.history.steps import Rule
-from harness.metric_registry import ACCEPT_RATE, METRICS, PHASE_ONLY, PHASE_SEPARATOR, position_of
-from harness.outcome import Outcome, most_telling
+from harness.records.metric_definitions import ACCEPT_RATE, METRICS, PHASE_ONLY, PHASE_SEPARATOR, position_of
+from harness.records.outcome import Outcome, most_telling
 from harness.store.schema import batches, builds, hosts, metrics, runs
 from harness.store.store import Store, runs_select
+from harness.util.collector import collector_paused
 
 if TYPE_CHECKING:  # the frames' path only: the dashboard and the review read the store without pandas
     import pandas as pd
@@ -42,7 +42,7 @@ METRIC_RULES: Mapping[str, Rule] = {m.name: Rule(m.min_effect, m.higher_is_bette
                                     for m in METRICS.values() if m.min_effect is not None}
 
 
-# A stateful workload's per-phase figures (NAME@PHASE, harness.workload_phase) are series of their own, judged
+# A stateful workload's per-phase figures (NAME@PHASE, harness.workload.phases) are series of their own, judged
 # by their figure's rule; these figures exist only per phase.
 _PHASE_RULES: Mapping[str, Rule] = {m.name: Rule(m.min_effect, m.higher_is_better)
                                     for m in PHASE_ONLY.values() if m.min_effect is not None}

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.paths import FIXTURES, resolve_fixture
 from harness.scenario.model import Scenario
+from harness.util.paths import FIXTURES, resolve_fixture
 
 __all__ = ["Atom", "Candidate", "Shape", "atom_class", "base_mapping", "initial_candidate", "to_mapping"]
 

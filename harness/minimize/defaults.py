@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.build import Build
-from harness.errors import InfraError
-from harness.proc import run_bounded
-from harness.text import last_line
+from harness.util.errors import InfraError
+from harness.util.proc import run_bounded
+from harness.util.text import last_line
 
 __all__ = ["FlagInfo", "ParserDefaults", "read_defaults"]
 

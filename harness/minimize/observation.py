@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.outcome import Outcome, Phase
-from harness.record import RunRecord
+from harness.records.outcome import Outcome, Phase
+from harness.records.run_record import RunRecord
 
 __all__ = ["Observation", "Target", "frames_of", "observe"]
 

@@ -31,15 +31,15 @@ import yaml
 
 from harness import __version__
 from harness.build import Build
-from harness.launcher import launcher_for
+from harness.launch.launcher import launcher_for
 from harness.minimize.atoms import Candidate, to_mapping
 from harness.minimize.defaults import ParserDefaults
 from harness.minimize.observation import Observation, Target, observe
-from harness.record import RunRecord
+from harness.records.run_record import RunRecord
 from harness.scenario import Case, ScenarioError, load_file, server_flags
 from harness.scenario.model import Timeouts
 from harness.store.searches import SearchRuns
-from harness.str_enum import StrEnum
+from harness.util.str_enum import StrEnum
 
 __all__ = ["Attempt", "BudgetSpent", "Oracle", "RepetitionRule", "Runner", "Verdict", "repetition_rule"]
 

@@ -17,9 +17,9 @@ import yaml
 from harness.build import Build
 from harness.minimize.atoms import Candidate, to_mapping
 from harness.minimize.observation import Observation, Target
-from harness.redact import redact_text
 from harness.scenario import Case, sglang_argv
 from harness.scenario.argv import DEFAULT_PORT
+from harness.util.redact import redact_text
 
 if TYPE_CHECKING:
     from harness.minimize.search import MinimizeResult

@@ -21,9 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.atomic import replace_with
 from harness.build import Build
-from harness.launcher import launcher_for
+from harness.launch.launcher import launcher_for
 from harness.minimize.atoms import (
     Atom,
     Candidate,
@@ -43,14 +42,15 @@ from harness.minimize.oracle import (
     repetition_rule,
 )
 from harness.minimize.output import minimal_mapping, write_minimal
-from harness.outcome import Outcome
-from harness.paths import reports_root
-from harness.record import RunRecord
+from harness.records.outcome import Outcome
+from harness.records.run_record import RunRecord
 from harness.run import RunOptions, execute_run
 from harness.scenario import Case, ScenarioError, load_file
 from harness.scenario.model import Timeouts
 from harness.store.searches import SearchRuns
 from harness.store.store import new_batch
+from harness.util.atomic import replace_with
+from harness.util.paths import reports_root
 
 __all__ = ["MinimizeOptions", "MinimizeResult", "minimize"]
 

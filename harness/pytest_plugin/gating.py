@@ -1,13 +1,13 @@
 """Whether this host can run a real item: its hardware requirement against the GPUs present
-(``harness.hardware.inventory``: NVML, or ``$SGLANG_REPRO_GPU_INVENTORY`` when set)."""
+(``harness.server.hardware.inventory``: NVML, or ``$SGLANG_REPRO_GPU_INVENTORY`` when set)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness import hardware
-from harness.hardware import Gpu
 from harness.scenario.model import Hardware
+from harness.server import hardware
+from harness.server.hardware import Gpu
 
 __all__ = ["hardware_gap", "matching"]
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from harness.record import RunRecord
+    from harness.records.run_record import RunRecord
     from harness.scenario import Case
 
 __all__ = ["pytest_sglang_repro_run"]
@@ -27,5 +27,5 @@ def pytest_sglang_repro_run(
 
     ``gpus`` are the NVML indices the plugin has leased for the item (empty for the reference
     server); the lease is held until the item's last trial ends. Raise
-    ``harness.errors.InfraError`` when the run cannot even be tried: the item is skipped as infra.
+    ``harness.util.errors.InfraError`` when the run cannot even be tried: the item is skipped as infra.
     """

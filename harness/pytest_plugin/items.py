@@ -15,23 +15,23 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness import hardware
-from harness.errors import InfraError, UserError
-from harness.expectation import run_holds
-from harness.outcome import Outcome
+from harness.compare.expectation import run_holds
 from harness.pytest_plugin import gating, leasing, reporting, runner
 from harness.pytest_plugin.options import settings
+from harness.records.outcome import Outcome
 from harness.scenario import Case
 from harness.scenario.model import Expectation
+from harness.server import hardware
+from harness.util.errors import InfraError, UserError
 
 if TYPE_CHECKING:
-    from harness.record import RunRecord
+    from harness.records.run_record import RunRecord
 
 __all__ = ["HypothesisNotConfirmed", "ScenarioFailure", "ScenarioItem", "judge"]
 
 
 def judge(result: RunRecord, expectation: Expectation | None) -> str | None:
-    """Why ``result`` does not do what the item expects, or None when it does (:mod:`harness.expectation`)."""
+    """Why ``result`` does not do what the item expects, or None when it does (:mod:`harness.compare.expectation`)."""
     got = result.outcome.value + (f" {result.signature}" if result.signature else "")
     if result.phase and expectation is not None and expectation.phases:
         got += f" at {result.phase.value}"

@@ -1,6 +1,6 @@
 """GPU sets for items, disjoint across pytest-xdist workers (and any other harness on the host).
 
-The lease is :func:`harness.lease.lease_gpus`: file locks, all-or-nothing, so an item needing four
+The lease is :func:`harness.server.lease.lease_gpus`: file locks, all-or-nothing, so an item needing four
 GPUs waits (bounded) until four are free and never holds a partial set while waiting.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from harness.lease import lease_gpus
+from harness.server.lease import lease_gpus
 
 __all__ = ["item_gpus"]
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.argtypes import positive_int
 from harness.build import BUILD_KINDS
-from harness.hardware import injected_inventory
-from harness.lease import DEFAULT_GPU_LEASE_TIMEOUT_S
+from harness.server.hardware import injected_inventory
+from harness.server.lease import DEFAULT_GPU_LEASE_TIMEOUT_S
+from harness.util.argtypes import positive_int
 
 __all__ = ["Settings", "settings", "parse_build", "parse_shard"]
 

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness.metric_registry import COMPARED, KEY
+from harness.records.metric_definitions import COMPARED, KEY
 
 if TYPE_CHECKING:
-    from harness.record import RunRecord
+    from harness.records.run_record import RunRecord
 
 __all__ = ["StepSummary", "failure_text", "log_excerpt", "record"]
 
@@ -55,9 +55,9 @@ def log_excerpt(path: str | os.PathLike[str] | None, signature: str | None = Non
     processes meet the dead one), else its last traceback, else its tail."""
     if not path or not Path(path).is_file():
         return "no server log", []
-    from harness.bounded_read import iter_lines
-    from harness.errors import UserError
-    from harness.signatures import Catalogue, StreamMatcher
+    from harness.signatures.catalogue import Catalogue, StreamMatcher
+    from harness.util.bounded_read import iter_lines
+    from harness.util.errors import UserError
 
     matcher = StreamMatcher(())  # no signature: it still keeps the last traceback block
     if signature:

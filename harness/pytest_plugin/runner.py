@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness.errors import HarnessError
+from harness.util.errors import HarnessError
 
 if TYPE_CHECKING:
-    from harness.record import RunRecord
+    from harness.records.run_record import RunRecord
     from harness.scenario import Case
 
 __all__ = ["close_pool", "pytest_sglang_repro_run"]
@@ -51,9 +51,9 @@ def _options(gpus: Sequence[int]) -> Any:
 def pytest_sglang_repro_run(
     item: pytest.Item, case: Case, role: str, spec: str, trial: int, gpus: Sequence[int]
 ) -> RunRecord:
-    from harness.paths import reports_root
     from harness.run import execute_run
-    from harness.server_pool import ServerPool
+    from harness.server.pool import ServerPool
+    from harness.util.paths import reports_root
 
     build = _resolve(item.config, spec)
     pool = item.stash.setdefault(_POOL, ServerPool(reports_root()))
@@ -73,7 +73,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             by_spec.setdefault(item.spec, []).append(item.case)
     if not by_spec:
         return
-    from harness.preflight_batch import check_flags_up_front
+    from harness.launch.preflight_batch import check_flags_up_front
 
     for spec, cases in by_spec.items():
         check_flags_up_front(cases, [spec])

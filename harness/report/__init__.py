@@ -1,6 +1,6 @@
 """The reports people read about a comparison: report.md, report.html and report.json.
 
-Each renderer is a pure function of a ``harness.comparison.ComparisonReport``; ``write_reports``
+Each renderer is a pure function of a ``harness.compare.verdicts.ComparisonReport``; ``write_reports``
 is the only place that touches the disk.
 """
 
@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.atomic import write_atomic
-from harness.comparison import ComparisonReport
+from harness.compare.verdicts import ComparisonReport
 from harness.report._format import PhaseRow, phase_rows_of
 from harness.report.html import phase_table, render_html
 from harness.report.json import load_report, render_json
 from harness.report.markdown import render_markdown
+from harness.util.atomic import write_atomic
 
 __all__ = ["write_reports", "render_markdown", "render_html", "render_json", "load_report", "PhaseRow", "phase_rows_of",
            "phase_table"]

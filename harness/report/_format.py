@@ -7,14 +7,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.comparison import (
+from harness.compare.verdicts import (
     CaseComparison,
     ComparisonReport,
     MetricComparison,
     MetricVerdict,
     RoleResult,
 )
-from harness.metric_registry import (
+from harness.measure.statistics import summarize
+from harness.records.metric_definitions import (
     ACCEPT_LENGTH,
     ACCEPT_RATE,
     CACHE_HIT_RATE,
@@ -24,7 +25,6 @@ from harness.metric_registry import (
     position_metric,
 )
 from harness.sim import REFERENCE_SERVER_LABEL
-from harness.statistics import summarize
 
 __all__ = [
     "Headline",

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from html import escape
 from urllib.parse import quote
 
-from harness.comparison import (
+from harness.compare.verdicts import (
     DEFAULT_METRICS,
     CaseComparison,
     ComparisonReport,

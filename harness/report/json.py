@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.comparison import ComparisonReport
-from harness.errors import UserError
+from harness.compare.verdicts import ComparisonReport
+from harness.util.errors import UserError
 
 __all__ = ["render_json", "load_report"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from harness.comparison import CaseComparison, ComparisonReport, RoleResult
+from harness.compare.verdicts import CaseComparison, ComparisonReport, RoleResult
 from harness.report import _format as f
 
 __all__ = ["render_markdown", "MAX_CHARS"]

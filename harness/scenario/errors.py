@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from harness.errors import UserError
+from harness.util.errors import UserError
 
 __all__ = ["ScenarioError", "excerpt", "format_line", "validation_lines"]
 

@@ -9,8 +9,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.collector import collector_paused
-from harness.paths import FIXTURES, resolve_fixture
 from harness.scenario.errors import ScenarioError, excerpt, format_line, validation_lines
 from harness.scenario.matrix import (
     DEFAULT_CASE,
@@ -23,6 +21,8 @@ from harness.scenario.matrix import (
 )
 from harness.scenario.model import Scenario
 from harness.scenario.source import Source, SourceError, read_source
+from harness.util.collector import collector_paused
+from harness.util.paths import FIXTURES, resolve_fixture
 
 __all__ = ["Case", "LoadedScenario", "find_scenario_files", "load_file", "load_paths", "select_cases"]
 
@@ -105,7 +105,7 @@ def _fixture_lines(source: Source, scenario: Scenario) -> list[str]:
 
 def _known_signatures() -> set[str] | None:
     try:
-        from harness.signatures import Catalogue
+        from harness.signatures.catalogue import Catalogue
     except ImportError:  # the catalogue module is optional for pure format checks
         return None
     return set(Catalogue.load().ids)
@@ -228,7 +228,7 @@ def find_scenario_files(paths: Iterable[Path | str]) -> list[Path]:
     The walk is bounded (:data:`SCENARIO_WALK_ENTRIES` entries, links to folders not followed): ``validate /``
     is one line saying the folder is too big, not a walk of the whole file system.
     """
-    from harness.bounded_read import ReadRefused, walk_files
+    from harness.util.bounded_read import ReadRefused, walk_files
 
     files: list[Path] = []
     for p in map(Path, paths):

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.build import BUILD_KINDS
-from harness.metric_registry import ACCEPT_LENGTH_BY_SOURCE, CROSS_PHASE
+from harness.records.metric_definitions import ACCEPT_LENGTH_BY_SOURCE, CROSS_PHASE
 from harness.scenario.errors import excerpt
 from harness.sim import REVISIONS
 
@@ -39,7 +39,7 @@ __all__ = [
     "CrossPhaseCheck",
 ]
 
-# The outcomes and phases a scenario may expect: the values of harness.outcome.Outcome and Phase
+# The outcomes and phases a scenario may expect: the values of harness.records.outcome.Outcome and Phase
 # (a test keeps them equal; an interrupted run is never expected).
 ExpectedOutcome = Literal["pass", "fail", "crash", "infra", "timeout"]
 ExpectedPhase = Literal["pre-flight", "start-up", "warm-up", "workload", "teardown"]
@@ -359,7 +359,7 @@ class Bound(_Strict):
         return None
 
 
-# SGLang reports three acceptance lengths that differ (harness.derive explains each); a check names one.
+# SGLang reports three acceptance lengths that differ (harness.measure.client_side explains each); a check names one.
 ACCEPT_LENGTH_METRICS = {source.value: m.name for source, m in ACCEPT_LENGTH_BY_SOURCE.items()}
 
 
@@ -463,7 +463,7 @@ class BuildRole(_Strict):
 class Expectation(_Strict):
     """What a role should end in: one outcome or a list of acceptable ones, optionally which
     signature(s) (``unknown`` for a crash that matches nothing in the catalogue) and in which phase(s),
-    and how sure the scenario is (judged by :mod:`harness.expectation`)."""
+    and how sure the scenario is (judged by :mod:`harness.compare.expectation`)."""
 
     outcome: ExpectedOutcome | list[ExpectedOutcome]
     signature: str | list[str] | None = None

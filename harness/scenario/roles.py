@@ -3,8 +3,8 @@ minimize) reads it here, so none imports another command for it."""
 
 from __future__ import annotations
 
-from harness.errors import UserError
 from harness.scenario.loader import Case
+from harness.util.errors import UserError
 
 __all__ = ["resolve_role"]
 

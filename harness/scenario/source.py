@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from harness.scenario.errors import excerpt
-from harness.yaml_loaders import LIBYAML
+from harness.util.yaml_loaders import LIBYAML
 
 __all__ = ["MAX_BYTES", "MAX_CHARS", "MAX_DEPTH", "MAX_NODES", "Position", "Source", "SourceError", "read_source"]
 

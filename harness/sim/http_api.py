@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from harness.contract import (
+from harness.contract.facts import (
     AUTH_EXEMPT_PREFIXES,
     HEALTH_CHECK_INPUT_IDS,
     HEALTH_CHECK_POLL_S,
@@ -307,7 +307,7 @@ async def metrics(request: web.Request) -> web.Response:
 
 def _api_key_middleware(api_key: str | None) -> Any:
     """SGLang's --api-key: every path but /health* and /metrics* wants the key as a bearer token, else 401
-    {"error": "Unauthorized"} (harness.contract AUTH_EXEMPT_PREFIXES, UNAUTHORIZED_ERROR)."""
+    {"error": "Unauthorized"} (harness.contract.facts AUTH_EXEMPT_PREFIXES, UNAUTHORIZED_ERROR)."""
 
     @web.middleware
     async def check(request: web.Request, handler: Any) -> web.StreamResponse:

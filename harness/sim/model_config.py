@@ -41,7 +41,7 @@ class TinyConfig:
     vocab_size: int = VOCAB_SIZE
     quantization: str | None = None
     # SGLang's has_image_understanding: the checkpoint's config has a vision_config
-    # (srt/configs/model_config.py, harness.contract.WARMUP_CHAT_PATH); decides the kind of warm-up.
+    # (srt/configs/model_config.py, harness.contract.facts.WARMUP_CHAT_PATH); decides the kind of warm-up.
     has_vision: bool = False
 
     @property

@@ -1,6 +1,6 @@
 """SGLang's ``kill_process_tree(os.getpid())``, modelled: SIGKILL every child, then this process.
 
-Both of SGLang's ways out of a running server end here (harness.contract): the SIGTERM watchdog after its
+Both of SGLang's ways out of a running server end here (harness.contract.facts): the SIGTERM watchdog after its
 drain (SIGTERM_SELF_KILL) and either SIGQUIT handler after a child failed (CHILD_FAILED_SELF_KILL).
 ``include_parent`` defaults to True and the parent is the launcher itself, so psutil's kill (SIGKILL)
 ends it: the wait status is -9 on both ways, never an exit code of its own.

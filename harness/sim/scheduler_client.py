@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
-from harness.contract import CHILD_CRASHED_LINE, CHILD_FAILED_LINE, CHILD_FAILED_RUNNING_LINE
+from harness.contract.facts import CHILD_CRASHED_LINE, CHILD_FAILED_LINE, CHILD_FAILED_RUNNING_LINE
 from harness.sim import SIM_LABEL
 from harness.sim.process_tree import kill_process_tree_and_self
 
@@ -51,7 +51,7 @@ class SchedulerClient:
         self.stopping = False
         self.last_receive = 0.0  # wall time of the scheduler's latest output (SGLang's last_receive_tstamp)
         # SGLang's tokenizer manager swaps in its running-phase SIGQUIT handler at its first request
-        # (harness.contract.CHILD_FAILED_RUNNING_LINE); before that the launch-phase one answers.
+        # (harness.contract.facts.CHILD_FAILED_RUNNING_LINE); before that the launch-phase one answers.
         self.running_phase = False
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from harness.contract import CHILD_FAILED_LINE, READY_LINE, UVICORN_RUNNING, WARMUP_FAILED_LINE
+from harness.contract.facts import CHILD_FAILED_LINE, READY_LINE, UVICORN_RUNNING, WARMUP_FAILED_LINE
 from harness.sim import SIM_LABEL, version_string
 from harness.sim.cli_args import parse_server_args
 from harness.sim.model_config import ModelNotFoundError
@@ -79,7 +79,7 @@ def _start_scheduler(settings: SchedulerSettings) -> SchedulerClient:
     if proc.is_alive():
         proc.kill()
         proc.join(2.0)
-    logger.error("%s", CHILD_FAILED_LINE)  # SGLang's launch-phase SIGQUIT handler (harness.contract)
+    logger.error("%s", CHILD_FAILED_LINE)  # SGLang's launch-phase SIGQUIT handler (harness.contract.facts)
     logger.error("%s Scheduler process exited with code %s during start-up. Shutting down.", SIM_LABEL, proc.exitcode)
     kill_process_tree_and_self()  # as that handler does: the wait status is -9 (CHILD_FAILED_SELF_KILL)
 

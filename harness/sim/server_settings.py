@@ -3,7 +3,7 @@
 Decisions modelled: NEXTN/EAGLE with a ``Gemma4AssistantForCausalLM`` draft is promoted to
 FROZEN_KV_MTP; the draft's quantization inherits ``--quantization`` unless
 ``--speculative-draft-model-quantization`` is given (``unquant``: none), and a draft whose checkpoint is
-not quantized cannot load with a ModelOpt method (harness.contract.DRAFT_QUANTIZATION_UNQUANT); the
+not quantized cannot load with a ModelOpt method (harness.contract.facts.DRAFT_QUANTIZATION_UNQUANT); the
 draft CUDA graph is skipped (eager path) when CUDA graphs are disabled for both decode and prefill
 (``--disable-cuda-graph``, or ``--cuda-graph-backend-decode/-prefill disabled``) or
 ``--speculative-num-steps <= 1``; the draft's attention backend is
@@ -11,7 +11,7 @@ draft CUDA graph is skipped (eager path) when CUDA graphs are disabled for both 
 ``--attention-backend`` (Gemma-4's default: trtllm_mha on SM100, triton elsewhere, as SGLang; the
 model's "GPU" is ``--sim-gpu-sm``, else its device's: CPU is none), and
 Frozen-KV MTP with topk > 1 supports only triton; ``--max-running-requests`` defaults to 48 for
-Frozen-KV MTP (harness.contract.FROZEN_KV_MTP_MAX_RUNNING_DEFAULT).
+Frozen-KV MTP (harness.contract.facts.FROZEN_KV_MTP_MAX_RUNNING_DEFAULT).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import argparse
 import logging
 from dataclasses import dataclass
 
-from harness.contract import (
+from harness.contract.facts import (
     DRAFT_QUANTIZATION_UNQUANT,
     ENV_FALSE,
     ENV_TRUE,
@@ -81,7 +81,7 @@ class SchedulerSettings:
     hicache_size_gb: int = 0
     draft_cache: str = "post-fix"  # the HiCache load-back of the draft's view (harness.sim.radix_cache)
     # What SGLang's settings hold as attention_backend after post-init (the flag, else Gemma-4's default), which
-    # /server_info reports (harness.contract RESOLVED_ATTENTION_KEYS).
+    # /server_info reports (harness.contract.facts RESOLVED_ATTENTION_KEYS).
     server_attention_backend: str = "triton"
 
 
@@ -159,7 +159,7 @@ def _gpu_sm(args: argparse.Namespace) -> int | None:
 
 def _attention_backend(args: argparse.Namespace, target: TinyConfig) -> str:
     """``--attention-backend``, else SGLang's default: for Gemma-4 trtllm_mha on SM100 and triton elsewhere
-    (harness.contract GEMMA4_DEFAULT_ATTENTION_BACKEND, server_args.py 0.5.14 :4061-4069; 0.5.15
+    (harness.contract.facts GEMMA4_DEFAULT_ATTENTION_BACKEND, server_args.py 0.5.14 :4061-4069; 0.5.15
     arg_groups/overrides.py :609-616); the reference server's triton for any other model."""
     if args.attention_backend:
         return str(args.attention_backend)

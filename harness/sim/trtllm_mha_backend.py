@@ -7,7 +7,7 @@ refills it from the forward batch's ``out_cache_loc`` before each replay, with n
 :642-648). A stale prefill ``out_cache_loc`` longer than the buffer cannot be copied into the
 buffer's ``[:n]`` slice, and PyTorch raises ``The size of tensor a (48) must match the size of tensor
 b (N) at non-singleton dimension 0`` (``output with shape [1] doesn't match the broadcast shape [N]``
-for a one-entry buffer). Cited in ``harness.contract`` (TRTLLM_SWA_REFILL).
+for a one-entry buffer). Cited in ``harness.contract.facts`` (TRTLLM_SWA_REFILL).
 """
 
 from __future__ import annotations

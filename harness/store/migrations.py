@@ -30,8 +30,8 @@ from sqlalchemy import (
     text,
 )
 
-from harness.errors import InfraError, UserError
 from harness.store.schema import store_version
+from harness.util.errors import InfraError, UserError
 
 __all__ = ["MIGRATIONS", "Migration", "current_version", "latest_version", "migrate"]
 

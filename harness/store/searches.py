@@ -18,7 +18,7 @@ import hashlib
 import json
 
 from harness import __version__
-from harness.record import RunRecord
+from harness.records.run_record import RunRecord
 from harness.store.store import Batch, open_store
 
 __all__ = ["SearchRuns", "search_key"]

@@ -23,12 +23,12 @@ from sqlalchemy import Connection, Engine, Float, Integer, Row, Select, String, 
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
-from harness.errors import InfraError, UserError
-from harness.record import RunRecord, record_from_dict, record_to_dict
-from harness.redact import redact_log
+from harness.records.run_record import RunRecord, record_from_dict, record_to_dict
 from harness.store.migrations import migrate
 from harness.store.schema import alerts, batches, builds, detections, hosts, metrics, runs
 from harness.store.url import redact_url, store_url
+from harness.util.errors import InfraError, UserError
+from harness.util.redact import redact_log
 
 if TYPE_CHECKING:  # pandas is imported by the readers only: a writer (every run) does not pay for it
     import pandas as pd
@@ -474,7 +474,7 @@ def check_sqlite_file(path: Path, where: str) -> None:
     except OSError as exc:
         raise UserError(f"store {where}: cannot look at it ({exc.strerror or exc})") from None
     if not stat.S_ISREG(mode):
-        from harness.bounded_read import kind_of_mode
+        from harness.util.bounded_read import kind_of_mode
 
         raise UserError(f"store {where}: {kind_of_mode(mode)}; an SQLite store is a regular file")
     _refuse_foreign_sqlite(path, where)

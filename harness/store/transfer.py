@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Float, Integer, Select, String, Text, select
 
-from harness.atomic import replace_with
-from harness.bounded_read import walk_files
-from harness.errors import UserError
-from harness.metric_registry import METRICS
-from harness.record import RunRecord, read_record
+from harness.records.metric_definitions import METRICS
+from harness.records.run_record import RunRecord, read_record
 from harness.store.schema import metrics
 from harness.store.store import Batch, Store, metric_value, runs_select, schema_problems
+from harness.util.atomic import replace_with
+from harness.util.bounded_read import walk_files
+from harness.util.errors import UserError
 
 if TYPE_CHECKING:  # imported where they are used: a HUD export needs neither (pandas alone is most of a second)
     import pandas as pd
@@ -59,7 +59,7 @@ class ImportReport:
 
 def find_records(paths: list[Path]) -> Iterator[Path]:
     """Every ``result.json`` under the given folders (or the files themselves), sorted; the walk is
-    bounded and does not follow links to folders (:func:`harness.bounded_read.walk_files`)."""
+    bounded and does not follow links to folders (:func:`harness.util.bounded_read.walk_files`)."""
     for path in paths:
         if path.is_dir() and not path.is_symlink():
             yield from sorted(walk_files(path, "result.json"))
@@ -312,7 +312,7 @@ def _outcomes_text(outcomes: str) -> bytes:
 def _write_hud(store: Store, tmp: Path, repo: str = "sgl-project/sglang") -> int:
     """The records as one JSON array, one record a line, the bytes ``json.dumps`` of each ``hud_records``
     record gives, written point by point into ``tmp`` (the temporary file of
-    :func:`harness.atomic.replace_with`). The runs come sorted by the point (the key less the metric) and
+    :func:`harness.util.atomic.replace_with`). The runs come sorted by the point (the key less the metric) and
     the trial, their metrics by run id; a point's records are its metric names in order. A run's shared
     fields are encoded once by json (its C encoder), a record's metric around its values from a template;
     json's text is ASCII (``ensure_ascii``), so the pieces are bytes, joined once per point and written

@@ -14,8 +14,8 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from harness.errors import UserError
-from harness.paths import reports_root
+from harness.util.errors import UserError
+from harness.util.paths import reports_root
 
 __all__ = ["DEFAULT_STORE_NAME", "STORE_ENV", "default_store", "redact_url", "store_url"]
 

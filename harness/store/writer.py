@@ -7,9 +7,9 @@ naming the store (password redacted).
 
 from __future__ import annotations
 
-from harness.errors import InfraError
-from harness.record import RunRecord
+from harness.records.run_record import RunRecord
 from harness.store.store import Batch, Store, new_batch, open_store
+from harness.util.errors import InfraError
 
 __all__ = ["DeferredWriter", "StoreWriter", "record_run"]
 

@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 from harness.bisect.demo_repo import STEP_COST_MS, Layout, make_demo_repo
-from harness.reaper import TAG_VAR
+from harness.server.reaper import TAG_VAR
 from tests.checkout_digest import checkout_digest
 from tests.process_marks import MARK_VAR, marked
 

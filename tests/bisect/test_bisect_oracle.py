@@ -25,8 +25,8 @@ from harness.bisect.releases import (
 )
 from harness.bisect.sequential import Side, endpoint_difference, sequential_test, without_stalls
 from harness.build import parse_build_spec, resolve_build
-from harness.errors import InfraError, UserError
-from harness.outcome import Outcome
+from harness.records.outcome import Outcome
+from harness.util.errors import InfraError, UserError
 
 SIG = "frozen-kv-mtp-stale-out-cache-loc"
 OTHER = "cuda-illegal-memory-access"
@@ -190,7 +190,7 @@ def test_simsrc_flags_are_parsed_by_the_checkouts_own_parser(tmp_path):
     import shutil
 
     from harness.build import Build
-    from harness.preflight import check_flags
+    from harness.launch.preflight import check_flags
 
     repo = tmp_path / "proj"
     (repo / "harness").mkdir(parents=True)

@@ -13,9 +13,9 @@ import pytest
 from harness.bisect.fleet import LocalProbes, ProbeJob
 from harness.bisect.oracle import Find, Limits, Target, Verdict
 from harness.bisect.probe import SearchState
-from harness.errors import InfraError
 from harness.scenario.model import Hardware
 from harness.store.store import new_batch
+from harness.util.errors import InfraError
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = REPO / "fixtures" / "bisect" / "stale_out_cache_loc_tiny.yaml"

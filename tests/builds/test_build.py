@@ -20,7 +20,7 @@ from harness.build import (
     parse_build_spec,
     resolve_build,
 )
-from harness.errors import InfraError, UserError
+from harness.util.errors import InfraError, UserError
 
 RELEASES = ("0.5.14", "0.5.15")
 

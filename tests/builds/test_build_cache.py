@@ -17,8 +17,8 @@ import pytest
 
 from harness.build import Build, default_cache_dir, describe_environment, ensure_pip_env, resolve_build
 from harness.build.cache import cache_file, flag_set_key
-from harness.errors import InfraError
-from harness.preflight import check_flag_sets, check_flags
+from harness.launch.preflight import check_flag_sets, check_flags
+from harness.util.errors import InfraError
 
 _SERVER_ARGS = """
 import json, os, sys
@@ -246,7 +246,7 @@ def test_a_real_sglang_parser_is_started_once_for_a_flag_set(tmp_path: Path) -> 
 def test_a_batch_loads_each_builds_parser_once_and_every_run_then_finds_its_verdict(
     tmp_path: Path, cache_root: Path
 ) -> None:
-    from harness.preflight_batch import check_flags_up_front
+    from harness.launch.preflight_batch import check_flags_up_front
     from harness.scenario import load_file, server_flags
 
     cases = load_file(SCENARIO).cases
@@ -263,7 +263,7 @@ def test_a_batch_loads_each_builds_parser_once_and_every_run_then_finds_its_verd
 
 
 def test_a_batch_leaves_a_broken_parser_to_the_runs(tmp_path: Path) -> None:
-    from harness.preflight_batch import check_flags_up_front
+    from harness.launch.preflight_batch import check_flags_up_front
     from harness.scenario import load_file
 
     log = tmp_path / "parser.log"

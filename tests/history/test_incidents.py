@@ -10,7 +10,7 @@ from harness.history.alerts import Alert
 from harness.history.incidents import Incident, group, next_step
 from harness.history.review import review
 from harness.history.series import Point
-from harness.outcome import Outcome
+from harness.records.outcome import Outcome
 from harness.store.store import new_batch, open_store
 from tests.store.records import make_record
 
@@ -109,8 +109,8 @@ def test_a_series_of_this_host_survives_a_kernel_update(tmp_path) -> None:
     update (the platform string changes, nothing else): one series, keyed by core count and CPU model."""
     import dataclasses
 
-    from harness.hardware import host_info
     from harness.history.series import case_points, host_changes
+    from harness.server.hardware import host_info
 
     here = host_info()
     assert here.cpu, "this host's /proc/cpuinfo names no CPU model"
@@ -161,7 +161,7 @@ def test_the_incidents_next_step_runs_as_printed(run_cli, tmp_path) -> None:
     import dataclasses
     import shlex
 
-    from harness.record import ScenarioRef
+    from harness.records.run_record import ScenarioRef
 
     ref = ScenarioRef("frozen-kv-mtp-accept-length-guard", "scenarios/frozen_kv_mtp/accept_length_guard.yaml")
     rng = random.Random(5)

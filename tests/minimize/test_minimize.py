@@ -14,8 +14,8 @@ from harness.minimize.ddmin import DDState, ddmin, smallest_failing
 from harness.minimize.defaults import read_defaults
 from harness.minimize.observation import Observation, Target, frames_of, observe
 from harness.minimize.oracle import Oracle, Verdict, repetition_rule
-from harness.outcome import Outcome, Phase
-from harness.record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo
+from harness.records.outcome import Outcome, Phase
+from harness.records.run_record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo
 from harness.scenario import load_file, select_cases
 from harness.store.searches import SearchRuns
 from harness.store.store import new_batch
@@ -351,7 +351,7 @@ def test_flag_checks_on_many_threads_leave_the_process_streams_alone():
     import sys
     import threading
 
-    from harness.launcher import launcher_for
+    from harness.launch.launcher import launcher_for
 
     launcher = launcher_for(resolve_build("sim:pre-fix"))
     before = (sys.stdout, sys.stderr)

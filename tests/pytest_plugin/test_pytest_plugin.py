@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.lease import lease_gpus
 from harness.scenario import load_paths, select_cases
+from harness.server.lease import lease_gpus
 
 pytest_plugins = ["pytester"]
 
@@ -36,8 +36,8 @@ L40S = "0:NVIDIA L40S:46:8.9"
 FAKE_RUNNER = '''
 import json, os, time
 from pathlib import Path
-from harness.lease import lease_port
-from harness.record import record_from_dict
+from harness.server.lease import lease_port
+from harness.records.run_record import record_from_dict
 
 def pytest_sglang_repro_run(item, case, role, spec, trial, gpus):
     with lease_port() as port:

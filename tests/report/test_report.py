@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.comparison import ComparisonReport, RoleResult, build_report, compare_case
-from harness.errors import UserError
+from harness.compare.verdicts import ComparisonReport, RoleResult, build_report, compare_case
 from harness.report import load_report, render_html, render_json, render_markdown, write_reports
 from harness.report.markdown import MAX_CHARS
+from harness.util.errors import UserError
 from tests.run_records import judged
 
 SIG = "frozen-kv-mtp-stale-out-cache-loc"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.expectation import run_holds
-from harness.outcome import Outcome, Phase
+from harness.compare.expectation import run_holds
+from harness.records.outcome import Outcome, Phase
 from harness.scenario import (
     ScenarioError,
     load_file,

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.server import ServerProcess
+from harness.server.process import ServerProcess
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()

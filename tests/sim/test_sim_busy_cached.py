@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.compare_runner import compare_cases
-from harness.outcome import Outcome
+from harness.compare.runner import compare_cases
+from harness.records.outcome import Outcome
 from harness.report import render_html, render_markdown, write_reports
 from harness.report.json import load_report
 from harness.scenario import load_file

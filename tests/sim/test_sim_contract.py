@@ -1,4 +1,4 @@
-"""The reference server follows harness.contract where it models SGLang (tests/test_contract.py checks the
+"""The reference server follows harness.contract.facts where it models SGLang (tests/test_contract.py checks the
 same constants against real SGLang 0.5.14 and 0.5.15): readiness, health, warm-up, stream, meta_info,
 metrics, server info, log prefixes."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import contract
+from harness.contract import facts as contract
 from harness.sim.model_config import resolve_model
 from harness.sim.server_settings import health_settings
 from harness.sim.tokenizer import BOS_ID, ByteTokenizer

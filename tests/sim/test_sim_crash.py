@@ -11,7 +11,13 @@ import time
 import psutil
 import pytest
 
-from harness.contract import CHILD_CRASHED_LINE, CHILD_FAILED_RUNNING_LINE, CHILD_FAILED_SELF_KILL, READY_LINE, UVICORN_RUNNING
+from harness.contract.facts import (
+    CHILD_CRASHED_LINE,
+    CHILD_FAILED_RUNNING_LINE,
+    CHILD_FAILED_SELF_KILL,
+    READY_LINE,
+    UVICORN_RUNNING,
+)
 from harness.sim.model_config import resolve_model
 from harness.sim.warmup import warmup_request
 from tests.process_marks import alive, command_line
@@ -143,7 +149,7 @@ def test_scheduler_dies_with_a_killed_front(sim_server):
 
 def test_a_scheduler_ended_by_a_signal_takes_the_front_down_as_sglangs_subprocess_watchdog_does(sim_server):
     """SGLang's schedulers have no SIGTERM handler: the SIGTERM the harness sends to the server's process group
-    ends them at once, and the launcher's SubprocessWatchdog takes the tree down (harness.contract)."""
+    ends them at once, and the launcher's SubprocessWatchdog takes the tree down (harness.contract.facts)."""
     server = sim_server([*GRAPH_28264, "--sim-revision", "post-fix", "--skip-server-warmup"])
     ok = server.post("/generate", {"input_ids": _prompt(32), "sampling_params": {"max_new_tokens": 4}}, timeout=20)
     assert ok[0] == 200  # the running phase: SGLang's running-phase SIGQUIT handler answers

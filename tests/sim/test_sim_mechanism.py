@@ -10,7 +10,7 @@ from typing import cast
 import pytest
 import torch
 
-from harness.contract import FROZEN_KV_MTP_MAX_RUNNING_DEFAULT
+from harness.contract.facts import FROZEN_KV_MTP_MAX_RUNNING_DEFAULT
 from harness.sim.cli_args import parse_server_args
 from harness.sim.cuda_graph_buffer_registry import CudaGraphBufferRegistry
 from harness.sim.forward_batch import ForwardBatch, ForwardMode

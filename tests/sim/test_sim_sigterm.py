@@ -1,4 +1,4 @@
-"""The reference server stops on SIGTERM as SGLang's launcher does (harness.contract SIGTERM_*, issue 24 item 4).
+"""The reference server stops on SIGTERM as SGLang's launcher does (harness.contract.facts SIGTERM_*, issue 24 item 4).
 
 A real server process, a real open stream: SIGTERM is logged, the open request holds the drain (SGLang
 drains with no bound of its own), the client going away aborts it, then the scheduler is stopped and the
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import contract
+from harness.contract import facts as contract
 from tests.process_marks import alive
 from tests.sim.sim_helpers import GRAPH_28264, start_server, stop_server
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.compare_runner import compare_cases
+from harness.compare.runner import compare_cases
 from harness.dashboard.site import build_site
 from harness.history.alerts import Alert
 from harness.history.incidents import Incident
 from harness.history.review import review
-from harness.outcome import Outcome
+from harness.records.outcome import Outcome
 from harness.report import render_html, render_markdown
 from harness.scenario import load_file
 from harness.store.store import new_batch, open_store

@@ -1,7 +1,7 @@
 """When the stale ``out_cache_loc`` is there, and how long it is: the trigger conditions of sglang#28264/#29021.
 
 Each test drives the reference server's scheduler in-process at ``pre-fix`` and shows one condition
-that SGLang's code decides (traced in harness.contract STALE_ONLY_IN_A_FRESH_RUNNING_BATCH and in
+that SGLang's code decides (traced in harness.contract.facts STALE_ONLY_IN_A_FRESH_RUNNING_BATCH and in
 harness.sim.radix_cache): N is the prefill's *extend* tokens (a cached prefix takes no slot, a
 chunked prompt reports its last chunk), and the value survives only when the finished prefill batch
 becomes the running batch as it is. Each crash is checked against the same traffic that does not crash.
@@ -15,7 +15,7 @@ from typing import cast
 
 import pytest
 
-from harness.contract import FROZEN_KV_MTP_MAX_RUNNING_DEFAULT
+from harness.contract.facts import FROZEN_KV_MTP_MAX_RUNNING_DEFAULT
 from harness.sim.cli_args import parse_server_args
 from harness.sim.scheduler import Scheduler
 from harness.sim.server_settings import resolve_settings

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from harness.executor.job import RunJob, _job_folder_here, execute_job
-from harness.record import RunRecord
+from harness.records.run_record import RunRecord
 
 
 def run_then_linger(job: RunJob) -> RunRecord:

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from harness.executor.slurm import gres_for
-from harness.outcome import Outcome
-from harness.record import RunRecord, read_record
+from harness.records.outcome import Outcome
+from harness.records.run_record import RunRecord, read_record
 from harness.scenario.model import Hardware
 from harness.store.store import open_store
 from tests.slurm import _cluster

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.artifacts import write_record
-from harness.outcome import Outcome, Phase
-from harness.record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo
+from harness.records.artifacts import write_record
+from harness.records.outcome import Outcome, Phase
+from harness.records.run_record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo
 
 SCENARIO = "store-test-scenario"
 

@@ -13,7 +13,7 @@ import pytest
 
 from harness.dashboard.site import CSP, _page
 from harness.history.review import review
-from harness.outcome import Outcome
+from harness.records.outcome import Outcome
 from harness.store.store import new_batch, open_store
 from tests.store._cdp import visit
 from tests.store.records import make_record

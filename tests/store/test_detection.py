@@ -13,7 +13,7 @@ from harness.history.scoring import TOLERANCE
 from harness.history.series import CasePoints, Point
 from harness.history.steps import Rule, detect
 from harness.history.synthetic import KINDS, generate
-from harness.outcome import Outcome
+from harness.records.outcome import Outcome
 
 THROUGHPUT = Rule(0.05)  # the strictest minimum effect the issue names: 5% throughput
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "histories"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.outcome import Outcome
-from harness.record import RunRecord
+from harness.records.outcome import Outcome
+from harness.records.run_record import RunRecord
 from harness.store import transfer
 from harness.store.store import build_key, new_batch, open_store
 from harness.store.transfer import export_store

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.record import record_to_dict
+from harness.records.run_record import record_to_dict
 from harness.store.store import open_store
 from tests.run_records import make_record
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.history.review import review
-from harness.outcome import Outcome
+from harness.records.outcome import Outcome
 from harness.store.store import new_batch, open_store
 from tests.store.records import make_record
 

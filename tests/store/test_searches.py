@@ -14,7 +14,7 @@ from harness import __version__
 from harness.bisect.oracle import Find, Limits, Target, Verdict
 from harness.bisect.probe import Probe, SearchState, experiment_key, load_case
 from harness.bisect.step import read_state
-from harness.outcome import Outcome
+from harness.records.outcome import Outcome
 from harness.store.searches import SearchRuns, search_key
 from harness.store.store import new_batch, open_store
 from harness.store.url import STORE_ENV

@@ -14,7 +14,7 @@ from harness.history import detections, screen
 from harness.history import series as series_module
 from harness.history.review import review
 from harness.history.series import CasePoints, Point, stored_case_points
-from harness.outcome import Outcome
+from harness.records.outcome import Outcome
 from harness.store.store import new_batch, open_store
 from tests.store.records import make_record
 from tests.store.test_series_read import _varied_store

@@ -12,8 +12,8 @@ import numpy as np
 from harness.history import screen
 from harness.history.series import case_points, stored_case_points
 from harness.history.steps import Rule, Tracker
-from harness.outcome import Outcome
-from harness.record import GpuInfo, HostInfo
+from harness.records.outcome import Outcome
+from harness.records.run_record import GpuInfo, HostInfo
 from harness.store.store import new_batch, open_store
 from tests.store.records import make_record
 

@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import create_engine, inspect
 
-from harness.errors import InfraError
-from harness.outcome import Outcome
+from harness.records.outcome import Outcome
 from harness.store import migrations
 from harness.store.schema import metadata
 from harness.store.store import new_batch, open_store
@@ -19,6 +18,7 @@ from harness.store.transfer import export_store, import_folders
 from harness.store.url import redact_url
 from harness.store.url import store_url as parse_store_url
 from harness.store.writer import record_run
+from harness.util.errors import InfraError
 from tests.store.records import make_record, write_run_folder
 
 

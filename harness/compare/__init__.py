@@ -1,0 +1,1 @@
+"""Before/after comparisons: running every case under each role, and the verdicts."""

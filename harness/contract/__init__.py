@@ -1,0 +1,1 @@
+"""What the harness assumes about SGLang, each fact with the real source line that backs it."""

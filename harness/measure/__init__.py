@@ -1,0 +1,1 @@
+"""Figures from a run: client-side metrics from request records, server-side ones, statistics."""

@@ -1,0 +1,1 @@
+"""Small helpers with one owner each: atomic writes, the bounded reader, child commands, paths, text."""

@@ -1,0 +1,191 @@
+"""The one bounded reader: every file the harness reads, read as a regular file of a capped size.
+
+A path given by a user can name anything: ``/dev/zero`` (endless), a FIFO (an open that waits for a
+writer forever), a folder, a socket, or a JSON line nested 200k levels deep (a ``RecursionError`` in
+the decoder). So a file is opened without blocking and without following it to a terminal, checked
+to be a regular file on the open descriptor (no race with a rename), and read up to the cap of its
+kind; JSON is decoded with a depth cap; folders are walked with a bound on entries and depth. Every
+refusal is a :class:`ReadRefused` (a UserError: one line naming the file, exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.util.errors import UserError
+
+__all__ = ["CAPS", "JSON_MAX_DEPTH", "WALK_MAX_DEPTH", "WALK_MAX_ENTRIES", "ReadRefused", "iter_lines", "kind_of_mode",
+           "load_json", "read_bytes", "read_json", "read_text", "walk_files"]
+
+# Caps per kind of file, in bytes: each is well above what the harness itself writes (a result.json is a
+# few kB, a catalogue tens of kB, a requests.jsonl of a long workload tens of MB) and far below memory.
+CAPS: dict[str, int] = {
+    "record": 16 << 20,  # result.json, report.json
+    "catalogue": 4 << 20,  # fixtures/signatures.yaml
+    "requests": 512 << 20,  # requests.jsonl
+    "log": 1 << 30,  # server.log (scanned as a stream, line by line, elsewhere; this cap is for whole reads)
+    "state": 16 << 20,  # bisect state, caches
+}
+JSON_MAX_DEPTH = 64  # the harness's own JSON nests at most 6 levels
+WALK_MAX_ENTRIES = 200_000  # folder entries looked at by one walk (a reports tree of a year is ~50k)
+WALK_MAX_DEPTH = 16  # folder levels below the root (reports/runs/<id>/result.json is 3)
+
+
+class ReadRefused(UserError):
+    """A file the harness was asked to read is not one it will read: one line, exit 2."""
+
+
+def kind_of_mode(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISLNK, "a symbolic link"), (stat.S_ISREG, "an existing file")):
+        if test(mode):
+            return name
+    return "not a regular file or folder"
+
+
+def _open_regular(path: Path, kind: str) -> int:
+    """A descriptor of ``path`` once it is known to be a regular file within the cap of its kind."""
+    cap = CAPS[kind]
+    try:
+        # O_NONBLOCK: opening a FIFO would otherwise wait for a writer; O_NOCTTY: a terminal never becomes ours.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        raise ReadRefused(f"{path}: no such file") from None
+    except OSError as exc:
+        raise ReadRefused(f"{path}: cannot open ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ReadRefused(f"{path}: {kind_of_mode(info.st_mode)}, not a regular file; refused")
+        if info.st_size > cap:
+            raise ReadRefused(f"{path}: {info.st_size} bytes, over the {cap}-byte cap for a {kind} file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def iter_lines(path: Path, kind: str, *, max_line: int = 1 << 20) -> Iterator[bytes]:
+    """The lines of a regular file of at most ``CAPS[kind]`` bytes, each cut at ``max_line`` bytes (a log
+    with no newline in a gigabyte is read a megabyte at a time, never whole)."""
+    cap = CAPS[kind]
+    fd = _open_regular(path, kind)
+    with os.fdopen(fd, "rb") as fh:
+        size = 0
+        while True:
+            try:
+                line = fh.readline(max_line)
+            except OSError as exc:
+                raise ReadRefused(f"{path}: cannot read ({exc.strerror or exc})") from None
+            if not line:
+                return
+            size += len(line)
+            if size > cap:
+                raise ReadRefused(f"{path}: grew past the {cap}-byte cap for a {kind} file while being read")
+            yield line
+
+
+def read_bytes(path: Path, kind: str) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``CAPS[kind]`` bytes; ReadRefused otherwise."""
+    cap = CAPS[kind]
+    fd = _open_regular(path, kind)
+    try:
+        chunks: list[bytes] = []
+        size = 0
+        while size <= cap:  # the file may grow while it is read
+            chunk = os.read(fd, min(1 << 20, cap + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise ReadRefused(f"{path}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    if size > cap:
+        raise ReadRefused(f"{path}: grew past the {cap}-byte cap for a {kind} file while being read")
+    return b"".join(chunks)
+
+
+def read_text(path: Path, kind: str) -> str:
+    """:func:`read_bytes` decoded as UTF-8; ReadRefused for bytes that are not UTF-8."""
+    data = read_bytes(path, kind)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReadRefused(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _depth(value: Any, limit: int) -> int:
+    """The nesting depth of a decoded JSON value, walked without recursion; stops past ``limit``."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                return deepest
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def load_json(text: str | bytes, source: str, *, max_depth: int = JSON_MAX_DEPTH) -> Any:
+    """Decode JSON nested at most ``max_depth`` levels; ReadRefused naming ``source`` otherwise.
+
+    The C decoder recurses once per level and raises RecursionError near the interpreter's limit
+    (about 1000); anything between ``max_depth`` and that is refused after decoding, before any
+    recursive consumer sees it. NaN and Infinity are JSON extensions Python accepts; they are kept
+    (the harness writes NaN for a metric it could not compute) and judged by the consumer.
+    """
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ReadRefused(f"{source}: JSON nested deeper than {max_depth} levels") from None
+    except ValueError as exc:
+        raise ReadRefused(f"{source}: not JSON ({exc})") from None
+    if _depth(value, max_depth) > max_depth:
+        raise ReadRefused(f"{source}: JSON nested deeper than {max_depth} levels")
+    return value
+
+
+def read_json(path: Path, kind: str, *, max_depth: int = JSON_MAX_DEPTH) -> Any:
+    return load_json(read_bytes(path, kind), str(path), max_depth=max_depth)
+
+
+def walk_files(root: Path, name: str | None = None, *, suffixes: tuple[str, ...] = (),
+               max_entries: int = WALK_MAX_ENTRIES, max_depth: int = WALK_MAX_DEPTH) -> Iterator[Path]:
+    """Entries under ``root`` named ``name`` (or ending in one of ``suffixes``) that are not folders, sorted
+    per folder; reading them goes through :func:`read_bytes`, which refuses what is not a regular file.
+
+    Symbolic links to folders are not followed (a link to ``/`` would walk the machine); a walk that would look at
+    more than ``max_entries`` entries or go deeper than ``max_depth`` folders is refused with
+    ReadRefused, not truncated silently, so that a caller never acts on a part taken for the whole.
+    """
+    seen = 0
+    stack: list[tuple[Path, int]] = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            raise ReadRefused(f"{folder}: cannot list ({exc.strerror or exc})") from None
+        seen += len(entries)
+        if seen > max_entries:
+            raise ReadRefused(f"{root}: more than {max_entries} entries below it; give a smaller folder")
+        subfolders = []
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                subfolders.append(Path(entry.path))
+            elif (name is not None and entry.name == name) or (suffixes and entry.name.endswith(suffixes)):
+                yield Path(entry.path)  # whatever it is (a link, a FIFO): the reader refuses it, with its reason
+        if subfolders and depth + 1 > max_depth:
+            raise ReadRefused(f"{root}: folders nested deeper than {max_depth} levels below it; give a smaller folder")
+        stack.extend((sub, depth + 1) for sub in reversed(subfolders))

@@ -1,0 +1,1 @@
+"""What is sent to a server: prompts of exact token counts, the request driver, stateful phases."""
