@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import re
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -54,6 +54,9 @@ __all__ = [
     "looks_like_crash",
     "TRACEBACK_HEADER",
     "Rejection",
+    "LineEvent",
+    "Family",
+    "Fix",
 ]
 
 TRACEBACK_HEADER = "Traceback (most recent call last):"
@@ -62,9 +65,12 @@ Kind = Literal["bug", "infra"]
 _KINDS = ("bug", "infra")
 _ID = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
 _REQUIRED = ("id", "title", "kind", "upstream", "message")
-_OPTIONAL = ("frames", "evidence", "description")
+_OPTIONAL = ("frames", "evidence", "description", "family", "message_alone", "context", "fixed")
+_MESSAGE_ALONE = ("probable", "possible")
 _FRAME_KEYS = ("file", "function", "call", "tags")
-_EVIDENCE_KEYS = ("min", "require")
+_EVIDENCE_KEYS = ("min", "require", "alone")
+_FIXED_KEYS = ("version", "pr")
+_FAMILY_KEYS = ("id", "title", "upstream")
 _MAX_BLOCK_LINES = 400  # deeper tracebacks keep their innermost frames, which are the ones that matter
 _MAX_WRITERS = 64
 
@@ -105,6 +111,27 @@ class Signature:
     frames: tuple[FrameSpec, ...] = ()
     evidence: EvidenceRule = field(default_factory=EvidenceRule)
     description: str = ""
+    family: str | None = None  # the id of the family of siblings that share its message, not its cause
+    message_alone: Literal["probable", "possible"] = "possible"  # the message without frames: how telling
+    context: tuple[re.Pattern[str], ...] = ()  # what else the whole text must show (flags, a kernel's name)
+    fixed: Fix | None = None
+
+
+@dataclass(frozen=True)
+class Fix:
+    """The first release with the fix, and the change that fixed it."""
+
+    version: str
+    pr: str
+
+
+@dataclass(frozen=True)
+class Family:
+    """Siblings: catalogue entries with the same message from different root causes."""
+
+    id: str
+    title: str
+    upstream: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -132,7 +159,9 @@ class Rejection:
 class Catalogue:
     """The known crash signatures, in catalogue order (earlier entries win on the same line)."""
 
-    def __init__(self, signatures: Sequence[Signature], source: Path | None = None) -> None:
+    def __init__(self, signatures: Sequence[Signature], source: Path | None = None,
+                 families: Sequence[Family] = ()) -> None:
+        self.families = {f.id: f for f in families}
         self._by_id: dict[str, Signature] = {}
         for sig in signatures:
             if sig.id in self._by_id:
@@ -152,7 +181,8 @@ class Catalogue:
             text = read_text(path, "catalogue")
         except UserError as exc:
             raise UserError(f"{exc} (the signature catalogue)") from None
-        return cls(_parse_catalogue(text, path), source=path)
+        signatures, families = _parse_catalogue(text, path)
+        return cls(signatures, source=path, families=families)
 
     @property
     def signatures(self) -> tuple[Signature, ...]:
@@ -224,10 +254,26 @@ class _Block:
 
     lines: deque[tuple[str, str]] = field(default_factory=lambda: deque(maxlen=_MAX_BLOCK_LINES))
     prefixed: bool | None = None  # do continuation lines carry the prefix? learnt from the first one
+    last: int = 0  # the 1-based log line last added
 
     def text(self) -> str:
         return "\n".join(raw for raw, _ in self.lines)
 
+
+@dataclass(frozen=True)
+class LineEvent:
+    """A line matching looks at (``block``: the traceback's prefix-free lines it ended, or None), or with ``cut``
+    a traceback that never reached an exception line (``line_no`` its last line; the log, or the paste, ended, or
+    the same writer began another)."""
+
+    line_no: int
+    raw: str
+    content: str
+    block: tuple[str, ...] | None
+    cut: bool = False
+
+
+Observer = Callable[[LineEvent], None]
 
 _INSIDE = _Block()  # sentinel: the line continued a traceback without ending it
 
@@ -235,8 +281,11 @@ _INSIDE = _Block()  # sentinel: the line continued a traceback without ending it
 class StreamMatcher:
     """Feed log lines one at a time; :meth:`feed` returns a :class:`Match` on a line that matches."""
 
-    def __init__(self, signatures: Sequence[Signature]) -> None:
+    def __init__(self, signatures: Sequence[Signature], observer: Observer | None = None) -> None:
         self._signatures = tuple(signatures)
+        # triage's reader (harness.signatures.paste) sees every line matching would look at, with the
+        # traceback block it ended; matching itself is the same with or without one
+        self._observer = observer
         self._open: OrderedDict[str | None, _Block] = OrderedDict()  # writer -> block still being read
         self._current: str | None = None  # writer whose traceback bare lines continue
         self._last: _Block | None = None
@@ -254,11 +303,28 @@ class StreamMatcher:
         writer, content = _split_prefix(raw)
         if TRACEBACK_HEADER in content:
             self._start_block(writer, raw, content)
+            self._observe(raw, content, None)
             return self._match(raw, content, None)
         ended = self._continue_block(writer, raw, content)
         if ended is _INSIDE:
             return None  # a frame or source line: a quoted message there is not the error itself
+        self._observe(raw, content, ended)
         return self._match(raw, content, ended)
+
+    def flush(self) -> None:
+        """Tell the observer of each traceback still being read, as cut (call at the end of the text)."""
+        for block in self._open.values():
+            self._observe_cut(block)
+        self._open.clear()
+
+    def _observe(self, raw: str, content: str, ended: _Block | None) -> None:
+        if self._observer is not None:
+            lines = tuple(c for _, c in ended.lines) if ended is not None else None
+            self._observer(LineEvent(self._line_no, raw, content, lines))
+
+    def _observe_cut(self, block: _Block) -> None:
+        if self._observer is not None and block is not _INSIDE:
+            self._observer(LineEvent(block.last, "", "", tuple(c for _, c in block.lines), cut=True))
 
     def last_traceback(self) -> str | None:
         """The most recent traceback block seen (complete or not), raw lines, or None."""
@@ -266,12 +332,15 @@ class StreamMatcher:
 
     def _start_block(self, writer: str | None, raw: str, content: str) -> None:
         key = writer if writer is not None else self._current
-        block = _Block()
+        block = _Block(last=self._line_no)
         block.lines.append((raw, content))
+        replaced = self._open.get(key)
+        if replaced is not None:
+            self._observe_cut(replaced)
         self._open[key] = block
         self._open.move_to_end(key)
         while len(self._open) > _MAX_WRITERS:
-            self._open.popitem(last=False)
+            self._observe_cut(self._open.popitem(last=False)[1])
         self._current = key
         self._last = block
 
@@ -295,6 +364,7 @@ class StreamMatcher:
         if not content.strip():
             return None
         block.lines.append((raw, content))
+        block.last = self._line_no
         if content[0] in " \t":
             return _INSIDE
         del self._open[key]  # the first non-indented line is the exception line
@@ -302,6 +372,8 @@ class StreamMatcher:
 
     def _match(self, raw: str, content: str, ended: _Block | None) -> Match | None:
         for sig in self._signatures:
+            if sig.context:
+                continue  # it needs the whole text (triage reads it); one line of a live log cannot tell
             found = sig.message.search(content)
             if found is None:
                 continue
@@ -355,7 +427,7 @@ def _split_prefix(raw: str) -> tuple[str | None, str]:
 # -- loading ---------------------------------------------------------------------------------
 
 
-def _parse_catalogue(text: str, path: Path) -> list[Signature]:
+def _parse_catalogue(text: str, path: Path) -> tuple[list[Signature], list[Family]]:
     try:
         data = yaml.load(text, Loader=_SAFE_LOADER)  # a safe loader: plain types only
         lines = _entry_lines(text)
@@ -364,13 +436,15 @@ def _parse_catalogue(text: str, path: Path) -> list[Signature]:
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         why = " ".join(str(getattr(exc, "problem", None) or exc).split())  # one line, whatever the parser said
         raise UserError(f"{where}: not valid YAML ({why})") from None
-    if not isinstance(data, dict) or set(data) != {"version", "signatures"}:
-        raise UserError(f"{path}: expected a mapping with exactly the keys 'version' (1) and 'signatures' (a list)")
+    if not isinstance(data, dict) or not {"version", "signatures"} <= set(data) <= {"version", "signatures", "families"}:
+        raise UserError(f"{path}: expected a mapping with exactly the keys 'version' (1) and 'signatures' (a list), "
+                        "and optionally 'families' (a list)")
     if data["version"] != 1:
         raise UserError(f"{path}: version: {data['version']!r} is not supported; valid: 1")
     entries = data["signatures"]
     if not isinstance(entries, list) or not entries:
         raise UserError(f"{path}: signatures: expected a non-empty list of entries")
+    families = _parse_families(data.get("families", []), path)
     seen: set[str] = set()
     out = []
     for i, entry in enumerate(entries):
@@ -378,8 +452,30 @@ def _parse_catalogue(text: str, path: Path) -> list[Signature]:
         sig = _parse_entry(entry, i, where)
         if sig.id in seen:
             raise UserError(f"{where}: signature '{sig.id}': duplicate id")
+        if sig.family is not None and sig.family not in {f.id for f in families}:
+            raise UserError(f"{where}: signature '{sig.id}': family: {sig.family!r} is not one of the catalogue's "
+                            f"families ({', '.join(f.id for f in families) or 'none'})")
         seen.add(sig.id)
         out.append(sig)
+    return out, families
+
+
+def _parse_families(raw: Any, path: Path) -> list[Family]:
+    if not isinstance(raw, list):
+        raise UserError(f"{path}: families: expected a list of {{id, title, upstream}}")
+    out = []
+    for i, item in enumerate(raw):
+        label = f"{path}: families[{i}]"
+        if not isinstance(item, dict) or set(item) != set(_FAMILY_KEYS):
+            raise UserError(f"{label}: expected a mapping with exactly the keys {', '.join(_FAMILY_KEYS)}")
+        if not isinstance(item["id"], str) or not _ID.match(item["id"]):
+            raise UserError(f"{label}: id: {item['id']!r} is not valid; use lowercase letters, digits, '-'")
+        if not isinstance(item["title"], str) or not item["title"].strip():
+            raise UserError(f"{label}: title: expected a non-empty string")
+        ups = item["upstream"]
+        if not isinstance(ups, list) or not all(isinstance(u, str) and u.startswith("https://") for u in ups):
+            raise UserError(f"{label}: upstream: expected a list of https:// URLs")
+        out.append(Family(item["id"], item["title"].strip(), tuple(ups)))
     return out
 
 
@@ -422,6 +518,17 @@ def _parse_entry(entry: Any, index: int, where: str) -> Signature:
     description = entry.get("description", "")
     if not isinstance(description, str):
         raise UserError(f"{label}: description: expected a string")
+    family = entry.get("family")
+    if family is not None and (not isinstance(family, str) or not _ID.match(family)):
+        raise UserError(f"{label}: family: expected a family id (lowercase letters, digits, '-')")
+    alone = entry.get("message_alone", "possible")
+    if alone not in _MESSAGE_ALONE:
+        raise UserError(f"{label}: message_alone: {alone!r} is not valid; valid: {', '.join(_MESSAGE_ALONE)}")
+    context = entry.get("context", [])
+    if not isinstance(context, list) or "context" in entry and not context:
+        raise UserError(f"{label}: context: expected a non-empty list of regexes (or leave the key out)")
+    if context and frames:
+        raise UserError(f"{label}: context: only for an entry without frames (frames are the evidence there)")
     return Signature(
         id=sig_id,
         title=title.strip(),
@@ -431,7 +538,28 @@ def _parse_entry(entry: Any, index: int, where: str) -> Signature:
         frames=specs,
         evidence=rule,
         description=" ".join(description.split()),
+        family=family,
+        message_alone=alone,
+        context=tuple(_compile(c, f"{label}: context[{i}]") for i, c in enumerate(context)),
+        fixed=_parse_fixed(entry.get("fixed"), label),
     )
+
+
+def _parse_fixed(raw: Any, label: str) -> Fix | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) != set(_FIXED_KEYS):
+        raise UserError(f"{label}: fixed: expected a mapping with exactly the keys {', '.join(_FIXED_KEYS)}")
+    version, pr = raw["version"], raw["pr"]
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(str(version))
+    except InvalidVersion:
+        raise UserError(f"{label}: fixed.version: {version!r} is not a release number (e.g. 0.5.15)") from None
+    if not isinstance(pr, str) or not pr.startswith("https://"):
+        raise UserError(f"{label}: fixed.pr: expected the https:// URL of the change that fixed it")
+    return Fix(str(version), pr)
 
 
 def _compile(pattern: Any, label: str) -> re.Pattern[str]:
@@ -481,10 +609,12 @@ def _parse_evidence(raw: Any, frames: tuple[FrameSpec, ...], label: str) -> Evid
         raise UserError(f"{label}: evidence.min: {low!r} is not valid; valid: an integer 1..{len(frames)}")
     require = raw.get("require", [])
     known = {t for f in frames for t in f.tags}
-    if not isinstance(require, list) or not all(isinstance(t, str) for t in require):
-        raise UserError(f"{label}: evidence.require: expected a list of frame tags")
-    unknown = sorted(set(require) - known)
-    if unknown:
-        raise UserError(f"{label}: evidence.require: unknown tag(s) {', '.join(unknown)}; "
-                        f"tags of the frames: {', '.join(sorted(known)) or '(none)'}")
-    return EvidenceRule(min=low, require=tuple(require))
+    alone = raw.get("alone", [])
+    for key, tags in (("require", require), ("alone", alone)):
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise UserError(f"{label}: evidence.{key}: expected a list of frame tags")
+        unknown = sorted(set(tags) - known)
+        if unknown:
+            raise UserError(f"{label}: evidence.{key}: unknown tag(s) {', '.join(unknown)}; "
+                            f"tags of the frames: {', '.join(sorted(known)) or '(none)'}")
+    return EvidenceRule(min=low, require=tuple(require), alone=tuple(alone))

@@ -70,6 +70,7 @@ class EvidenceRule:
 
     min: int | None = None
     require: tuple[str, ...] = ()
+    alone: tuple[str, ...] = ()  # tags that must be evidenced for the frames to tell without the message
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,54 @@
+"""What people paste, made readable as a log: ANSI colour and markdown taken off, one output line per input line.
+
+An issue body or a thread saved as markdown wraps its traceback in fences (```` ``` ````, ``~~~``), quotes it
+(``> ``), folds it in ``<details>``, and indents all of that inside list items. None of it is the log, and a
+closing fence would otherwise end a traceback as if it were the exception line. Every line is kept (blanked
+when it is only markup), so a line number still points into the file a person has open.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["ELISION", "normalise"]
+
+# CSI sequences (colours, cursor moves) and OSC sequences (titles, hyperlinks), as terminals and CI logs carry them.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?:>[ \t]?)*(?P<fence>```+|~~~+)")
+_QUOTE = re.compile(r"^[ \t]*(?:>[ \t]?)+")
+_HTML_ONLY = re.compile(r"^\s*(?:</?(?:details|summary|pre|code|br|p|div)\b[^>]*>\s*)+$", re.IGNORECASE)
+_SUMMARY = re.compile(r"</?(?:summary|details|pre|code|br)\b[^>]*>", re.IGNORECASE)
+# A line a person put where they cut frames out. Indented, it stays inside the traceback (flush left it would
+# end it as if it were the exception line); triage then knows the frames around it are not all there.
+_ELISION = re.compile(r"^\s*(?:\.{3,}|…|\[\.\.\.\]|\(\.\.\.\)|<\s*(?:snip|truncated)\s*>|\[(?:snip|truncated)\])\s*$",
+                      re.IGNORECASE)
+ELISION = "    ..."
+
+
+def normalise(text: str) -> list[str]:
+    """The lines of ``text`` without ANSI sequences or markdown markup; as many lines as ``text`` has."""
+    out: list[str] = []
+    fence_indent: int | None = None
+    for line in text.split("\n"):
+        line = _ANSI.sub("", line.rstrip("\r"))
+        fence = _FENCE.match(line)
+        if fence is not None:
+            # a fence opens or closes a block; inside, lines lose the fence's own indentation (a list item's)
+            fence_indent = None if fence_indent is not None else len(fence.group("indent").expandtabs())
+            out.append("")
+            continue
+        if _QUOTE.match(line):
+            line = _QUOTE.sub("", line, count=1)
+        if fence_indent:
+            strip = min(fence_indent, len(line) - len(line.lstrip(" ")))
+            line = line[strip:]
+        if _ELISION.match(line):
+            out.append(ELISION)
+            continue
+        if _HTML_ONLY.match(line):
+            out.append("")
+            continue
+        if fence_indent is None and "<" in line:
+            line = _SUMMARY.sub("", line)  # "<summary>RuntimeError: ...</summary>": the words are the point
+        out.append(line)
+    return out
