@@ -84,8 +84,15 @@ def triage(paths: list[Path], catalogue: Catalogue, *, title: str | None = None,
             raise UserError(str(exc)) from None
         except OSError as exc:
             raise UserError(f"{path}: cannot read ({exc.strerror or exc.__class__.__name__})") from None
-    return [triage_text(p, t, catalogue, title=title, version=version, releases=releases)
-            for p, t in zip(paths, texts, strict=True)]
+    from harness.signatures.fixture_file import split_header
+
+    out = []
+    for path, text in zip(paths, texts, strict=True):
+        # a triage fixture is judged as its test judges it: header blanked, its title and version unless given
+        header, text = split_header(text)
+        out.append(triage_text(path, text, catalogue, title=title or header.get("title"),
+                               version=version or header.get("version"), releases=releases))
+    return out
 
 
 def main(args: argparse.Namespace) -> int:
@@ -139,7 +146,7 @@ def _print_group(group: Group, catalogue: Catalogue, args: argparse.Namespace) -
     first = group.members[0]
     best = first.finding.best
     assert best is not None and group.signature is not None
-    where = ", ".join(str(m.finding.line_no) for m in group.members)
+    where = ", ".join(str(m.finding.line_no) if m.finding.line_no else "title" for m in group.members)
     what = {"traceback": "traceback", "cut traceback": "traceback cut before its exception line",
             "line": "line", "title": "title"}[first.finding.source]
     count = f"{len(group.members)} findings, lines" if len(group.members) > 1 else "line"

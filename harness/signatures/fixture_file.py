@@ -25,7 +25,7 @@ from pathlib import Path
 from harness.signatures.levels import LEVELS, Level
 from harness.util.errors import UserError
 
-__all__ = ["TriageFixture", "parse_expect", "read_fixture", "render_fixture", "rewrite_expectation"]
+__all__ = ["TriageFixture", "parse_expect", "read_fixture", "render_fixture", "rewrite_expectation", "split_header"]
 
 _HEADER = re.compile(r"^# (source|note|title|version|expect|line|fixed): (.*)$")
 _KEYS = ("source", "note", "title", "version", "expect", "line", "fixed")
@@ -56,13 +56,22 @@ def parse_expect(text: str, where: str) -> tuple[str | None, Level]:
     return sig, level
 
 
-def read_fixture(path: Path) -> TriageFixture:
-    lines = path.read_text(encoding="utf-8").split("\n")
+def split_header(text: str) -> tuple[dict[str, str], str]:
+    """A fixture's header fields and its text with the header lines blanked (line numbers kept); a text that does
+    not open with ``# source: https://...`` has no header."""
+    if not text.startswith("# source: https://"):
+        return {}, text
+    lines = text.split("\n")
     fields: dict[str, str] = {}
     n = 0
     while n < len(lines) and (m := _HEADER.match(lines[n])) is not None:
         fields[m.group(1)] = m.group(2).strip()
         n += 1
+    return fields, "\n".join([""] * n + lines[n:])
+
+
+def read_fixture(path: Path) -> TriageFixture:
+    fields, text = split_header(path.read_text(encoding="utf-8"))
     for key in ("source", "expect"):
         if key not in fields:
             raise UserError(f"{path}:1: missing '# {key}: ...' header line (a fixture needs source and expect)")
@@ -72,7 +81,6 @@ def read_fixture(path: Path) -> TriageFixture:
     line = fields.get("line")
     if line is not None and not line.isdigit():
         raise UserError(f"{path}: line: {line!r} is not a line number")
-    text = "\n".join([""] * n + lines[n:])
     return TriageFixture(path, fields["source"], sig, level, int(line) if line is not None else None,
                          fields.get("title"), fields.get("version"), fields.get("fixed"), text)
 
