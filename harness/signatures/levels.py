@@ -21,7 +21,6 @@ it on every real-log fixture), so a CI job that fails only on ``confirmed`` fail
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,7 +44,6 @@ _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception|Warning|Exit|Int
 _CLASS_PREFIX = re.compile(r"^\^?(?:[A-Za-z_][\w.]*(?:Error|Exception)): ")
 
 
-@functools.lru_cache(maxsize=256)
 def _loose(sig: Signature) -> re.Pattern[str]:
     """The message without its leading exception class (``RuntimeError: ``), as people quote it."""
     return re.compile(_CLASS_PREFIX.sub("", sig.message.pattern, count=1))
@@ -129,6 +127,9 @@ class _Judge:
         self.signatures = catalogue.signatures
         self.text = text
         self.title = title
+        self.loose = {sig.id: _loose(sig) for sig in self.signatures}  # by id: hashing a Signature is not cheap
+        self._searches = [(sig, sig.message.search, self.loose[sig.id].search if sig.frames else None)
+                          for sig in self.signatures]
 
     def event(self, event: LineEvent) -> list[Finding]:
         if event.block is None:
@@ -151,7 +152,11 @@ class _Judge:
         return _EXCEPTION.match(content) is not None or any(s.message.search(content) for s in self.signatures)
 
     def line(self, line_no: int, content: str, source: Source) -> Finding | None:
-        candidates = [c for c in (self._by_message(sig, content) for sig in self.signatures) if c is not None]
+        # the searches first, bound once: a long log is millions of lines and nearly none shows a message
+        shown = [sig for sig, strict, loose in self._searches if strict(content) or (loose and loose(content))]
+        if not shown:
+            return None
+        candidates = [c for c in (self._by_message(sig, content) for sig in shown) if c is not None]
         if not candidates:
             return None
         return self._finding(line_no, source, content, (), candidates)
@@ -186,7 +191,7 @@ class _Judge:
     def _by_message(self, sig: Signature, content: str) -> Candidate | None:
         found = sig.message.search(content)
         if found is None and sig.frames:
-            found = _loose(sig).search(content)  # prose and titles quote the message without its exception class
+            found = self.loose[sig.id].search(content)  # prose and titles quote the message without its exception class
         if found is None:
             return None
         if sig.context:
@@ -210,7 +215,7 @@ class _Judge:
                                  found.missing)
             return None
         in_line = exception is not None and sig.message.search(exception) is not None
-        in_title = exception is None and bool(self.title) and _loose(sig).search(self.title or "") is not None
+        in_title = exception is None and bool(self.title) and self.loose[sig.id].search(self.title or "") is not None
         evidence = assess(sig.frames, sig.evidence, block)
         frames_seen = tuple(_seen(h) for h in evidence.hits if h.index is not None)
         frames_missing = tuple(f"frame {h.frame}" for h in evidence.hits if h.index is None)

@@ -9,6 +9,7 @@ when it is only markup), so a line number still points into the file a person ha
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 __all__ = ["ELISION", "normalise"]
 
@@ -23,32 +24,39 @@ _SUMMARY = re.compile(r"</?(?:summary|details|pre|code|br)\b[^>]*>", re.IGNORECA
 _ELISION = re.compile(r"^\s*(?:\.{3,}|…|\[\.\.\.\]|\(\.\.\.\)|<\s*(?:snip|truncated)\s*>|\[(?:snip|truncated)\])\s*$",
                       re.IGNORECASE)
 ELISION = "    ..."
+_MARKUP_HEADS = frozenset("`~>")
+_ELISION_HEADS = frozenset(".…[(<")
 
 
-def normalise(text: str) -> list[str]:
-    """The lines of ``text`` without ANSI sequences or markdown markup; as many lines as ``text`` has."""
-    out: list[str] = []
+def normalise(text: str) -> Iterator[str]:
+    """The lines of ``text`` without ANSI sequences or markdown markup; as many lines as ``text`` has (yielded one
+    at a time: a long log is not copied into a list)."""
     fence_indent: int | None = None
     for line in text.split("\n"):
-        line = _ANSI.sub("", line.rstrip("\r"))
-        fence = _FENCE.match(line)
-        if fence is not None:
-            # a fence opens or closes a block; inside, lines lose the fence's own indentation (a list item's)
-            fence_indent = None if fence_indent is not None else len(fence.group("indent").expandtabs())
-            out.append("")
-            continue
-        if _QUOTE.match(line):
-            line = _QUOTE.sub("", line, count=1)
+        line = line.rstrip("\r")
+        if "\x1b" in line:
+            line = _ANSI.sub("", line)
+        head = line.lstrip()[:1]
+        # cheap tests first: a server log's line is none of this, and a long log has millions of them
+        if head in _MARKUP_HEADS:
+            fence = _FENCE.match(line)
+            if fence is not None:
+                # a fence opens or closes a block; inside, lines lose the fence's own indentation (a list item's)
+                fence_indent = None if fence_indent is not None else len(fence.group("indent").expandtabs())
+                yield ""
+                continue
+            if head == ">":
+                line = _QUOTE.sub("", line, count=1)
         if fence_indent:
             strip = min(fence_indent, len(line) - len(line.lstrip(" ")))
             line = line[strip:]
-        if _ELISION.match(line):
-            out.append(ELISION)
+        if head in _ELISION_HEADS and _ELISION.match(line):
+            yield ELISION
             continue
-        if _HTML_ONLY.match(line):
-            out.append("")
-            continue
-        if fence_indent is None and "<" in line:
-            line = _SUMMARY.sub("", line)  # "<summary>RuntimeError: ...</summary>": the words are the point
-        out.append(line)
-    return out
+        if "<" in line:
+            if _HTML_ONLY.match(line):
+                yield ""
+                continue
+            if fence_indent is None:
+                line = _SUMMARY.sub("", line)  # "<summary>RuntimeError: ...</summary>": the words are the point
+        yield line

@@ -10,6 +10,7 @@ installed wheel; a ``.../python/sglang/srt`` path says a source checkout (the Do
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
@@ -49,12 +50,25 @@ def stated_version(text: str, given: str | None = None) -> StatedVersion:
     if m is not None and _canonical(m.group(1)):
         return StatedVersion(_canonical(m.group(1)), f"line {_line_of(text, m.start())}: pip show", installed, checkout)
     for pattern in _VERSION_LINES:
-        for m in pattern.finditer(text):
-            version = _canonical(m.group(1))
-            if version is not None:
-                return StatedVersion(version, f"line {_line_of(text, m.start())}: {m.group(0).strip()}",
-                                     installed, checkout)
+        for start, line in _lines_naming_sglang(text):
+            for m in pattern.finditer(line):
+                version = _canonical(m.group(1))
+                if version is not None:
+                    return StatedVersion(version, f"line {_line_of(text, start)}: {m.group(0).strip()}",
+                                         installed, checkout)
     return StatedVersion(None, "the text names no sglang release", installed, checkout)
+
+
+def _lines_naming_sglang(text: str) -> Iterator[tuple[int, str]]:
+    """(offset, line) of each line that says "sglang": a plain find, so a long log costs one pass in C."""
+    lowered = text.lower()
+    pos = lowered.find("sglang")
+    while pos != -1:
+        start = text.rfind("\n", 0, pos) + 1
+        end = text.find("\n", pos)
+        end = len(text) if end == -1 else end
+        yield start, text[start:end]
+        pos = lowered.find("sglang", end)
 
 
 def fix_verdict(fix: Fix, releases: tuple[str, ...], how: str) -> str:
