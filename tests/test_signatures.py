@@ -107,6 +107,15 @@ GOOD_ENTRY = """\
         (GOOD_ENTRY.replace("https://example.org/1", "not-a-url"), r"signature 'demo': upstream"),
         (GOOD_ENTRY.replace("id: demo", "id: Bad_Id"), r"signatures\[0\]: id: 'Bad_Id' is not valid"),
         (GOOD_ENTRY + "    frames: []\n", r"signature 'demo': frames: expected a non-empty list"),
+        # triage's keys
+        (GOOD_ENTRY + "    family: nowhere\n", r"signature 'demo': family: 'nowhere' is not one of the catalogue's"),
+        (GOOD_ENTRY + "    message_alone: sure\n", r"signature 'demo': message_alone: 'sure' is not valid; valid: probable"),
+        (GOOD_ENTRY + "    fixed: {version: soon, pr: 'https://x/pull/1'}\n", r"fixed\.version: 'soon' is not a release"),
+        (GOOD_ENTRY + "    fixed: {version: 0.5.15}\n", r"signature 'demo': fixed: expected a mapping with exactly the keys"),
+        (GOOD_ENTRY + "    context: ['(unclosed']\n", r"signature 'demo': context\[0\]: bad regex"),
+        (GOOD_ENTRY + "    context: [x]\n    frames: ['y']\n", r"context: only for an entry without frames"),
+        (GOOD_ENTRY + "    frames: [{file: a, function: b, tags: [t]}]\n    evidence: {alone: [u]}\n",
+         r"evidence\.alone: unknown tag\(s\) u; tags of the frames: t"),
     ],
 )
 def test_bad_catalogue_is_a_user_error_naming_file_and_id(tmp_path: Path, body: str, expected: str) -> None:
