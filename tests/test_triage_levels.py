@@ -152,3 +152,43 @@ def test_28264_frames_fit_only_the_0513_releases() -> None:
     stated = triage_text(Path("body.md"), BODY_28264, CATALOGUE, version="0.5.16")
     assert stated.best is not None and stated.best.fixed is not None
     assert stated.best.fixed.startswith("0.5.16 has the fix (0.5.15, PR #29616): a regression or a new bug")
+
+
+def _frames_from_wheel(version: str, frames: list[tuple[str, int, str]]) -> list[str]:
+    """A traceback's frame lines as Python prints them, each code line read from the release's own wheel."""
+    from harness.contract.wheels import WheelSources
+
+    sources = WheelSources.of(version)
+    out = []
+    for path, line, function in frames:
+        code = (sources.lines(path) or [])[line - 1].strip()
+        out += [f'  File "/sgl-workspace/sglang/python/sglang/{path}", line {line}, in {function}', f"    {code}"]
+    return out
+
+
+def test_the_mrope_sibling_is_told_from_28264_by_its_draft_extend_frame() -> None:
+    """The MRoPE draft-extend path of 0.5.13.post1 (eagle_worker_v2.py _draft_extend_for_decode -> model_runner
+    forward -> _forward_raw -> forward_extend -> _eager_fb_view -> fill_from), printed from the wheel: the same
+    registry frames as #28264, another cause; the draft-extend frame decides."""
+    mr, reg = "srt/model_executor/model_runner.py", "srt/model_executor/cuda_graph_buffer_registry.py"
+    frames = _frames_from_wheel("0.5.13.post1", [
+        ("srt/speculative/eagle_worker_v2.py", 778, "_draft_extend_for_decode"), (mr, 3454, "forward"),
+        (mr, 3584, "_forward_raw"), (mr, 3298, "forward_extend"), (mr, 3188, "_eager_fb_view"),
+        (reg, 448, "fill_from"), (reg, 52, "_grouped_foreach_copy_")])
+    text = "\n".join(["[2026-06-27 14:30:24] Scheduler hit an exception: Traceback (most recent call last):", *frames,
+                      "RuntimeError: The size of tensor a (96) must match the size of tensor b (90) at non-singleton "
+                      "dimension 1"])
+    verdict = triage_text(Path("qwen.log"), text, CATALOGUE)
+    best = verdict.best
+    assert best is not None and best.finding.signature is not None
+    assert (best.finding.signature.id, best.finding.level) == (MROPE, "confirmed")
+    assert "frame eagle_worker_v2.py:778 _draft_extend_for_decode" in best.finding.best.seen  # type: ignore[union-attr]
+    eager = next(c for c in best.finding.siblings if c.signature.id == EAGER)
+    assert eager.level == "none"  # not its message; and its eager-decode frames are not there
+    # eagle_worker_v2.py changed between 0.5.13 and 0.5.13.post1: these frames fit one release, and say so
+    assert best.fit is not None and best.fit.fits == ("0.5.13.post1",)
+    assert best.fixed == ("known bug, fixed in 0.5.14 (PR #28464); 0.5.13.post1 lacks the fix "
+                          "(its 7 sglang frames fit only 0.5.13.post1, line for line)")
+    # the log matcher of runs takes it for the sibling too, never for #28264
+    match = CATALOGUE.match_text(text)
+    assert match is not None and match.signature.id == MROPE
