@@ -32,7 +32,7 @@ def normalise(text: str) -> Iterator[str]:
     """The lines of ``text`` without ANSI sequences or markdown markup; as many lines as ``text`` has (yielded one
     at a time: a long log is not copied into a list)."""
     fence_indent: int | None = None
-    for line in text.split("\n"):
+    for line in _lines(text):
         line = line.rstrip("\r")
         if "\x1b" in line:
             line = _ANSI.sub("", line)
@@ -60,3 +60,15 @@ def normalise(text: str) -> Iterator[str]:
             if fence_indent is None:
                 line = _SUMMARY.sub("", line)  # "<summary>RuntimeError: ...</summary>": the words are the point
         yield line
+
+
+def _lines(text: str) -> Iterator[str]:
+    """``text.split("\\n")`` one line at a time: a long log is not held twice."""
+    start = 0
+    while True:
+        end = text.find("\n", start)
+        if end == -1:
+            yield text[start:]
+            return
+        yield text[start:end]
+        start = end + 1

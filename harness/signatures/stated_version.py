@@ -26,6 +26,7 @@ _VERSION_LINES = (
     re.compile(r"\bsglang-" + _V + r"(?:\.dist-info|\.egg-info|-py3|-cp\d)"),  # an installed wheel's metadata
 )
 _PIP_SHOW = re.compile(r"^Name:\s*sglang\s*$\s*^Version:\s*" + _V, re.IGNORECASE | re.MULTILINE)
+_SGLANG = re.compile("sglang", re.IGNORECASE)
 _INSTALLED = re.compile(r"(?:site|dist)-packages[/\\]sglang[/\\]")
 _CHECKOUT = re.compile(r"[/\\]python[/\\]sglang[/\\]srt[/\\]")
 
@@ -60,15 +61,15 @@ def stated_version(text: str, given: str | None = None) -> StatedVersion:
 
 
 def _lines_naming_sglang(text: str) -> Iterator[tuple[int, str]]:
-    """(offset, line) of each line that says "sglang": a plain find, so a long log costs one pass in C."""
-    lowered = text.lower()
-    pos = lowered.find("sglang")
-    while pos != -1:
-        start = text.rfind("\n", 0, pos) + 1
-        end = text.find("\n", pos)
+    """(offset, line) of each line that says "sglang" (one literal search over the text, no copy of it)."""
+    end = -1
+    for m in _SGLANG.finditer(text):
+        if m.start() < end:
+            continue  # the line was given already
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = text.find("\n", m.start())
         end = len(text) if end == -1 else end
         yield start, text[start:end]
-        pos = lowered.find("sglang", end)
 
 
 def fix_verdict(fix: Fix, releases: tuple[str, ...], how: str) -> str:
