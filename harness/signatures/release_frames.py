@@ -13,7 +13,6 @@ repository; the list of releases on the index is kept there for a day.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
@@ -171,6 +170,8 @@ class _Profile:
 
 
 def _line_data(text: str) -> dict[str, object]:
+    import ast  # only when a release's file is first read; triage of a log without sglang frames never needs it
+
     lines = text.splitlines()
     owner = [-1] * len(lines)
     names: list[str] = []

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from harness.signatures.catalogue import Catalogue, Signature
 from harness.signatures.levels import Finding, Level, judge_text, rank
-from harness.signatures.release_frames import Frame, ReleaseFit, fit_releases, sglang_frames
+from harness.signatures.release_frames import Frame, ReleaseFit, sglang_frames
 from harness.signatures.stated_version import StatedVersion, fix_verdict, stated_version
 
 __all__ = ["FileVerdict", "Group", "Judged", "triage_text"]
@@ -89,6 +89,8 @@ def _fix_of(sig: Signature, frames: tuple[Frame, ...], stated: StatedVersion, re
         return None, fix_verdict(sig.fixed, (), "no version line and no sglang frames")
     if not releases:
         return None, fix_verdict(sig.fixed, (), "no version line; fitting frames to releases is off")
+    from harness.signatures.release_frames import fit_releases
+
     fit = fit_releases(frames, cache_dir)
     return fit, fix_verdict(sig.fixed, fit.fits, _how(fit))
 
