@@ -97,6 +97,9 @@ def test_ansi_fences_quotes_and_rank_prefixes_are_read_through() -> None:
               "Any idea?"]
     assert _best("\n".join(pasted)) == (EAGER, "probable")
     assert _best("\n".join(pasted), TITLE_28264) == (EAGER, "confirmed")
+    # the prose after the fence ends the traceback; the finding points at its last frame line, not the prose
+    finding = next(f for f in judge_text("\n".join(pasted), CATALOGUE) if f.source == "cut traceback")
+    assert finding.line_no == len(pasted) - 2 and "_grouped_foreach_copy_" in pasted[finding.line_no - 1]
 
 
 def test_several_tracebacks_are_each_judged() -> None:

@@ -255,6 +255,7 @@ class _Block:
     lines: deque[tuple[str, str]] = field(default_factory=lambda: deque(maxlen=_MAX_BLOCK_LINES))
     prefixed: bool | None = None  # do continuation lines carry the prefix? learnt from the first one
     last: int = 0  # the 1-based log line last added
+    before: int = 0  # the one added before it (a traceback's last frame line, once a line has ended it)
 
     def text(self) -> str:
         return "\n".join(raw for raw, _ in self.lines)
@@ -271,6 +272,7 @@ class LineEvent:
     content: str
     block: tuple[str, ...] | None
     cut: bool = False
+    before: int = 0  # with ``block``: the line of the block's line before ``content``
 
 
 Observer = Callable[[LineEvent], None]
@@ -320,7 +322,7 @@ class StreamMatcher:
     def _observe(self, raw: str, content: str, ended: _Block | None) -> None:
         if self._observer is not None:
             lines = tuple(c for _, c in ended.lines) if ended is not None else None
-            self._observer(LineEvent(self._line_no, raw, content, lines))
+            self._observer(LineEvent(self._line_no, raw, content, lines, before=ended.before if ended else 0))
 
     def _observe_cut(self, block: _Block) -> None:
         if self._observer is not None and block is not _INSIDE:
@@ -364,7 +366,7 @@ class StreamMatcher:
         if not content.strip():
             return None
         block.lines.append((raw, content))
-        block.last = self._line_no
+        block.before, block.last = block.last, self._line_no
         if content[0] in " \t":
             return _INSIDE
         del self._open[key]  # the first non-indented line is the exception line

@@ -144,7 +144,7 @@ class _Judge:
         if self._is_exception(last):
             return [self.traceback(event.line_no, event.block, last)]
         # prose after a pasted traceback ended it: the traceback was cut before its exception line
-        out = [self.traceback(event.line_no - 1, tuple(frames), None)]
+        out = [self.traceback(event.before or event.line_no - 1, tuple(frames), None)]
         found = self.line(event.line_no, last, "line")
         return out + ([found] if found is not None else [])
 
