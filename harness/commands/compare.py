@@ -121,7 +121,7 @@ def main(args: argparse.Namespace) -> int:
             bar.note(_trial_line(record))
             bar.show(where, f"last: {record.case.name}")
         else:
-            bar.show(where, _trial_line(record).strip())
+            bar.show(where, " ".join(_trial_line(record).split()))  # one line in a log: no table padding
         writer.record(record)
 
     elsewhere = None

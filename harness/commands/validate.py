@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from harness.commands._common import add_set_argument, scenario_overrides
 from harness.scenario import load_paths
@@ -16,6 +17,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     loaded = load_paths(args.paths, overrides=scenario_overrides(args))
+    from harness.scenario.comment_hazard import comment_hazards
+
+    for item in loaded:  # valid, but text the author meant to keep was dropped as a comment
+        for line in comment_hazards(item.file):
+            print(line, file=sys.stderr)
     if not args.quiet:
         cases = sum(len(item.cases) for item in loaded)
         for item in loaded:
