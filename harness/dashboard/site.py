@@ -279,11 +279,24 @@ def _phases(cp: CasePoints, nights: int = 3) -> str:
             f"trials):</p>{table}") if table else ""
 
 
+NOISE_NOTE = ("noise: the robust spread of a series' nights around its level, in % of the level (a confirmed step "
+              "is not counted as noise); a change smaller than it is not raised as an incident.")
+
+
+def _reference_banner(cases: Sequence[CasePoints]) -> str:
+    """Said on every page that shows builds of the CPU reference server: its numbers are not SGLang's."""
+    if not any(cp.n_points and cp.point(-1).build_spec.startswith(("sim:", "simsrc:")) for cp in cases):
+        return ""
+    from harness.report._format import REFERENCE_NOTICE
+
+    return f'<p class="note reference">{_e(REFERENCE_NOTICE)}</p>'
+
+
 def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[StoredIncident], out_dir: Path,
                    start: int, findings: dict[tuple[str, str, str], list[SeriesFindings]],
                    escaped: _Escaped | None = None, links: _Links | None = None) -> str:
     link = _Links(out_dir) if links is None else links
-    parts = [f"<p><a href=\"index.html\">&larr; overview</a></p><h1>{_e(name)}</h1>"]
+    parts = [f"<p><a href=\"index.html\">&larr; overview</a></p><h1>{_e(name)}</h1>" + _reference_banner(cases)]
     data: list[dict[str, Any]] = []
     axes: list[dict[str, list[str | None]]] = []
     for k, cp in enumerate(cases):
@@ -329,7 +342,9 @@ def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], inci
     table = ("<table><tr><th>scenario</th><th>case</th><th>hardware</th><th>latest</th><th>build</th>"
              + "".join(f"<th>{_e(m.heading)}</th><th>noise</th>" for m in COMPARED) + "</tr>"
              + "".join(rows) + "</table>")
-    body = (f"<h1>sglang-repro nightly</h1><p class=\"note\">store: {_e(where)}</p>{table}"
+    every = [cp for cases in by_scenario.values() for cp in cases]
+    body = (f"<h1>sglang-repro nightly</h1>{_reference_banner(every)}<p class=\"note\">store: {_e(where)}</p>{table}"
+            f"<p class=\"note\">{_e(NOISE_NOTE)}</p>"
             f"<h2>Open incidents</h2>{_incidents_table(incidents)}")
     return _page("sglang-repro dashboard", body)
 

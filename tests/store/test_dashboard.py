@@ -80,6 +80,9 @@ def test_dashboard_renders_offline_with_the_step_and_nothing_unescaped(run_cli, 
     assert "new-signature" in index and "sglang-repro compare" in index  # the open incidents table
     # The overview's columns: the metrics compare judges, headed by the registry's short names.
     assert "<th>accept length</th><th>noise</th><th>output tok/s</th><th>noise</th></tr>" in index
+    # Builds of the CPU reference server are said to be that on every page that shows them; the noise is explained.
+    assert all("not SGLang" in text for text in (index, scenario))
+    assert "noise: the robust spread of a series&#x27; nights around its level" in index
 
     page = (out / "scenario-store-test-scenario.html").resolve()
     shot = tmp_path / "dashboard.png"
