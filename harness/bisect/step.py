@@ -89,10 +89,10 @@ def expected_steps(count: int) -> int:
     return max(1, math.ceil(math.log2(max(count, 2))))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def step_of(k: int, expected: int) -> str:
     """``step 3 of ~6``; past the estimate (skipped commits add steps) it says so rather than "step 7 of ~6"."""
     return f"step {k} of ~{expected}" if k <= expected else f"step {k} (past the ~{expected} estimated: skips add steps)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
