@@ -80,7 +80,7 @@ def _release_phase(args: BisectArgs, request: Request) -> tuple[list[str], tuple
         return args.release_build.replace("{version}", v)
 
     def trials_at(which: str, n: int) -> list[Trial]:
-        progress(f"endpoint {which}: release {ends[which]} ({n} trials)")
+        progress(f"endpoint {which}: release {ends[which]} ({n} trial{'s' if n != 1 else ''})")
         return probe.trials(f"release:{ends[which]}", spec(ends[which]), n)
 
     endpoints = establish(trials_at, signature=args.signature, metric=args.metric, threshold=args.threshold,

@@ -163,7 +163,8 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
 
         def trials_at(which: str, n: int) -> list[Trial]:
             wt.checkout(ends[which])
-            progress(f"endpoint {which}: {ends[which][:12]} ({n} trials)  (elapsed {time.time() - started:.0f}s)")
+            progress(f"endpoint {which}: {ends[which][:12]} ({n} trial{'s' if n != 1 else ''})  "
+                     f"(elapsed {time.time() - started:.0f}s)")
             return probe.trials(ends[which], template, n)
 
         endpoints = establish(trials_at, signature=request.signature, metric=request.metric,
