@@ -39,6 +39,7 @@ from harness.history.incidents import StoredIncident, stored_incidents
 from harness.history.series import CasePoints, Point, host_changes, stored_case_points
 from harness.history.steps import noise
 from harness.records.metric_definitions import COMPARED, PHASE_SEPARATOR
+from harness.records.outcome import Outcome
 from harness.store.store import Store
 from harness.util.atomic import replace_with, write_atomic
 from harness.util.collector import collector_paused
@@ -181,6 +182,7 @@ def _charts(cp: CasePoints, n: int, found: Sequence[SeriesFindings],
     # A host fact that changed on a night (driver, CUDA, kernel): shown, so a step that coincides is explained.
     hosts: list[dict[str, Any]] = [{"x": i, "kind": "host", "color": "#6a1b9a", "text": _pe(text)}
                                    for i, text in host_changes(cp)]
+    crashes = _crash_marks(cp)
     for sf in found:
         idx = list(sf.indices)
         chart_id = f"c{n}-{len(out)}"
@@ -202,6 +204,7 @@ def _charts(cp: CasePoints, n: int, found: Sequence[SeriesFindings],
                     "text": _pe(f"{f.kind} {f.effect:+.1%}")} for f in sf.findings]
         changes += hosts
         changes += marks
+        changes += crashes
         data.update(y=values, changes=changes)
         if one_trial:
             data["trials_same"] = True  # one trial a point, its value: the trials' dots are the points
@@ -283,6 +286,27 @@ NOISE_NOTE = ("noise: the robust spread of a series' nights around its level, in
               "is not counted as noise); a change smaller than it is not raised as an incident.")
 
 
+def _drawable(cp: CasePoints, found: Sequence[SeriesFindings]) -> list[SeriesFindings]:
+    """The series to chart: those detection judged, and the overview's metrics with too few passing nights to be
+    judged (a case that crashed on most nights still shows the nights it passed, with its crashes marked)."""
+    have = {sf.metric for sf in found}
+    short = []
+    for metric in SPARK_METRICS:
+        idx, values = cp.series(metric)
+        if metric not in have and values:
+            short.append(SeriesFindings(metric, tuple(idx), ()))
+    return [*found, *short]
+
+
+def _crash_marks(cp: CasePoints) -> list[dict[str, Any]]:
+    """A mark on every night the case crashed: no value is drawn there, so the gap is explained."""
+    # Only the nights without a value of the charted metrics are looked at (a point is made for each of them):
+    # a year of healthy nights costs nothing here.
+    valued = {i for metric in SPARK_METRICS for i in cp.series(metric)[0]}
+    return [{"x": i, "kind": "crash", "color": "#b42318", "text": "crash"}
+            for i in range(cp.n_points) if i not in valued and cp.point(i).outcome == Outcome.CRASH]
+
+
 def _reference_banner(cases: Sequence[CasePoints]) -> str:
     """Said on every page that shows builds of the CPU reference server: its numbers are not SGLang's."""
     if not any(cp.n_points and cp.point(-1).build_spec.startswith(("sim:", "simsrc:")) for cp in cases):
@@ -302,7 +326,7 @@ def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[S
     for k, cp in enumerate(cases):
         parts.append(f"<h2>{_e(cp.case)} <span class=\"note\">on {_e(cp.hardware)}</span></h2>")
         found = findings[(cp.scenario, cp.case, cp.hardware)]
-        drawn = _charts(cp, start + k, found, incidents, axis=len(axes), escaped=escaped)
+        drawn = _charts(cp, start + k, _drawable(cp, found), incidents, axis=len(axes), escaped=escaped)
         axes.append(drawn.axis)
         for chart in drawn.charts:
             data.append(chart.data)

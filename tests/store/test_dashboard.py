@@ -98,6 +98,8 @@ def test_dashboard_renders_offline_with_the_step_and_nothing_unescaped(run_cli, 
     assert ticks and set(ticks) == {"sim:post-fix", "sim:post-fix,step-cost-ms=20"}, ticks
     # Every chart drawn shows the incident that names its case (the step's, the new signature's).
     assert len(notes) >= 3 and all(any(n.startswith("incident ") for n in chart) for chart in notes), notes
+    # The case that crashed on its last nights keeps its chart of the nights it passed, the crashes marked on it.
+    assert any(chart.count("crash") == 2 for chart in notes), notes
     assert not seen.exceptions, seen.exceptions
     assert not [c for c in seen.console if c.startswith(("error", "warning"))], seen.console
     assert seen.requests and all(u.startswith("file://") for u in seen.requests), seen.requests
