@@ -177,7 +177,8 @@ def _charts(cp: CasePoints, n: int, found: Sequence[SeriesFindings],
         commit, spec, version = cp.column("build_commit"), cp.column("build_spec"), cp.column("build_version")
         night, started = cp.column("batch_label"), cp.column("started_at")
         for i in shown:
-            ticks[i] = esc[_build_name(commit[i], spec[i], version[i])]
+            # the night's date under the build's name: nights of one build are told apart without hovering
+            ticks[i] = f"{esc[_build_name(commit[i], spec[i], version[i])]}<br>{esc[started[i][5:10]]}"
             labels[i] = f"{esc[f'{spec[i]} ({night[i]})']}<br>{esc[started[i][:10]]}"
     # A host fact that changed on a night (driver, CUDA, kernel): shown, so a step that coincides is explained.
     hosts: list[dict[str, Any]] = [{"x": i, "kind": "host", "color": "#6a1b9a", "text": _pe(text)}
