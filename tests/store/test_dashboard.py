@@ -75,7 +75,7 @@ def test_dashboard_renders_offline_with_the_step_and_nothing_unescaped(run_cli, 
     index = (out / "index.html").read_text()
     scenario = (out / "scenario-store-test-scenario.html").read_text()
     assert "step" in scenario  # the change is marked
-    assert '"ticks":["sim:post-fix\\u003cbr\\u003e11-01"' in scenario and "2026-11-01" in scenario  # build and night; date on hover
+    assert '"ticks":["sim:post-fix\\u003cbr\\u003e11-01"' in scenario and "2026-11-01" in scenario  # build, night; date on hover
     assert ">trial 0</a>" in scenario  # run folders labelled by trial, not by a cut run id
     assert "new-signature" in index and "sglang-repro compare" in index  # the open incidents table
     # The overview's columns: the metrics compare judges, headed by the registry's short names.
