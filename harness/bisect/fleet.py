@@ -298,7 +298,8 @@ def bisect_commits_kary(request: Request, repo: Path, good_rev: str, bad_rev: st
     ends = {"good": good, "bad": bad}
 
     def trials_at(which: str, n: int) -> list[Trial]:
-        progress(f"endpoint {which}: {ends[which][:12]} ({n} trials)  (elapsed {time.time() - started:.0f}s)")
+        progress(f"endpoint {which}: {ends[which][:12]} ({n} trial{'s' if n != 1 else ''})  "
+                 f"(elapsed {time.time() - started:.0f}s)")
         return probe_of(state).trials(ends[which], spec_of(ends[which]), n)
 
     endpoints = establish(trials_at, signature=request.signature, metric=request.metric,

@@ -168,7 +168,8 @@ def decide(trials: Sequence[Trial], target: Target, limits: Limits, *, min_trial
         clean = len(done) - len(inconclusive)
         needed = max(min_trials, clean_trials_needed(target.crash_rate, limits.alpha))
         if clean >= needed and len(done) >= min_trials:
-            return Decision(Verdict.GOOD, f"{target.signature} absent in {clean} clean trials", done)
+            return Decision(Verdict.GOOD, f"{target.signature} absent in {clean} clean trial{'s' if clean != 1 else ''}",
+                            done)
     else:
         assert target.metric
         raw = [v for t in done if t.outcome in (Outcome.PASS, Outcome.FAIL)

@@ -76,14 +76,14 @@ def _md_escape(text: str) -> str:
 
 
 def _steps_table(steps: Sequence[StepRecord], metric: str | None) -> list[str]:
-    lines = ["| # | kind | revision | verdict | trials (launched/cached) | outcomes | "
+    lines = ["| # | kind | revision | verdict | trials (new servers, cached) | outcomes | "
              + (f"{metric} | " if metric else "") + "reason | artifacts |",
              "|---|---|---|---|---|---|" + ("---|" if metric else "") + "---|---|"]
     for i, s in enumerate(steps, 1):
         outcomes = ", ".join(f"{t.outcome.value}{'/' + t.signature if t.signature else ''}" for t in s.trials)
         values = ", ".join(f"{v:.4g}" for t in s.trials for v in [t.value(metric)] if v is not None) if metric else ""
         arts = " ".join(f"`{Path(t.artifacts).name}`" for t in s.trials[-3:] if t.artifacts)
-        row = [str(i), s.kind, _md_escape(s.label), f"**{s.term}**", f"{s.launched}/{s.cached}",
+        row = [str(i), s.kind, _md_escape(s.label), f"**{s.term}**", f"{len(s.trials)} ({s.launched}, {s.cached})",
                _md_escape(outcomes)] + ([values] if metric else []) + [_md_escape(s.reason[:240]), arts]
         lines.append("| " + " | ".join(row) + " |")
     return lines

@@ -80,7 +80,7 @@ def _release_phase(args: BisectArgs, request: Request) -> tuple[list[str], tuple
         return args.release_build.replace("{version}", v)
 
     def trials_at(which: str, n: int) -> list[Trial]:
-        progress(f"endpoint {which}: release {ends[which]} ({n} trials)")
+        progress(f"endpoint {which}: release {ends[which]} ({n} trial{'s' if n != 1 else ''})")
         return probe.trials(f"release:{ends[which]}", spec(ends[which]), n)
 
     endpoints = establish(trials_at, signature=args.signature, metric=args.metric, threshold=args.threshold,
@@ -195,13 +195,28 @@ def _search_commits(args: BisectArgs, request: Request, good: str, bad: str) -> 
     return bisect_commits_kary(request, args.repo, good, bad, runner)
 
 
+def _unconfirmed_why(c: CommitResult) -> str:
+    """Which confirmation did not come out as expected, with its trials: a newcomer told only "NOT confirmed"
+    cannot tell a flaky other crash at the parent from a culprit that no longer fails."""
+    failed = [s for s in c.steps if s.kind == "confirm" and not s.extra.get("held", True)]
+    if not failed:
+        return ": the first new commit has no parent in the range to compare it with" if c.culprit and \
+            not c.culprit.parent else ""
+    parts = []
+    for s in failed:
+        seen = ", ".join(f"{t.outcome.value}{' ' + t.signature if t.signature else ''}" for t in s.trials) or "none"
+        parts.append(f"{s.revision[:12]} was {s.term}, expected {s.extra.get('expected')} ({s.reason}; "
+                     f"trials: {seen})")
+    return ": " + "; ".join(parts)
+
+
 def _commit_summary(c: CommitResult, *, prefix: str) -> tuple[int, str, str]:
     new = c.terms[1]
     if c.culprit is not None:
         k = c.culprit
         text = (f"{prefix}first {new} commit {k.commit[:12]} \"{k.subject}\" ({k.author_date}); "
                 + ("confirmed by fresh trials of it and its parent" if c.confirmed
-                   else "NOT confirmed by fresh trials"))
+                   else "NOT confirmed by fresh trials" + _unconfirmed_why(c)))
         return (0 if c.confirmed else 1), "found", text
     if c.candidates:
         return 1, "ambiguous", (f"{prefix}only skipped commits were left: the first {new} commit is one of "

@@ -163,7 +163,8 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
 
         def trials_at(which: str, n: int) -> list[Trial]:
             wt.checkout(ends[which])
-            progress(f"endpoint {which}: {ends[which][:12]} ({n} trials)  (elapsed {time.time() - started:.0f}s)")
+            progress(f"endpoint {which}: {ends[which][:12]} ({n} trial{'s' if n != 1 else ''})  "
+                     f"(elapsed {time.time() - started:.0f}s)")
             return probe.trials(ends[which], template, n)
 
         endpoints = establish(trials_at, signature=request.signature, metric=request.metric,
@@ -263,7 +264,8 @@ def confirm_culprit(probe: Probe, wt: Checkout, culprit: Culprit, state: SearchS
     for commit, verdict in ((culprit.commit, new_verdict), (culprit.parent, old_verdict)):
         want = state.term(verdict)
         wt.checkout(commit)
-        progress(f"confirming {commit[:12]} is {want} with {n} fresh trials  (elapsed {time.time() - started:.0f}s)")
+        progress(f"confirming {commit[:12]} is {want} with {n} fresh trial{'s' if n != 1 else ''}  "
+                 f"(elapsed {time.time() - started:.0f}s)")
         label = f"{commit[:12]} {git(wt.path, 'log', '-1', '--format=%s', commit)[:72]}"
         if state.target.metric:
             trials = tuple(probe.fresh_trials(commit, state.build_template, n))

@@ -68,13 +68,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         commit = git(tree, "rev-parse", "HEAD")
         label = describe_commit(tree, commit)
         k = sum(1 for s in read_steps(report_dir) if s.kind == "step") + 1
-        progress(f"step {k} of ~{state.expected_steps}: testing {label}  (elapsed {elapsed(state)})")
+        progress(f"{step_of(k, state.expected_steps)}: testing {label}  (elapsed {elapsed(state)})")
         probe = Probe(state, load_case(Path(state.scenario), state.case))
         record = probe.judge(kind="step", revision=commit, label=label, spec=state.build_template, index=k)
         append_step(report_dir, record)
         launched = record.launched
-        progress(f"step {k} of ~{state.expected_steps}: {commit[:12]} is {record.term} ({record.reason}; "
-                 f"{launched} launched, {record.cached} cached)  (elapsed {elapsed(state)})")
+        progress(f"{step_of(k, state.expected_steps)}: {commit[:12]} is {record.term} ({record.reason}; "
+                 f"{len(record.trials)} trial(s): {launched} new server(s), {record.cached} cached)  "
+                 f"(elapsed {elapsed(state)})")
         return state.exit_code(record.verdict)
     except KeyboardInterrupt:
         return EXIT_ABORT
@@ -86,6 +87,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def expected_steps(count: int) -> int:
     """About ceil(log2 N) decisions for N revisions between the endpoints."""
     return max(1, math.ceil(math.log2(max(count, 2))))
+
+
+def step_of(k: int, expected: int) -> str:
+    """``step 3 of ~6``; past the estimate (skipped commits add steps) it says so rather than "step 7 of ~6"."""
+    return f"step {k} of ~{expected}" if k <= expected else f"step {k} (past the ~{expected} estimated: skips add steps)"
 
 
 if __name__ == "__main__":

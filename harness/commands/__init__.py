@@ -51,7 +51,7 @@ COMMANDS: tuple[Command, ...] = (
             "shrink a failing case while the same failure reproduces (exit 0 written, 1 does not fail, "
             "2 bad input, 3 infra)"),
     Command("nightly", "nightly",
-            "run every case of the scenarios on one build, record, detect (exit 0 nothing new, 1 new regression, "
+            "run every case of the scenarios on one build, record, detect (exit 0 nothing new, 1 new incident, "
             "3 infra)"),
     Command("store", "store", "the results store: import run folders, export (parquet, csv, hud), alerts"),
     Command("dashboard", "dashboard", "build the offline nightly dashboard (a static site) from the results store"),

@@ -60,9 +60,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=positive_int, default=1, metavar="K",
                         help="judge K commits of the remaining range at once (a K-ary search: about log_(K+1) N "
                              "rounds instead of log_2 N), each one job; 1 (default): git bisect run")
+    from harness.commands._common import add_set_argument
     from harness.executor.options import add_executor_arguments
+    from harness.util.progress import NO_PROGRESS_HELP
 
     add_executor_arguments(parser)
+    add_set_argument(parser)
+    parser.add_argument("--no-progress", action="store_true",
+                        help=NO_PROGRESS_HELP + " (bisect's step lines are always plain: each step is news)")
     parser.add_argument("--cleanup", action="store_true",
                         help="with --repo: only remove what an earlier bisect of the checkout killed with its guard "
                              "left (its temporary clone; from older versions a worktree in .git), and exit")
@@ -89,6 +94,20 @@ def _check_target(args: argparse.Namespace) -> None:
         catalogue = Catalogue.load()
         if args.signature not in catalogue.ids:
             raise UserError(f"--signature {args.signature}: not in the catalogue {catalogue.source}")
+
+
+def _with_overrides(args: argparse.Namespace) -> Path:
+    """The scenario file the search reads: the user's, or with ``--set`` a copy with the overrides applied
+    (each step of ``git bisect run`` reads the file again, so the overrides must be in it)."""
+    from harness.commands._common import scenario_overrides
+
+    sets = scenario_overrides(args)
+    if not sets:
+        return Path(args.scenario)
+    from harness.scenario.overrides import write_overridden
+    from harness.util.paths import reports_root
+
+    return write_overridden(Path(args.scenario), sets, (args.out or reports_root()) / "bisect" / "scenarios")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -118,6 +137,7 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("--versions needs --releases A..B")
     _check_target(args)
     check_output_folder(args.out, "--out")
+    scenario = _with_overrides(args)
     store = None if args.no_cache else str(args.store or default_store(args.out))
     if store is not None:
         check_store_value(store)  # a bad URL is bad input, found before anything runs
@@ -133,7 +153,7 @@ def main(args: argparse.Namespace) -> int:
     limits = Limits(trials=args.trials, max_trials=max(args.max_trials, args.trials),
                     confirm_trials=args.confirm_trials)
     report = run_bisect(BisectArgs(
-        scenario=args.scenario, case=args.case, repo=args.repo, good=args.good, bad=args.bad,
+        scenario=scenario, case=args.case, repo=args.repo, good=args.good, bad=args.bad,
         releases=args.releases, versions=tuple(v.strip() for v in args.versions.split(",") if v.strip())
         if args.versions else None, release_build=args.release_build, signature=args.signature,
         metric=args.metric, threshold=args.threshold, find=Find(args.find), limits=limits, base=args.base,

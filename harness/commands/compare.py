@@ -9,16 +9,17 @@ from harness.build import Builds, parse_build_spec
 from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.commands._store_args import add_store_arguments, finish_store, store_choice
 from harness.compare.runner import compare_cases, role_specs
-from harness.compare.verdicts import ComparisonReport
+from harness.compare.verdicts import ComparisonReport, MetricVerdict
 from harness.executor.options import add_executor_arguments
 from harness.launch.preflight_batch import check_flags_up_front
-from harness.records.metric_definitions import ACCEPT_LENGTH, OUTPUT_THROUGHPUT
 from harness.records.run_record import RunRecord
 from harness.report import write_reports
+from harness.scenario import Case
 from harness.store.store import new_batch
 from harness.store.writer import DeferredWriter
 from harness.util.errors import UserError
 from harness.util.interrupts import Shield
+from harness.util.progress import NO_PROGRESS_HELP, Progress
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="build spec of any role (repeatable)")
     parser.add_argument("--reference", action="store_true",
                         help="run each role's CPU reference-server revision instead of its real build")
+    parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
     add_store_arguments(parser)
     add_executor_arguments(parser)
 
@@ -46,29 +48,32 @@ def _overrides(args: argparse.Namespace) -> dict[str, str]:
     return out
 
 
-def _progress(record: RunRecord) -> None:
+def _trial_line(record: RunRecord) -> str:
     sig = f" {record.signature}" if record.signature else ""
     phase = f" at {record.phase.value}" if record.phase and record.outcome.value != "pass" else ""
-    print(f"  {record.case.name:<28} {record.build.role or '':<8} trial {record.trial}: "
-          f"{record.outcome.value}{sig}{phase}", file=sys.stderr, flush=True)
+    return (f"  {record.case.name:<28} {record.build.role or '':<8} trial {record.trial}: "
+            f"{record.outcome.value}{sig}{phase}")
+
+
+def _planned_runs(cases: list[Case], roles: int, trials: int | None, reference: bool) -> int:
+    """Runs the comparison plans: trials per case (the reference server's own when it runs) x roles."""
+    return sum((trials or (c.for_reference() if reference else c).scenario.workload.trials) * roles for c in cases)
 
 
 def summary(report: ComparisonReport) -> list[str]:
-    """The short summary printed at the end: per case, what each role did and the verdict."""
+    """The short summary printed at the end: per case the outcome before -> after, what changed (a removed crash,
+    or each metric's verdict with its interval), whether the expectations held; then the notes, each once."""
+    from harness.report import _format as fmt
+
+    width = max((len(c.case) for c in report.cases), default=0)
     lines = []
     for case in report.cases:
-        parts = []
-        for role in case.roles:
-            text = f"{role.role}: {role.outcome}"
-            if role.signature:
-                text += f" ({role.signature})"
-            acc = role.passing_values(ACCEPT_LENGTH.name)
-            tput = role.passing_values(OUTPUT_THROUGHPUT.name)
-            if acc:
-                text += f", accept length {sum(acc) / len(acc):.2f}"
-            if tput:
-                text += f", {sum(tput) / len(tput):.1f} tok/s"
-            parts.append(text)
+        change = fmt.outcome_change(case)
+        sig = next((f" ({r.signature})" for r in case.roles if r.signature), "")
+        what = fmt.case_change(case)
+        parts = [f"{what}{sig}"] if what else []
+        parts += [fmt.metric_line(m) for m in case.metrics
+                  if not (what and m.verdict is MetricVerdict.NOT_ENOUGH_DATA)]
         if not case.expectations_held:
             held = "EXPECTATION NOT HELD"
         elif case.not_run:
@@ -78,7 +83,7 @@ def summary(report: ComparisonReport) -> list[str]:
         observed = [c for c in case.expectations if c.observation]
         if observed:
             held += "; hypothesis not confirmed: " + ", ".join(f"{c.role} expected {c.expected_text}" for c in observed)
-        lines.append(f"{case.case}: {'; '.join(parts)} -> {held}; metrics {case.verdict}")
+        lines.append(f"{case.case:<{width}}  {change:<14} {'; '.join(parts) or '-'} [{held}]")
     return lines
 
 
@@ -105,8 +110,18 @@ def main(args: argparse.Namespace) -> int:
     check_flags_up_front(cases, specs.values(), builds)  # one parser process per build, not one per run
     writer = DeferredWriter(store, new_batch("compare"))
 
+    bar = Progress("compare", _planned_runs(cases, len(specs), args.trials, args.reference), plain=args.no_progress)
+    order = {c.name: i for i, c in enumerate(cases)}
+    bar.show(f"case 1 of {len(cases)}", "starting")
+
     def progress(record: RunRecord) -> None:
-        _progress(record)
+        bar.step()
+        where = f"case {order.get(record.case.name, 0) + 1} of {len(cases)}"
+        if bar.tty:
+            bar.note(_trial_line(record))
+            bar.show(where, f"last: {record.case.name}")
+        else:
+            bar.show(where, " ".join(_trial_line(record).split()))  # one line in a log: no table padding
         writer.record(record)
 
     elsewhere = None
@@ -117,11 +132,14 @@ def main(args: argparse.Namespace) -> int:
                         elsewhere=elsewhere)
     # The report is written whole: a signal now waits for it, and an interrupted comparison's second signal
     # changes nothing (issue 24); a first one still interrupts afterwards.
+    bar.finish()
     with Shield(reraise=not ran.report.partial):
         paths = write_reports(ran.report, ran.report_dir)
         for line in summary(ran.report):
             print(line)
-        for note in ran.report.notes:
+        from harness.report._format import grouped_notes
+
+        for note in grouped_notes(ran.report.notes, [c.case for c in ran.report.cases]):
             if "metrics not compared" in note:
                 print(f"note: {note}")
         print(verdict_line(ran.report))

@@ -7,13 +7,16 @@ import json
 import shlex
 from typing import Any
 
+from harness.commands._common import add_set_argument, scenario_overrides
 from harness.scenario import Case, load_paths, sglang_argv
 from harness.util.redact import redact_argv, redact_env
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH", help="scenario files or folders")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--format", choices=("text", "json"), default="text",
+                        help="text: a line per case and its SGLang command; json: every case as plain data")
+    add_set_argument(parser)
 
 
 def describe(case: Case) -> dict[str, Any]:
@@ -37,7 +40,7 @@ def describe(case: Case) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
-    loaded = load_paths(args.paths)
+    loaded = load_paths(args.paths, overrides=scenario_overrides(args))
     cases = [case for item in loaded for case in item.cases]
     if args.format == "json":
         print(json.dumps([describe(c) for c in cases], indent=2))

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 from harness.build import resolve_build
+from harness.commands._common import add_set_argument, scenario_overrides
 from harness.commands._store_args import store_choice
+from harness.records.run_record import RunRecord
 from harness.run import RunInterrupted
 from harness.scenario import load_file, select_cases
 from harness.scenario.roles import resolve_role
@@ -18,6 +20,7 @@ from harness.util.atomic import write_atomic
 from harness.util.errors import UserError
 from harness.util.interrupts import Shield
 from harness.util.output_path import check_output_file, check_output_folder
+from harness.util.progress import NO_PROGRESS_HELP, Progress
 
 DESCRIPTION = ("Shrink one failing case (server flags, environment variables, workload, prompt length) while the "
                "same failure (outcome, signature, phase, frames) reproduces; write the minimal scenario, the "
@@ -54,6 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plain", action="store_true",
                         help="textbook ddmin in the scenario's order, no known run reused (the benchmark's peer)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every try")
+    parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
+    add_set_argument(parser)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -66,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_output_file(args.output, "-o")
     check_output_folder(args.out, "--out")
-    loaded = load_file(args.scenario)
+    loaded = load_file(args.scenario, overrides=scenario_overrides(args))
     cases = select_cases(loaded, args.case)
     if len(cases) != 1:
         raise UserError(f"{args.scenario}: --case must pick exactly one case; {len(cases)} match: "
@@ -75,14 +80,25 @@ def main(args: argparse.Namespace) -> int:
     spec, _ = resolve_role(case, args.build, args.reference)
     build = resolve_build(spec)
     store = store_choice(args)  # a bad URL is bad input, found before anything runs
+    # Minimize cannot know its run count in advance: it shows the runs so far and, with --budget, the time left.
+    bar = Progress("minimize", 0, plain=args.no_progress, unit="server runs", budget_s=args.budget)
+    bar.show("baseline", f"{case.name} on {spec}")
+
+    def progress(done: int, record: RunRecord) -> None:
+        bar.done = done
+        sig = f" {record.signature}" if record.signature else ""
+        bar.show("", f"last: {record.outcome.value}{sig}")
+
     try:
         result = minimize(case, build, MinimizeOptions(
             budget_s=args.budget, jobs=args.jobs, plain=args.plain, store=store, out_root=args.out,
-            output=args.output))
+            output=args.output, progress=progress))
     except RunInterrupted as exc:
         print(f"sglang-repro minimize: interrupted; nothing written (last run: {exc.record.artifacts})",
               file=sys.stderr)
         return 130
+    finally:
+        bar.finish()
     report = render_report(result)
     with Shield(reraise=False):  # a second Ctrl-C must not leave half a report
         write_atomic(result.session_dir / "report.md", report)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import functools
-import sys
-import time
 from pathlib import Path
 
+from harness.commands._common import add_set_argument, scenario_overrides
 from harness.executor.options import add_executor_arguments
 from harness.nightly import Elsewhere, PlannedCase, run_nightly, shard
 from harness.scenario import load_paths, select_cases
@@ -15,6 +14,7 @@ from harness.scenario.roles import resolve_role
 from harness.store.url import default_store
 from harness.util.argtypes import positive_int
 from harness.util.errors import UserError
+from harness.util.progress import NO_PROGRESS_HELP, Progress
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -37,28 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--case", metavar="NAME", help="only cases matching (axis=label[,...])")
     parser.add_argument("--trials", type=positive_int, metavar="N", help="trials per case (default: the scenario's)")
     parser.add_argument("--out", type=Path, metavar="DIR", help="output root (default: reports/)")
-    parser.add_argument("--no-progress", action="store_true", help="plain progress lines even on a terminal")
+    parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
     add_executor_arguments(parser)
-
-
-class _Progress:
-    """Cases done / total, elapsed, current case: one redrawn line on a terminal, plain lines in CI logs."""
-
-    def __init__(self, total: int, plain: bool) -> None:
-        self.total, self.done, self.start = total, 0, time.monotonic()
-        self.tty = sys.stderr.isatty() and not plain
-
-    def show(self, current: str) -> None:
-        line = f"nightly: {self.done}/{self.total} done, {time.monotonic() - self.start:.0f} s, now: {current}"
-        if self.tty:
-            sys.stderr.write("\r\x1b[2K" + line[:200])
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-
-    def finish(self) -> None:
-        if self.tty:
-            sys.stderr.write("\n")
+    add_set_argument(parser)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -66,7 +47,7 @@ def main(args: argparse.Namespace) -> int:
     from harness.commands._store_args import check_store_value
     from harness.util.output_path import check_output_folder
 
-    loaded = load_paths(args.scenarios)
+    loaded = load_paths(args.scenarios, overrides=scenario_overrides(args))
     cases = [c for item in loaded for c in select_cases(item, args.case)]
     if args.shard:
         cases = shard(cases, *args.shard)
@@ -78,11 +59,11 @@ def main(args: argparse.Namespace) -> int:
     check_store_value(store)
     for spec in {p.spec for p in planned}:
         parse_build_spec(spec)
-    bar = _Progress(len(planned), args.no_progress)
+    bar = Progress("nightly", len(planned), plain=args.no_progress)
 
     def progress(done: int, current: str) -> None:
         bar.done = done
-        bar.show(current)
+        bar.show(f"case {min(done + 1, len(planned))} of {len(planned)}", f"now: {current}")
 
     elsewhere: Elsewhere | None = None
     if args.executor == "slurm":  # every case and trial as a SLURM job (harness.executor)

@@ -18,6 +18,7 @@ from harness.server.pool import ServerPool
 from harness.store.store import new_batch
 from harness.store.writer import DeferredWriter
 from harness.util.paths import reports_root
+from harness.util.progress import NO_PROGRESS_HELP
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--reference", action="store_true",
                         help="with a role: run the role's reference-server revision (CPU) instead of its real build")
-    parser.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
+    parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
     add_store_arguments(parser)
     add_executor_arguments(parser)
 

@@ -9,7 +9,7 @@ from harness.scenario import Scenario
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--indent", type=int, default=2)
+    parser.add_argument("--indent", type=int, default=2, metavar="N", help="spaces per JSON indent level (default 2)")
 
 
 def main(args: argparse.Namespace) -> int:

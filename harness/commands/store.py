@@ -18,10 +18,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
     sub.required = True
     imp = sub.add_parser("import", help="ingest existing run folders (every result.json below)")
-    imp.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    imp.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                     help="run folders, or folders above them (reports/); a run already stored is skipped")
     exp = sub.add_parser("export", help="write the store as parquet, csv or the PyTorch HUD's v3 records")
-    exp.add_argument("--format", required=True, choices=EXPORT_FORMATS)
-    exp.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
+    exp.add_argument("--format", required=True, choices=EXPORT_FORMATS,
+                     help="parquet or csv: one row per run and metric; hud: the PyTorch HUD's v3 records, one a line")
+    exp.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="the file to write")
     al = sub.add_parser("alerts", help="list incidents, each with its alerts (default: those not resolved)")
     al.add_argument("--all", action="store_true", help="also resolved ones")
     for name, state in (("ack", "acknowledged"), ("resolve", "resolved")):

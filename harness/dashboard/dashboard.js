@@ -40,8 +40,9 @@
               font: {size: 10, color: c.color}};
     });
     Plotly.newPlot(el, traces, {
-      title: {text: chart.title, font: {size: 13}}, margin: {l: 50, r: 10, t: 40, b: 40}, height: 260,
-      xaxis: {title: {text: "build (in order; the night's date on hover)"}, tickmode: "array",
+      title: {text: chart.title, font: {size: 13}}, margin: {l: 50, r: 10, t: 40, b: 110}, height: 330,
+      xaxis: {title: {text: "build and night (in order)", standoff: 18}, automargin: true, zeroline: false,
+              tickmode: "array",
               tickvals: thin(chart.x), ticktext: thin(ticks), tickangle: -30},
       shapes: shapes, annotations: notes, showlegend: false
     }, {displaylogo: false, responsive: true});

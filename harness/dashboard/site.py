@@ -39,6 +39,7 @@ from harness.history.incidents import StoredIncident, stored_incidents
 from harness.history.series import CasePoints, Point, host_changes, stored_case_points
 from harness.history.steps import noise
 from harness.records.metric_definitions import COMPARED, PHASE_SEPARATOR
+from harness.records.outcome import Outcome
 from harness.store.store import Store
 from harness.util.atomic import replace_with, write_atomic
 from harness.util.collector import collector_paused
@@ -176,11 +177,13 @@ def _charts(cp: CasePoints, n: int, found: Sequence[SeriesFindings],
         commit, spec, version = cp.column("build_commit"), cp.column("build_spec"), cp.column("build_version")
         night, started = cp.column("batch_label"), cp.column("started_at")
         for i in shown:
-            ticks[i] = esc[_build_name(commit[i], spec[i], version[i])]
+            # the night's date under the build's name: nights of one build are told apart without hovering
+            ticks[i] = f"{esc[_build_name(commit[i], spec[i], version[i])]}<br>{esc[started[i][5:10]]}"
             labels[i] = f"{esc[f'{spec[i]} ({night[i]})']}<br>{esc[started[i][:10]]}"
     # A host fact that changed on a night (driver, CUDA, kernel): shown, so a step that coincides is explained.
     hosts: list[dict[str, Any]] = [{"x": i, "kind": "host", "color": "#6a1b9a", "text": _pe(text)}
                                    for i, text in host_changes(cp)]
+    crashes = _crash_marks(cp)
     for sf in found:
         idx = list(sf.indices)
         chart_id = f"c{n}-{len(out)}"
@@ -202,6 +205,7 @@ def _charts(cp: CasePoints, n: int, found: Sequence[SeriesFindings],
                     "text": _pe(f"{f.kind} {f.effect:+.1%}")} for f in sf.findings]
         changes += hosts
         changes += marks
+        changes += crashes
         data.update(y=values, changes=changes)
         if one_trial:
             data["trials_same"] = True  # one trial a point, its value: the trials' dots are the points
@@ -279,17 +283,51 @@ def _phases(cp: CasePoints, nights: int = 3) -> str:
             f"trials):</p>{table}") if table else ""
 
 
+NOISE_NOTE = ("noise: the robust spread of a series' nights around its level, in % of the level (a confirmed step "
+              "is not counted as noise); a change smaller than it is not raised as an incident.")
+
+
+def _drawable(cp: CasePoints, found: Sequence[SeriesFindings]) -> list[SeriesFindings]:
+    """The series to chart: those detection judged, and the overview's metrics with too few passing nights to be
+    judged (a case that crashed on most nights still shows the nights it passed, with its crashes marked)."""
+    have = {sf.metric for sf in found}
+    short = []
+    for metric in SPARK_METRICS:
+        idx, values = cp.series(metric)
+        if metric not in have and values:
+            short.append(SeriesFindings(metric, tuple(idx), ()))
+    return [*found, *short]
+
+
+def _crash_marks(cp: CasePoints) -> list[dict[str, Any]]:
+    """A mark on every night the case crashed: no value is drawn there, so the gap is explained."""
+    # Only the nights without a value of the charted metrics are looked at (a point is made for each of them):
+    # a year of healthy nights costs nothing here.
+    valued = {i for metric in SPARK_METRICS for i in cp.series(metric)[0]}
+    return [{"x": i, "kind": "crash", "color": "#b42318", "text": "crash"}
+            for i in range(cp.n_points) if i not in valued and cp.point(i).outcome == Outcome.CRASH]
+
+
+def _reference_banner(cases: Sequence[CasePoints]) -> str:
+    """Said on every page that shows builds of the CPU reference server: its numbers are not SGLang's."""
+    if not any(cp.n_points and cp.point(-1).build_spec.startswith(("sim:", "simsrc:")) for cp in cases):
+        return ""
+    from harness.report._format import REFERENCE_NOTICE
+
+    return f'<p class="note reference">{_e(REFERENCE_NOTICE)}</p>'
+
+
 def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[StoredIncident], out_dir: Path,
                    start: int, findings: dict[tuple[str, str, str], list[SeriesFindings]],
                    escaped: _Escaped | None = None, links: _Links | None = None) -> str:
     link = _Links(out_dir) if links is None else links
-    parts = [f"<p><a href=\"index.html\">&larr; overview</a></p><h1>{_e(name)}</h1>"]
+    parts = [f"<p><a href=\"index.html\">&larr; overview</a></p><h1>{_e(name)}</h1>" + _reference_banner(cases)]
     data: list[dict[str, Any]] = []
     axes: list[dict[str, list[str | None]]] = []
     for k, cp in enumerate(cases):
         parts.append(f"<h2>{_e(cp.case)} <span class=\"note\">on {_e(cp.hardware)}</span></h2>")
         found = findings[(cp.scenario, cp.case, cp.hardware)]
-        drawn = _charts(cp, start + k, found, incidents, axis=len(axes), escaped=escaped)
+        drawn = _charts(cp, start + k, _drawable(cp, found), incidents, axis=len(axes), escaped=escaped)
         axes.append(drawn.axis)
         for chart in drawn.charts:
             data.append(chart.data)
@@ -329,7 +367,9 @@ def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], inci
     table = ("<table><tr><th>scenario</th><th>case</th><th>hardware</th><th>latest</th><th>build</th>"
              + "".join(f"<th>{_e(m.heading)}</th><th>noise</th>" for m in COMPARED) + "</tr>"
              + "".join(rows) + "</table>")
-    body = (f"<h1>sglang-repro nightly</h1><p class=\"note\">store: {_e(where)}</p>{table}"
+    every = [cp for cases in by_scenario.values() for cp in cases]
+    body = (f"<h1>sglang-repro nightly</h1>{_reference_banner(every)}<p class=\"note\">store: {_e(where)}</p>{table}"
+            f"<p class=\"note\">{_e(NOISE_NOTE)}</p>"
             f"<h2>Open incidents</h2>{_incidents_table(incidents)}")
     return _page("sglang-repro dashboard", body)
 

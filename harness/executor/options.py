@@ -44,7 +44,8 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
                        help="any other sbatch option, as --KEY=VALUE (repeatable), e.g. mem=64G, cpus-per-task=8")
     group.add_argument("--slurm-gpu-type", type=_pair, action="append", default=[], metavar="PATTERN=TYPE",
                        help="the cluster's gres type for a hardware.gpu_name (repeatable), e.g. H200=h200")
-    group.add_argument("--slurm-poll", type=float, default=5.0, metavar="S", help=argparse.SUPPRESS)
+    group.add_argument("--slurm-poll", type=float, default=5.0, metavar="S",
+                       help="seconds between two looks at the jobs' SLURM states (default 5)")
 
 
 def slurm_store(store: str | None, command: str) -> str | None:

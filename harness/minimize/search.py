@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -69,6 +70,7 @@ class MinimizeOptions:
     out_root: Path | None = None
     output: Path | None = None  # where the minimal YAML goes (default: in the session folder)
     runner: Runner | None = None  # how one candidate runs (default: execute_run on the build); a seam for tests
+    progress: Callable[[int, RunRecord], None] | None = None  # after each server run: how many so far, the record
 
 
 @dataclass(frozen=True)
@@ -122,11 +124,21 @@ class _Search:
         self.accepted: list[Candidate] = [self.original]
         deadline = None if options.budget_s is None else self.started + options.budget_s
         runs = SearchRuns(options.store, new_batch("minimize", session.name))
-        self.oracle = Oracle(base=self.base, build=build, defaults=defaults, runner=options.runner or self._run,
+        self.runs_done, self._count_lock = 0, threading.Lock()
+        self.oracle = Oracle(base=self.base, build=build, defaults=defaults, runner=self._counted,
                              runs=runs, use_cache=not options.plain,
                              jobs=options.jobs, work_dir=session, deadline=deadline)
         self.untried: list[str] = []
         self.prompt_lengths = case.scenario.workload.prompt.lengths()
+
+    def _counted(self, case: Case, trial: int) -> RunRecord:
+        """One server run, counted and shown (``--jobs N`` runs them from several threads)."""
+        record = (self.opts.runner or self._run)(case, trial)
+        with self._count_lock:
+            self.runs_done += 1
+            if self.opts.progress is not None:
+                self.opts.progress(self.runs_done, record)
+        return record
 
     def _run(self, case: Case, trial: int) -> RunRecord:
         return execute_run(case, self.build, trial=trial, options=RunOptions(out_root=self.session, progress=False))

@@ -38,7 +38,7 @@ def is_scenario_file(path: Path, rootpath: Path) -> bool:
 class ScenarioFile(pytest.File):
     def collect(self) -> Iterator[CaseNode]:
         try:
-            loaded = load_file(self.path)
+            loaded = load_file(self.path, overrides=settings(self.config).overrides)
         except ScenarioError as exc:
             # CollectError prints just the message: one line per problem, file:line:col first.
             raise self.CollectError("\n".join(exc.lines)) from None

@@ -82,7 +82,7 @@ class ScenarioItem(pytest.Item):
             inventory = hardware.inventory()
             gap = gating.hardware_gap(sc.hardware, inventory)
             if gap:
-                pytest.skip(f"hardware: {gap}")
+                pytest.skip(f"hardware: {gap} ({gating.override_hint(sc.hardware, inventory)})")
             needed, pool = sc.hardware.gpus, gating.matching(sc.hardware, inventory)
         trials = opts.trials or sc.workload.trials
         expectation = sc.expect.get(self.role)
@@ -98,7 +98,8 @@ class ScenarioItem(pytest.Item):
                     if problem is None:
                         continue
                     if result.outcome in (Outcome.INFRA, Outcome.INTERRUPTED):
-                        pytest.skip(f"{result.outcome.value}: {result.reason} (trial {trial + 1} of {trials})")
+                        pytest.skip(f"{result.outcome.value}: {result.reason} (trial {trial + 1} of {trials})"
+                                    f"{gating.model_hint(result.reason or '')}")
                     if expectation is not None and expectation.status == "hypothesis":
                         # A hypothesis that did not hold is an observation: shown, never a failure.
                         self.user_properties.append(("observation", problem))
@@ -107,7 +108,7 @@ class ScenarioItem(pytest.Item):
                         continue
                     raise ScenarioFailure(problem, result, trial, trials)
         except InfraError as exc:
-            pytest.skip(f"infra: {exc}")
+            pytest.skip(f"infra: {exc}{gating.model_hint(str(exc))}")
         except UserError as exc:
             pytest.fail(f"bad input: {exc}", pytrace=False)
 

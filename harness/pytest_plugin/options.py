@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from harness.build import BUILD_KINDS
+from harness.scenario import SetOverride, parse_set
 from harness.server.hardware import injected_inventory
 from harness.server.lease import DEFAULT_GPU_LEASE_TIMEOUT_S
 from harness.util.argtypes import positive_int
@@ -25,6 +26,7 @@ class Settings:
     trials: int | None
     shard: tuple[int, int] | None
     gpu_lease_timeout_s: float
+    overrides: tuple[SetOverride, ...] = ()  # --set FIELD=VALUE, applied to every scenario before validation
 
 
 _SETTINGS = pytest.StashKey[Settings]()
@@ -40,6 +42,15 @@ def parse_build(text: str) -> tuple[str, str]:
     if not spec.startswith(_BUILD_KINDS):
         raise argparse.ArgumentTypeError(f"{text!r}: SPEC must start with one of {', '.join(_BUILD_KINDS)}")
     return role, spec
+
+
+def _parse_set(text: str) -> SetOverride:
+    from harness.util.errors import UserError
+
+    try:
+        return parse_set(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--set {text}: ")) from None
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -73,6 +84,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run only the K-th of N deterministic slices of the selected items (CI matrix jobs)")
     group.addoption("--gpu-lease-timeout", type=_seconds, default=DEFAULT_GPU_LEASE_TIMEOUT_S, metavar="S",
                     help=f"how long a gpu item waits for its GPUs to be free (default {DEFAULT_GPU_LEASE_TIMEOUT_S:g})")
+    group.addoption("--set", action="append", type=_parse_set, default=[], metavar="FIELD=VALUE", dest="scenario_set",
+                    help="change a field of every scenario before validation, e.g. --set hardware.gpu_name=H200 "
+                         "--set hardware.gpus=8 --set server.model=/models/gemma-4-31B-it (repeatable)")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -86,6 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
         trials=config.getoption("trials"),
         shard=config.getoption("shard"),
         gpu_lease_timeout_s=config.getoption("gpu_lease_timeout"),
+        overrides=tuple(config.getoption("scenario_set") or ()),
     )
 
 

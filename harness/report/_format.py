@@ -44,6 +44,13 @@ __all__ = [
     "PhaseRow",
     "phase_rows",
     "phase_rows_of",
+    "outcome_change",
+    "case_change",
+    "case_glance",
+    "metric_line",
+    "grouped_notes",
+    "trials_footnote",
+    "trials_needed",
 ]
 
 REFERENCE_NOTICE = (
@@ -196,9 +203,10 @@ def headline(report: ComparisonReport) -> Headline:
     if report.partial:
         expect = f"PARTIAL ({report.partial}) · {expect}"
     verdict = report.verdict
-    counts: dict[MetricVerdict, int] = {}
-    for case in report.cases:
-        counts[case.verdict] = counts.get(case.verdict, 0) + 1
+    counts: dict[str, int] = {}
+    for case in report.cases:  # a removed crash is counted as that, not as "not enough data"
+        key = case_change(case) if case.verdict is MetricVerdict.NOT_ENOUGH_DATA and case_change(case) else case.verdict
+        counts[str(key)] = counts.get(str(key), 0) + 1
     spread = ", ".join(f"{n} {v}" for v, n in counts.items())
     title = f"{expect} · performance: {verdict}"
     detail = f"{len(report.cases)} case{'s' if len(report.cases) != 1 else ''}: {spread}" if report.cases else "no cases"
@@ -219,3 +227,84 @@ def case_metric_summary(case: CaseComparison) -> str:
         if m.verdict in (MetricVerdict.BETTER, MetricVerdict.WORSE)
     ]
     return "; ".join(parts)
+
+
+# --- at a glance: did the builds change what a case does? ---------------------------------------------------------
+
+_BROKEN = {"crash": "crash", "fail": "failure", "timeout": "timeout"}
+
+
+def outcome_change(case: CaseComparison, arrow: str = "->") -> str:
+    """The roles' outcomes in order, ``crash -> pass`` (a role's outcome is its worst trial's)."""
+    return f" {arrow} ".join(role.outcome.value for role in case.roles) or "—"
+
+
+def case_change(case: CaseComparison) -> str | None:
+    """``crash removed`` when the first role broke and the last passed every trial (``failure removed``,
+    ``timeout removed``), ``... introduced`` the other way round; None when the outcome did not change."""
+    if len(case.roles) < 2:
+        return None
+    first, last = case.roles[0].outcome.value, case.roles[-1].outcome.value
+    if first in _BROKEN and last == "pass":
+        return f"{_BROKEN[first]} removed"
+    if first == "pass" and last in _BROKEN:
+        return f"{_BROKEN[last]} introduced"
+    return None
+
+
+def case_glance(case: CaseComparison) -> str:
+    """What a reader wants first about a case: the outcome change if there is one, else the metric verdict.
+    A fixed crash has no passing trials on one side, so its metrics are 'not enough data': that is not news."""
+    change = case_change(case)
+    if change and case.verdict is MetricVerdict.NOT_ENOUGH_DATA:
+        return change
+    return f"{change}; performance {case.verdict}" if change else f"performance {case.verdict}"
+
+
+def metric_line(m: MetricComparison) -> str:
+    """``accept length same (+0.4%, 95% CI [−1.9%, +2.6%], p=0.69)``: a verdict always with its interval."""
+    if m.verdict is MetricVerdict.NOT_ENOUGH_DATA:
+        return f"{metric_label(m.metric, with_unit=False)} not enough data"
+    return (f"{metric_label(m.metric, with_unit=False)} {m.verdict} ({fmt_pct(m.delta_rel)}, "
+            f"{m.confidence:.0%} CI {fmt_ci(m)}, p={fmt_p(m.p_value)})")
+
+
+def grouped_notes(notes: Sequence[str], cases: Sequence[str]) -> list[str]:
+    """Notes that differ only by the case they start with, stated once with the cases they apply to
+    (12 identical ``CASE: acceptance measured with ignore_eos ...`` notices become one)."""
+    by_text: dict[str, list[str]] = {}
+    for note in notes:
+        case = next((c for c in sorted(cases, key=len, reverse=True) if note.startswith(f"{c}: ")), None)
+        text = note[len(case) + 2:] if case else note
+        by_text.setdefault(text, []).append(case or "")
+    out = []
+    for text, named in by_text.items():
+        named = [c for c in named if c]
+        if not named:
+            out.append(text)
+        elif len(named) == len(cases) and len(cases) > 1:
+            out.append(f"every case: {text}")
+        elif len(named) == 1:
+            out.append(f"{named[0]}: {text}")
+        else:
+            out.append(f"{len(named)} cases ({', '.join(named)}): {text}")
+    return out
+
+
+def trials_footnote(case: CaseComparison) -> str:
+    """The trials the rule had, from the data: ``before 5 trials (0 passing), after 5 trials (5 passing)``."""
+    parts = []
+    for role in case.roles:
+        passing = sum(1 for o in role.outcomes if str(o) == "pass")
+        parts.append(f"{role.role} {role.trials} trial{'s' if role.trials != 1 else ''} ({passing} passing)")
+    return ", ".join(parts)
+
+
+def trials_needed(alpha: float) -> int:
+    """The fewest passing trials per side with which the rank test can reach ``alpha`` at all."""
+    from harness.measure.statistics import min_p_value
+
+    n = 1
+    while min_p_value(n, n) >= alpha and n < 1000:
+        n += 1
+    return n

@@ -115,13 +115,30 @@ def _summary_table(report: ComparisonReport) -> str:
         if not case.expectations:
             held = "—"
         rows.append(
-            f'<tr><td><a href="#case-{i}">{_e(case.case)}</a></td><td>{_e(f.fmt_case_values(case.values)) or "—"}</td>'
-            f"<td>{_verdict_badge(case.verdict)}</td><td>{held}</td><td>{_e(f.case_metric_summary(case)) or '—'}</td></tr>"
+            f'<tr><td><a href="#case-{i}">{_e(case.case)}</a></td><td>{_outcome_cell(case)}</td>'
+            f"<td>{_glance_badge(case)}</td><td>{held}</td><td>{_e(f.case_metric_summary(case)) or '—'}</td></tr>"
         )
+    roles = " → ".join(r.role for r in report.cases[0].roles) if report.cases else ""
     return (
-        "<table><thead><tr><th>Case</th><th>Values</th><th>Performance</th><th>Expectations</th>"
+        f"<table><thead><tr><th>Case</th><th>Outcome ({_e(roles)})</th><th>At a glance</th><th>Expectations</th>"
         "<th>Significant changes</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
     )
+
+
+def _outcome_cell(case: CaseComparison) -> str:
+    """``crash → pass`` as outcome badges, so a fixed crash reads at a glance."""
+    return " → ".join(_badge(r.outcome.value, "o-" + r.outcome.value) for r in case.roles) or "—"
+
+
+def _glance_badge(case: CaseComparison) -> str:
+    """The outcome change when there is one (a removed crash is good news, not 'not enough data'), else the
+    performance verdict."""
+    change = f.case_change(case)
+    if change is None:
+        return _verdict_badge(case.verdict)
+    tone = "held" if change.endswith("removed") else "not-held"
+    extra = "" if case.verdict is MetricVerdict.NOT_ENOUGH_DATA else " " + _verdict_badge(case.verdict)
+    return _badge(change, tone) + extra
 
 
 def _role_table(case: CaseComparison) -> str:
@@ -178,7 +195,9 @@ def _metric_table(case: CaseComparison) -> str:
     first: MetricComparison = case.metrics[0]
     rule = (
         f"better/worse needs a Mann-Whitney p &lt; {first.alpha:g}, a {first.confidence:.0%} bootstrap CI of "
-        "the relative delta that excludes 0, and a delta at least the minimum effect. Only passing trials count."
+        "the relative delta that excludes 0, and a delta at least the minimum effect. Only passing trials count, "
+        f"and at p &lt; {first.alpha:g} that needs at least {f.trials_needed(first.alpha)} passing trials per side; "
+        f"this case had {_e(f.trials_footnote(case))}."
     )
     return (
         "<table><thead><tr><th>Metric</th><th>Baseline mean ± sd</th><th>Candidate mean ± sd</th><th>Δ</th>"
@@ -281,7 +300,7 @@ def _case_section(index: int, case: CaseComparison) -> str:
     values = f.fmt_case_values(case.values)
     return (
         f'<section class="case" id="case-{index}"><h2>Case <code>{_e(case.case)}</code> '
-        f"{_verdict_badge(case.verdict)} {held}</h2>"
+        f"{_outcome_cell(case)} {_glance_badge(case)} {held}</h2>"
         + (f'<p class="meta">{_e(values)}</p>' if values else "")
         + "<h3>Builds</h3>"
         + _role_table(case)
@@ -304,7 +323,8 @@ def render_html(report: ComparisonReport) -> str:
     notices = ""
     if report.uses_reference_server:
         notices += f'<p class="notice"><strong>Note:</strong> {_e(f.REFERENCE_NOTICE)}</p>'
-    notices += "".join(f'<p class="notice">{_e(note)}</p>' for note in report.notes)
+    notices += "".join(f'<p class="notice">{_e(note)}</p>'
+                       for note in f.grouped_notes(report.notes, [c.case for c in report.cases]))
     body = (
         f'<header class="verdict tone-{head.tone}"><div class="title">{_TONE_ICON[head.tone]} {_e(head.title)}</div>'
         f'<div class="detail">{_e(head.detail)}</div></header>'

@@ -140,9 +140,26 @@ def _rule(report: ComparisonReport) -> list[str]:
         f"Verdict rule: better/worse needs a Mann-Whitney p < {metrics[0].alpha:g}, a {metrics[0].confidence:.0%} "
         "bootstrap CI of the relative delta that excludes 0, and a delta of at least the minimum effect ("
         + ", ".join(f"{f.metric_label(name, with_unit=False)} {effect:.0%}" for name, effect in effects.items())
-        + "). Only passing trials count."
+        + f"). Only passing trials count; at p < {metrics[0].alpha:g} that needs at least "
+        f"{f.trials_needed(metrics[0].alpha)} passing trials per side. Trials here: "
+        + "; ".join(f"{c.case}: {f.trials_footnote(c)}" for c in report.cases) + "."
     )
     return ["", f"<sub>{_cell(rule)}</sub>"]
+
+
+def _summary(report: ComparisonReport) -> list[str]:
+    """One row per case: the outcome before -> after and what changed, before the detail."""
+    if not report.cases:
+        return []
+    roles = " → ".join(r.role for r in report.cases[0].roles)
+    lines = [f"| Case | Outcome ({_cell(roles)}) | At a glance | Expectations |", "| --- | --- | --- | --- |"]
+    for case in report.cases:
+        held = "held" if case.expectations_held else "**NOT held**"
+        if case.expectations_held and case.not_run:
+            held = "not run"
+        lines.append(f"| {_code(case.case)} | {_cell(f.outcome_change(case, '→'))} | {_cell(f.case_glance(case))} | "
+                     f"{held if case.expectations else '—'} |")
+    return lines
 
 
 def _details(case: CaseComparison, excerpt_limit: int, with_artifacts: bool) -> list[str]:
@@ -182,8 +199,9 @@ def _render(report: ComparisonReport, excerpt_limit: int, with_artifacts: bool) 
     ]
     if report.uses_reference_server:
         lines += ["", f"> **Note:** {_cell(f.REFERENCE_NOTICE)}"]
-    for note in report.notes:
+    for note in f.grouped_notes(report.notes, [c.case for c in report.cases]):
         lines += ["", f"> {_cell(note)}"]
+    lines += ["", *_summary(report)]
     for case in report.cases:
         values = f.fmt_case_values(case.values)
         title = f"#### Case {_code(case.case)}" + (f" ({_cell(values)})" if values else "")
@@ -193,7 +211,7 @@ def _render(report: ComparisonReport, excerpt_limit: int, with_artifacts: bool) 
             "",
             title,
             "",
-            f"{f.VERDICT_SYMBOL[case.verdict]} **{case.verdict}** · {held}"
+            f"{_cell(f.outcome_change(case, '→'))} · **{_cell(f.case_glance(case))}** · {held}"
             + (f" · {_cell(summary)}" if summary else ""),
             "",
             *_role_table(case),

@@ -20,6 +20,7 @@ from harness.scenario.matrix import (
     reference_overrides,
 )
 from harness.scenario.model import Scenario
+from harness.scenario.overrides import SetOverride
 from harness.scenario.source import Source, SourceError, read_source
 from harness.util.collector import collector_paused
 from harness.util.paths import FIXTURES, resolve_fixture
@@ -111,10 +112,23 @@ def _known_signatures() -> set[str] | None:
     return set(Catalogue.load().ids)
 
 
-def load_file(path: Path | str, *, known_signatures: set[str] | None = None) -> LoadedScenario:
-    """Validate one file and expand its matrix; raise ScenarioError with every problem found."""
+def load_file(path: Path | str, *, known_signatures: set[str] | None = None,
+              overrides: Sequence[SetOverride] = ()) -> LoadedScenario:
+    """Validate one file and expand its matrix; raise ScenarioError with every problem found.
+
+    ``overrides`` (``--set``) change the file's data before anything is validated; a problem under one of them
+    is named by the override, not by a line of the file."""
     path = Path(path)
-    source, base = _read_base(path)
+    try:
+        return _load_file(path, known_signatures, tuple(overrides))
+    except ScenarioError as exc:
+        if not overrides:
+            raise
+        raise ScenarioError(_name_overrides(exc.lines, path, tuple(overrides))) from None
+
+
+def _load_file(path: Path, known_signatures: set[str] | None, sets: tuple[SetOverride, ...]) -> LoadedScenario:
+    source, base = _read_base(path, sets)
     if known_signatures is None:
         known_signatures = _known_signatures()
     problems = _Problems(_signature_lines(source, base, known_signatures) + _fixture_lines(source, base))
@@ -144,14 +158,56 @@ class _Problems:
         self.in_cases.setdefault((line, where), []).append(name)
 
 
-def _read_base(path: Path) -> tuple[Source, Scenario]:
-    """The file read and validated as written, its matrix not yet expanded."""
+@dataclass(frozen=True)
+class _OverriddenSource(Source):
+    """The file's source with ``--set`` overrides applied: a location under an override has no line in the
+    file, so it is given the override's marker position (line -k for the k-th override), named afterwards."""
+
+    sets: tuple[SetOverride, ...] = ()
+
+    def position(self, loc: tuple[Any, ...]) -> tuple[int, int]:
+        for i in range(len(self.sets) - 1, -1, -1):  # the last override of a path is the one that counts
+            path = self.sets[i].path
+            under = tuple(loc[: len(path)]) == path
+            # a misspelt key the override made (`--set hardwar.gpus=8`) is reported at that key
+            made = bool(loc) and path[: len(loc)] == tuple(loc) and tuple(loc) not in self.positions
+            if under or made or tuple(loc) == ("--set", i):
+                return (-(i + 1), 0)
+        return super().position(loc)
+
+
+def _with_overrides(source: Source, sets: tuple[SetOverride, ...]) -> Source:
+    if not sets:
+        return source
+    data = apply_overrides(source.data, tuple(Override(s.path, s.value, ("--set", i)) for i, s in enumerate(sets)))
+    return _OverriddenSource(path=source.path, data=data, positions=source.positions, sets=sets)
+
+
+def _name_overrides(lines: list[str], path: Path, sets: tuple[SetOverride, ...]) -> list[str]:
+    """Lines at an override's marker position name the override (``FILE: --set F=V: field: problem``)."""
+    where = format_line(path, (0, 0), "", "").removesuffix(":0:0: ")
+    out = []
+    for line in lines:
+        for i, s in enumerate(sets):
+            marker = f"{where}:{-(i + 1)}:0:"
+            if line.startswith(marker):
+                line = f"{where}: {s.label}:{line[len(marker):]}"
+                break
+        out.append(line)
+    return out
+
+
+def _read_base(path: Path, sets: tuple[SetOverride, ...] = ()) -> tuple[Source, Scenario]:
+    """The file read (with its ``--set`` overrides) and validated, its matrix not yet expanded."""
     try:
-        source = read_source(path)
+        source = _with_overrides(read_source(path), sets)
     except SourceError as exc:
         raise ScenarioError([format_line(path, (exc.line, exc.column), exc.field, exc.message)]) from None
     except OSError as exc:
         raise ScenarioError([format_line(path, (1, 1), "", f"cannot read: {exc.strerror or exc}")]) from None
+    except MatrixError as exc:  # only an override can raise it here: `--set hardware.gpus.x=1` into a number
+        i = int(exc.loc[1])
+        raise ScenarioError([format_line(path, (-(i + 1), 0), ".".join(sets[i].path), exc.message)]) from None
     try:
         return source, Scenario.model_validate(source.data)
     except ValidationError as exc:
@@ -248,8 +304,9 @@ def find_scenario_files(paths: Iterable[Path | str]) -> list[Path]:
     return files
 
 
-def load_paths(paths: Sequence[Path | str]) -> list[LoadedScenario]:
-    """Load every scenario under ``paths``; collect all files' errors before raising."""
+def load_paths(paths: Sequence[Path | str], *, overrides: Sequence[SetOverride] = ()) -> list[LoadedScenario]:
+    """Load every scenario under ``paths`` (each with the ``--set`` overrides); collect all files' errors
+    before raising."""
     files = find_scenario_files(paths)
     if not files:
         raise ScenarioError([f"{', '.join(map(str, paths))}: no scenario files (*.yaml, *.yml)"])
@@ -258,7 +315,7 @@ def load_paths(paths: Sequence[Path | str]) -> list[LoadedScenario]:
     with collector_paused():  # every file's tree, data and models kept: the collector's passes would walk them all
         for f in files:
             try:
-                loaded.append(load_file(f, known_signatures=known))
+                loaded.append(load_file(f, known_signatures=known, overrides=overrides))
             except ScenarioError as exc:
                 lines.extend(exc.lines)
     names: dict[str, Path] = {}

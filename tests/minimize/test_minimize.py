@@ -454,3 +454,21 @@ def test_plain_ddmin_records_its_runs_but_never_reuses_them(tmp_path):
                                                           plain=True))
     assert first.exit_code == again.exit_code == 0
     assert again.fresh_runs == first.fresh_runs and all(a.reused_from is None for a in again.attempts)
+
+
+def test_progress_is_told_of_every_server_run(tmp_path):
+    """minimize shows its runs as they happen (it printed nothing for minutes): the count it is told ends at the
+    number of server runs the search made."""
+    from harness.minimize import MinimizeOptions, minimize
+
+    seen: list[tuple[int, str]] = []
+
+    def product(case, trial):
+        return _obs("speculative-algorithm" in case.scenario.server.args)
+
+    res = minimize(_eager_case(), resolve_build("sim:pre-fix"),
+                   MinimizeOptions(out_root=tmp_path, runner=product,
+                                   progress=lambda n, record: seen.append((n, record.outcome.value))))
+    assert res.exit_code == 0, res.message
+    assert [n for n, _ in seen] == list(range(1, len(seen) + 1))
+    assert len(seen) == res.fresh_runs and {o for _, o in seen} == {"crash", "pass"}

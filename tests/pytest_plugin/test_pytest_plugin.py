@@ -189,7 +189,7 @@ def test_real_items_skip_with_what_hardware_is_missing(project: pytest.Pytester)
     result.assert_outcomes(skipped=(2 + LONG + BUSY + 1) * 2)
     result.stdout.fnmatch_lines([
         f"SKIPPED [[]{(LONG + BUSY) * 2}[]] *hardware: needs 4 GPUs matching L40S with >= 44 GiB and compute capability >= 8.9, "
-        "found 0 (host has: no GPUs)",
+        "found 0 (host has: no GPUs) (needs a GPU host; there, --set hardware.gpu_name=NAME --set hardware.gpus=N *",
         "SKIPPED [[]2[]] *hardware: needs 1 GPU matching B200|B300|GB200|GB300 with >= 80 GiB*found 0*",
     ])
 
@@ -201,7 +201,8 @@ def test_hardware_gate_reads_the_gpus_present(project: pytest.Pytester, monkeypa
     result = _run(project, "-m", "gpu and l40s", "-ra", "-k", "271 and eager and before")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*needs 4 GPUs matching L40S*found 3 (host has: NVIDIA L40S 46 GiB cc 8.9, *"
-                                 "NVIDIA L40 46 GiB cc 8.9)"])
+                                 "NVIDIA L40 46 GiB cc 8.9) (to run it on this host's GPUs: "
+                                 "--set hardware.gpu_name=L40S --set hardware.gpus=3)"])
 
 
 def test_build_without_sglang_is_skipped_as_infra(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -418,3 +419,52 @@ def test_the_run_is_handed_the_gpus_the_item_leased() -> None:
 
     assert _options((2, 5)).gpus == (2, 5)
     assert _options(()).gpus is None
+
+
+# ---------------------------------------------------------------- --set: your GPU in one step
+
+
+H200 = ",".join(f"{i}:NVIDIA H200:141:9.0" for i in range(8))
+
+
+def test_a_skipped_item_names_the_override_that_would_run_it(project: pytest.Pytester,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an 8 x H200 host the L40S scenario is skipped with the --set line that points it at the host."""
+    _copy_seeds(project)
+    monkeypatch.setenv("SGLANG_REPRO_GPU_INVENTORY", H200)
+    result = _run(project, "-m", "gpu", "-ra", "-k", "271 and eager and before")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*needs 4 GPUs matching L40S*found 0*(to run it on this host's GPUs: "
+                                 "--set hardware.gpu_name=H200 --set hardware.gpus=4)"])
+
+
+def test_set_points_every_scenario_at_this_host(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the overrides the hardware gate passes and the item gets as far as the model, whose skip names the
+    download or the override that would run it (nothing is started: the model is not on disk)."""
+    _copy_seeds(project)
+    monkeypatch.setenv("SGLANG_REPRO_GPU_INVENTORY", H200)
+    monkeypatch.setenv("HF_HUB_CACHE", str(project.path / "empty-hf-cache"))
+    result = _run(project, "-m", "gpu", "-ra", "-k", "271 and eager and before",
+                  "--set", "hardware.gpu_name=H200", "--set", "hardware.gpus=8",
+                  "--set", "server.model=/nonexistent/gemma-4-31B-it", f"--build=before=python:{sys.executable}")
+    result.assert_outcomes(skipped=1)
+    assert "hardware:" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["SKIPPED*infra: *"])
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--set", "hardware.gpus=eight"],
+     "*long_prompt_stale_out_cache_loc.yaml: --set hardware.gpus=eight: hardware.gpus: Input should be a valid integer*"),
+    (["--set", "hardwar.gpus=8"], "*--set hardwar.gpus=8: hardwar: unknown key 'hardwar'; did you mean 'hardware'?*"),
+])
+def test_a_bad_override_is_named_at_collection(project: pytest.Pytester, args: list[str], message: str) -> None:
+    _copy_seeds(project)
+    result = _run(project, "--collect-only", "-q", *args)
+    assert result.ret != 0
+    result.stdout.fnmatch_lines([message])
+
+
+def test_an_override_without_a_field_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = _run(project, "--set", "gpus")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--set*expected FIELD=VALUE*"])

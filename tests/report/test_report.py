@@ -98,8 +98,45 @@ def sample_report() -> ComparisonReport:
         "frozen-kv-mtp-eager-draft",
         "scenarios/frozen_kv_mtp/eager_draft.yaml",
         [crash_case, slow_case],
+        notes=[f"{c}: acceptance measured with ignore_eos: true (the draft keeps proposing)"
+               for c in ("num_steps=1", "num_steps=3")],
         created_at="2026-07-01T10:00:00+00:00",
     )
+
+
+# ---------------------------------------------------------------- at a glance
+
+
+def test_the_summary_says_the_fix_removed_the_crash_and_states_a_repeated_notice_once():
+    """Before -> after outcomes come first; a removed crash is said as that, not as 'not enough data'."""
+    md = render_markdown(sample_report())
+    assert "| Case | Outcome (before → after) | At a glance | Expectations |" in md
+    assert "| `num_steps=1` | crash → pass | crash removed | held |" in md
+    assert "| `num_steps=3` | pass → pass | performance worse | held |" in md
+    assert "2 cases: 1 crash removed, 1 worse" in md
+    assert md.count("acceptance measured with ignore_eos") == 1
+    assert "every case: acceptance measured with ignore_eos" in md
+    # the footnote says what the data had, beside the rule it applied
+    assert "num_steps=1: before 6 trials (0 passing), after 6 trials (6 passing)" in md
+    assert "at least 5 passing trials per side" in md
+    html = render_html(sample_report())
+    summary = html[html.index("<table>"):html.index("</table>")]
+    assert "Outcome (before → after)" in summary and "Values" not in summary
+    assert 'o-crash">crash</span> → <span class="badge o-pass">pass' in summary
+    assert ">crash removed<" in summary and "not enough data" not in summary
+    assert html.count("acceptance measured with ignore_eos") == 1
+
+
+def test_the_terminal_summary_gives_outcomes_and_each_verdict_with_its_interval():
+    from harness.commands.compare import summary
+
+    lines = summary(sample_report())
+    crash, slow = lines
+    assert crash.startswith("num_steps=1") and "crash -> pass" in crash
+    assert f"crash removed ({SIG})" in crash and "not enough data" not in crash
+    assert "pass -> pass" in slow
+    assert re.search(r"output throughput worse \(−4\d\.\d%, 95% CI \[−\d+\.\d%, −\d+\.\d%\], p=", slow, re.I), slow
+    assert re.search(r"acceptance length \(measured requests\) same \([+−]\d\.\d%, 95% CI \[", slow, re.I), slow
 
 
 # ---------------------------------------------------------------- Markdown
@@ -354,6 +391,9 @@ async def _drive(ws, page_url: str, deadline: float) -> dict:
                 circles: document.querySelectorAll('svg.plot circle').length,
                 crosses: document.querySelectorAll('svg.plot path').length,
                 height: document.documentElement.scrollHeight,
+                summary: Array.from(document.querySelectorAll('table')[0].rows).map(r => r.innerText),
+                summaryBottom: document.querySelectorAll('table')[0].getBoundingClientRect().bottom,
+                notices: document.querySelectorAll('p.notice').length,
             })""",
         )
         found["page"] = json.loads(probe["result"]["value"])
@@ -396,3 +436,9 @@ def test_html_report_loads_in_headless_chromium(tmp_path):
     # A dot per measured trial (2 metrics x (6 + 6 + 6)), a cross per crashed one (2 metrics x 6).
     assert (page["svgs"], page["circles"], page["crosses"]) == (4, 36, 12)
     assert found["png"][:8] == b"\x89PNG\r\n\x1a\n" and len(found["png"]) > 10_000
+    # At a glance: the summary is on the first screen, with before -> after and "crash removed"; a notice
+    # repeated for every case is shown once (plus the reference-server notice).
+    assert page["summaryBottom"] < 900, page["summaryBottom"]
+    assert "crash → pass" in page["summary"][1] and "crash removed" in page["summary"][1], page["summary"]
+    assert "pass → pass" in page["summary"][2] and "worse" in page["summary"][2], page["summary"]
+    assert page["notices"] == 2

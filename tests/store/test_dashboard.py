@@ -75,11 +75,14 @@ def test_dashboard_renders_offline_with_the_step_and_nothing_unescaped(run_cli, 
     index = (out / "index.html").read_text()
     scenario = (out / "scenario-store-test-scenario.html").read_text()
     assert "step" in scenario  # the change is marked
-    assert '"ticks":["sim:post-fix"' in scenario and "2026-11-01" in scenario  # build names, dates on hover
+    assert '"ticks":["sim:post-fix\\u003cbr\\u003e11-01"' in scenario and "2026-11-01" in scenario  # build, night; date on hover
     assert ">trial 0</a>" in scenario  # run folders labelled by trial, not by a cut run id
     assert "new-signature" in index and "sglang-repro compare" in index  # the open incidents table
     # The overview's columns: the metrics compare judges, headed by the registry's short names.
     assert "<th>accept length</th><th>noise</th><th>output tok/s</th><th>noise</th></tr>" in index
+    # Builds of the CPU reference server are said to be that on every page that shows them; the noise is explained.
+    assert all("not SGLang" in text for text in (index, scenario))
+    assert "noise: the robust spread of a series&#x27; nights around its level" in index
 
     page = (out / "scenario-store-test-scenario.html").resolve()
     shot = tmp_path / "dashboard.png"
@@ -92,9 +95,13 @@ def test_dashboard_renders_offline_with_the_step_and_nothing_unescaped(run_cli, 
     charts, ticks, notes = json.loads(seen.value)
     assert charts >= 4, "plotly did not draw the charts"
     # The x axis names builds, not point indices: both builds of the history are there.
-    assert ticks and set(ticks) == {"sim:post-fix", "sim:post-fix,step-cost-ms=20"}, ticks
+    # Each tick is the build and its night, so two nights of one build are told apart without hovering.
+    assert ticks and {t[:-5] for t in ticks} == {"sim:post-fix", "sim:post-fix,step-cost-ms=20"}, ticks
+    assert all(re.fullmatch(r".*11-\d\d", t) for t in ticks) and len(set(ticks)) == 12, ticks  # one per night
     # Every chart drawn shows the incident that names its case (the step's, the new signature's).
     assert len(notes) >= 3 and all(any(n.startswith("incident ") for n in chart) for chart in notes), notes
+    # The case that crashed on its last nights keeps its chart of the nights it passed, the crashes marked on it.
+    assert any(chart.count("crash") == 2 for chart in notes), notes
     assert not seen.exceptions, seen.exceptions
     assert not [c for c in seen.console if c.startswith(("error", "warning"))], seen.console
     assert seen.requests and all(u.startswith("file://") for u in seen.requests), seen.requests

@@ -53,7 +53,8 @@ def test_nightly_new_signature_exits_1_once_then_0(run_cli, tmp_path: Path) -> N
     assert first.returncode == 1, first.stderr
     assert "NEW-SIGNATURE" in first.stdout and "frozen-kv-mtp-stale-out-cache-loc" in first.stdout
     assert "INCIDENT " in first.stdout and "sglang-repro run " + CRASH in first.stdout  # nothing passed before
-    assert "nightly: 0/1 done" in first.stderr and "nightly: 1/1 done" in first.stderr  # plain lines in CI logs
+    assert "nightly: case 1 of 1 · 0 of 1 done" in first.stderr  # plain lines in CI logs
+    assert "1 of 1 done" in first.stderr
     second = run_cli(*args, timeout=300)
     assert second.returncode == 0, second.stdout + second.stderr  # the same crash again is nothing new
     assert "NEW-SIGNATURE" not in second.stdout
