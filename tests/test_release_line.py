@@ -1,0 +1,161 @@
+"""The release line, checked against the real wheels (fetched --no-deps once into the cache, by .ci/run or here).
+
+Every claim below is read from the wheels themselves (harness.contract.wheels): the contract's status per fact
+and release, the build profiles, the reference server's release rules, and pre-flight on 0.5.13.post1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from harness.contract.check import DRIFT, check_sources, contract_counts, fact_statuses
+from harness.contract.facts import FACTS, NEVER_GATES, needs
+from harness.contract.profile import compute_profile
+from harness.contract.release_line import release_row
+from harness.contract.wheels import WheelSources
+from harness.util.errors import InfraError
+
+ROOT = Path(__file__).resolve().parent.parent
+# The releases the issue names: both sides of the fix, the reporter's (0.5.13.x), a post release, the newest seen.
+LINE = ("0.5.12.post1", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.15.post1", "0.5.23")
+BY_NAME = {f.name: f for f in FACTS}
+
+
+def _wheel(version: str) -> WheelSources:
+    try:
+        return WheelSources.of(version)
+    except InfraError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"sglang {version}'s wheel cannot be had here: {exc}")
+
+
+@pytest.fixture(scope="module")
+def rows() -> dict[str, object]:
+    return {v: (_wheel(v), release_row(v))[1] for v in LINE}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, check=False)
+
+
+def test_the_cited_releases_hold_every_fact_and_a_post_release_moves_some(rows: dict) -> None:
+    for version in ("0.5.14", "0.5.15"):
+        assert contract_counts(rows[version].located) == {"holds": len(FACTS), "moved": 0, "changed": 0, "gone": 0}
+    post = rows["0.5.15.post1"]
+    counts = contract_counts(post.located)
+    assert counts["changed"] == counts["gone"] == 0 and counts["moved"] > 0, counts
+    sources = _wheel("0.5.15.post1")
+    for loc in post.located:  # "moved" says where the text is now, in that wheel
+        if loc.status == "moved":
+            lines = (sources.text(loc.file) or "").splitlines()
+            assert all(loc.text in lines[n - 1] for n in loc.found), loc
+
+
+def test_a_changed_citation_names_its_function_and_what_it_says_now(rows: dict) -> None:
+    changed = [loc for loc in rows["0.5.12.post1"].located if loc.status == "changed"]
+    assert changed
+    sources = _wheel("0.5.12.post1")
+    for loc in changed:
+        if loc.function:
+            assert loc.function.split(".")[-1] in (sources.text(loc.file) or ""), loc
+            assert loc.function in loc.now
+
+
+def test_contract_over_the_line_prints_a_status_per_fact() -> None:
+    done = _cli("contract", "--all", *LINE)
+    assert done.returncode == 1, done.stderr  # 0.5.12.post1 lacks facts the harness reads through
+    for version in LINE:
+        lines = [line for line in done.stdout.splitlines() if line.startswith(version + " ")]
+        assert {line.split()[2] for line in lines} <= {"holds", "moved", "changed", "gone"}
+        assert {line.split()[1].rstrip(":") for line in lines} == set(BY_NAME)
+    assert "sglang 0.5.14: 64 holds of 64 facts; 0 read-through fact(s) changed or gone" in done.stdout
+
+
+def test_the_reporters_release_gates_no_run_on_what_the_bug_is(rows: dict) -> None:
+    """0.5.13.post1 (where sglang#28264's traceback is from, line for line) lacks nothing the harness reads
+    through: its differences are profile facts (the fix, the draft path), never a gate."""
+    statuses = fact_statuses(rows["0.5.13.post1"].located)
+    gating = {n: s for n, s in statuses.items() if s in DRIFT and needs(BY_NAME[n]) not in NEVER_GATES}
+    assert gating == {}
+    assert {"FIX_MARKER", "DRAFT_EAGER_CHOICE"} <= {n for n, s in statuses.items() if s != "holds"}
+
+
+def test_28264s_traceback_is_0_5_13_x_line_for_line() -> None:
+    frames = [("speculative/frozen_kv_mtp_worker.py", 676, "seed_output = self.draft_model_runner.forward("),
+              ("model_executor/model_runner.py", 3454, "output = self._forward_raw("),
+              ("model_executor/model_runner.py", 3573, "ret = self.forward_decode("),
+              ("model_executor/model_runner.py", 3208, "forward_batch = self._eager_fb_view("),
+              ("model_executor/model_runner.py", 3188, "registry.fill_from("),
+              ("model_executor/cuda_graph_buffer_registry.py", 448, "_grouped_foreach_copy_(gpu_dsts, gpu_srcs)")]
+    for version in ("0.5.13.post1", "0.5.14"):
+        sources = _wheel(version)
+        held = [text in ((sources.text("srt/" + f) or "").splitlines() + [""] * line)[line - 1]
+                for f, line, text in frames]
+        assert all(held) == (version == "0.5.13.post1"), (version, held)
+    log = (ROOT / "fixtures/tracebacks/upstream-28264-issue.log").read_text()
+    assert all(f'{f}", line {line},' in log for f, line, _ in frames)
+
+
+def test_profiles_along_the_line(rows: dict) -> None:
+    fix = {v: rows[v].profile.fix_present for v in LINE}
+    assert fix == {"0.5.12.post1": False, "0.5.13.post1": False, "0.5.14": False, "0.5.15": True,
+                   "0.5.15.post1": True, "0.5.23": True}
+    assert [rows[v].profile.eager_max_steps for v in LINE] == [1, 1, 1, 1, 1, 0]
+    assert rows["0.5.23"].profile.eager(1, graphs_disabled=False) is False
+    assert rows["0.5.15"].profile.eager(1, graphs_disabled=False) is True
+    assert "--speculative-num-steps <= 0" in rows["0.5.23"].profile.eager_rule
+    assert rows["0.5.23"].profile.topk_backends == ("triton", "trtllm_mha")
+    assert rows["0.5.14"].profile.swa_refill == "unguarded" and rows["0.5.15"].profile.swa_refill == "none"
+    assert rows["0.5.23"].profile.swa_refill == "unguarded"
+    dep = rows["0.5.14"].profile.replacement("--disable-cuda-graph")
+    assert dep is not None and dep.replacement == "--cuda-graph-backend-{decode,prefill}=disabled"
+    assert rows["0.5.13.post1"].profile.replacement("--disable-cuda-graph") is None
+
+
+def test_releases_json_says_where_the_fix_is_and_names_the_eager_change() -> None:
+    done = _cli("releases", "--format", "json", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.23")
+    assert done.returncode == 0, done.stderr
+    got = {r["version"]: r for r in json.loads(done.stdout)}
+    assert {v: r["fix_present"] for v, r in got.items()} == {"0.5.13.post1": False, "0.5.14": False,
+                                                            "0.5.15": True, "0.5.23": True}
+    assert "<= 1" in got["0.5.15"]["eager_rule"] and "<= 0" in got["0.5.23"]["eager_rule"]
+    assert set(got["0.5.14"]["contract"]) == {"holds", "moved", "changed", "gone"}
+    assert _cli("releases", "not-a-version").returncode == 2
+
+
+def test_the_reference_servers_rules_are_the_wheels(rows: dict) -> None:
+    """harness.sim.release_rules is the reference server's own table (a model): each row against the real wheel."""
+    from harness.sim.release_rules import rules_for
+
+    for version in LINE:
+        real, model = rows[version].profile, rules_for(version)
+        assert (model.eager_max_steps, model.topk_backends, model.swa_refill) == \
+            (real.eager_max_steps, real.topk_backends, real.swa_refill), version
+
+
+def test_a_profile_is_read_from_the_wheel_alone(tmp_path: Path) -> None:
+    """No install: the profile of a wheel whose draft worker lost its eager rule says why it has none."""
+    from harness.contract.profile import ProfileUnavailable
+
+    src = _wheel("0.5.15").wheel
+    broken = tmp_path / src.name.replace("0.5.15", "0.5.99")
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(broken, "w") as zout:
+        for item in zin.infolist():
+            if not any(k in item.filename for k in ("speculative/", "server_args.py", "trtllm_mha")):
+                continue  # the files a profile reads: a small wheel, written fast
+            data = zin.read(item)
+            if item.filename.endswith("frozen_kv_mtp_worker_v2.py"):
+                data = data.replace(b"self.speculative_num_steps <= 1", b"self.num_steps_bound()")
+            zout.writestr(item, data)
+    with pytest.raises(ProfileUnavailable, match="eager rule"):
+        compute_profile(WheelSources(broken), "0.5.99")
+    assert check_sources(WheelSources(broken), "0.5.99")  # the contract is still located
