@@ -66,7 +66,7 @@ def test_rules_are_a_release_number_from_the_first_modelled_on():
     assert rules_for(None) == DEFAULT_RULES and rules_for("0.5.13.post1").since == "0.5.13"
     assert rules_for("0.5.99").since == "0.5.23"  # newer than the table: the newest modelled
     for bad in ("0.5.11", "latest", "0.5.23rc1"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="--sim-rules"):
             rules_for(bad)
         with pytest.raises(SystemExit):
             parse_server_args([*NVFP4, "--sim-rules", bad])
