@@ -174,3 +174,47 @@ def test_docs_release_table_is_generated_from_the_wheels() -> None:
         _wheel(version)
     body = doc[doc.index("-->", start) + 4:doc.index("\n<!-- end generated -->")]
     assert body == markdown(release_line(versions)), "regenerate: sglang-repro releases --markdown " + " ".join(versions)
+
+
+def test_a_deprecated_flag_is_written_in_the_builds_words(rows: dict) -> None:
+    """--disable-cuda-graph on 0.5.23 (deprecated since 0.5.14, server_args.py 0.5.23 :411) becomes the two
+    per-phase flags its deprecation names; 0.5.13.post1, where it is current, keeps it."""
+    from harness.contract.render import in_build_words
+
+    args = {"disable-cuda-graph": True, "speculative-num-steps": 3}
+    new = in_build_words(args, rows["0.5.23"].profile)
+    assert new.args == {"speculative-num-steps": 3, "cuda-graph-backend-decode": "disabled",
+                        "cuda-graph-backend-prefill": "disabled"}
+    (note,) = new.notes
+    assert "--disable-cuda-graph is deprecated in sglang 0.5.23 (srt/server_args.py:411" in note
+    assert in_build_words(args, rows["0.5.13.post1"].profile).args == args
+    fields = _wheel("0.5.23").text("srt/arg_groups/fields/exec_.py") or ""
+    assert "cuda_graph_backend_decode: A[" in fields and "cuda_graph_backend_prefill: A[" in fields
+
+
+@pytest.mark.slow
+def test_preflight_renders_a_seed_case_in_the_builds_words_and_records_its_profile(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.build import Build, resolve_build
+    from harness.launch.build_profile import build_profile, case_in_build_words
+    from harness.scenario import load_file, select_cases, server_flags
+
+    package = tmp_path / "sglang"
+    sources = _wheel("0.5.23")
+    for name in ("srt/speculative/frozen_kv_mtp_worker_v2.py", "srt/layers/attention/trtllm_mha_backend.py",
+                 "srt/server_args.py", "srt/arg_groups/speculative_hook.py"):
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(sources.text(name) or "")
+    monkeypatch.setenv("SGLANG_REPRO_CACHE", str(tmp_path / "cache"))  # the per-build answers: this test's own
+    build = Build("python", f"python:{package}", "/nonexistent/python", ("python", "-m", "sglang.launch_server"),
+                  version="0.5.23", location=str(package))
+    scenario = ROOT / "scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml"
+    (case,) = select_cases(load_file(scenario), "tokens=276,path=eager")
+    assert case.scenario.server.args.get("disable-cuda-graph") is True
+    rendered, notes = case_in_build_words(build, case)
+    flags = server_flags(rendered.scenario)
+    assert "--disable-cuda-graph" not in flags and "--cuda-graph-backend-decode" in flags and notes
+    profile = build_profile(build)
+    assert profile["fix_present"] is True and profile["eager_max_steps"] == 0
+    sim = build_profile(resolve_build("sim:pre-fix,rules=0.5.23"))
+    assert sim["eager_max_steps"] == 0 and "not SGLang" in sim["model"]
