@@ -6,6 +6,7 @@ and release, the build profiles, the reference server's release rules, and pre-f
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -218,3 +219,24 @@ def test_preflight_renders_a_seed_case_in_the_builds_words_and_records_its_profi
     assert profile["fix_present"] is True and profile["eager_max_steps"] == 0
     sim = build_profile(resolve_build("sim:pre-fix,rules=0.5.23"))
     assert sim["eager_max_steps"] == 0 and "not SGLang" in sim["model"]
+
+
+def test_bisect_releases_says_in_advance_where_the_bug_should_be() -> None:
+    """The eager case of the seed scenario over 0.5.13.post1..0.5.23: a crash before the fix, a pass after; its
+    one-step variant takes the graph path on 0.5.23 (the eager rule moved)."""
+    from harness.bisect.release_plan import expect_per_release
+    from harness.scenario import load_file, select_cases
+
+    for version in LINE:
+        _wheel(version)
+    scenario = ROOT / "scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml"
+    (case,) = select_cases(load_file(scenario), "tokens=276,path=eager")
+    got = {e.version: e for e in expect_per_release(case, LINE, "pip:sglang=={version}")}
+    assert [got[v].expect for v in LINE] == ["crash", "crash", "crash", "pass", "pass", "pass"]
+    assert "eager path here" in got["0.5.14"].why and "fix present" in got["0.5.23"].why
+    one_step = dataclasses.replace(case, scenario=case.scenario.model_copy(update={"server": case.scenario.server.model_copy(
+        update={"args": {**case.scenario.server.args, "disable-cuda-graph": False, "speculative-num-steps": 1}})}))
+    planned = {e.version: e for e in expect_per_release(one_step, ("0.5.14", "0.5.23"), "pip:sglang=={version}")}
+    assert "eager path here" in planned["0.5.14"].why and "graph path here" in planned["0.5.23"].why
+    other = expect_per_release(case, ("0.1.0",), "simsrc:/x@v{version}")
+    assert other[0].expect == "unknown" and "no wheel profile" in other[0].why
