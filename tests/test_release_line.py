@@ -240,3 +240,33 @@ def test_bisect_releases_says_in_advance_where_the_bug_should_be() -> None:
     assert "eager path here" in planned["0.5.14"].why and "graph path here" in planned["0.5.23"].why
     other = expect_per_release(case, ("0.1.0",), "simsrc:/x@v{version}")
     assert other[0].expect == "unknown" and "no wheel profile" in other[0].why
+
+
+@pytest.mark.slow
+def test_minimize_writes_its_minimal_repro_in_the_builds_words(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The minimal scenario of a minimization on 0.5.23 says --cuda-graph-backend-{decode,prefill} disabled
+    (the words 0.5.23 takes) and that build's eager rule (a one-step draft is not eager there)."""
+    from harness.build import Build
+    from harness.minimize.atoms import base_mapping, initial_candidate
+    from harness.minimize.observation import Target
+    from harness.minimize.output import minimal_mapping
+    from harness.records.outcome import Outcome
+    from harness.scenario import load_file, select_cases
+
+    package = tmp_path / "sglang"
+    sources = _wheel("0.5.23")
+    for name in ("srt/speculative/frozen_kv_mtp_worker_v2.py", "srt/layers/attention/trtllm_mha_backend.py",
+                 "srt/server_args.py", "srt/arg_groups/speculative_hook.py"):
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(sources.text(name) or "")
+    monkeypatch.setenv("SGLANG_REPRO_CACHE", str(tmp_path / "cache"))
+    build = Build("python", f"python:{package}", "/nonexistent/python", ("python", "-m", "sglang.launch_server"),
+                  version="0.5.23", location=str(package))
+    scenario = ROOT / "scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml"
+    (case,) = select_cases(load_file(scenario), "tokens=276,path=eager")
+    data = minimal_mapping(base_mapping(case.scenario, scenario), initial_candidate(case.scenario), case=case,
+                           build=build, target=Target(Outcome.CRASH, None, None, ()), runs=3)
+    args = data["server"]["args"]
+    assert "disable-cuda-graph" not in args
+    assert args["cuda-graph-backend-decode"] == args["cuda-graph-backend-prefill"] == "disabled"
+    assert "--speculative-num-steps <= 0" in data["description"]
