@@ -14,6 +14,7 @@ Every item keeps the ``file:line`` it was read from (``evidence``), so a profile
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ from harness.contract.facts import FIX_MARKER
 from harness.contract.locate import defs
 from harness.contract.sources import Sources, lines_of
 
-__all__ = ["BuildProfile", "DeprecatedFlag", "ProfileUnavailable", "compute_profile"]
+__all__ = ["BuildProfile", "DeprecatedFlag", "ProfileUnavailable", "compute_profile", "describe_profile"]
 
 _WORKERS = ("srt/speculative/frozen_kv_mtp_worker_v2.py", "srt/speculative/frozen_kv_mtp_worker.py")
 _TRT = "srt/layers/attention/trtllm_mha_backend.py"
@@ -184,3 +185,16 @@ def compute_profile(sources: Sources, version: str) -> BuildProfile:
                         else "cuda_graph_fully_disabled", topk_backends=backends, swa_refill=refill,
                         max_running_default=max_running, deprecated=deprecated, evidence=tuple(evidence))
 
+
+
+def describe_profile(data: Mapping[str, Any] | None) -> str:
+    """A run record's build profile (``BuildProfile.to_json``, the reference server's rules, or
+    ``{"unavailable": why}``) in one line for reports; "" for none."""
+    if not data:
+        return ""
+    if "unavailable" in data:
+        return f"profile unavailable: {data['unavailable']}"
+    if "rules" in data:
+        return f"follows sglang {data['rules']}'s rules (eager at --speculative-num-steps <= {data['eager_max_steps']})"
+    fix = "fix #29616 present" if data.get("fix_present") else "fix #29616 absent"
+    return f"{fix}; eager when {data.get('eager_rule')}; trtllm_mha graph SWA refill {data.get('swa_refill')}"
