@@ -275,11 +275,12 @@ def test_minimize_writes_its_minimal_repro_in_the_builds_words(tmp_path: Path, m
 def test_reports_show_what_the_build_is(rows: dict) -> None:
     from harness.compare.verdicts import RoleResult
     from harness.contract.profile import describe_profile
+    from harness.records.outcome import Outcome
     from harness.report import html, markdown
 
     line = describe_profile(rows["0.5.23"].profile.to_json())
     assert line.startswith("fix #29616 present; eager when") and "<= 0" in line and "unguarded" in line
     assert describe_profile({"unavailable": "no worker"}) == "profile unavailable: no worker"
     role = RoleResult(role="after", build="pip:sglang==0.5.23", build_kind="pip", version="0.5.23",
-                      outcomes=("pass",), profile=line)
+                      outcomes=(Outcome.PASS,), profile=line)
     assert "fix #29616 present" in markdown._build_cell(role) and "&lt;= 0" in html._build_cell(role)

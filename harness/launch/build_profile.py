@@ -25,6 +25,7 @@ from harness.util.errors import InfraError
 __all__ = ["build_profile", "case_in_build_words"]
 
 logger = logging.getLogger(__name__)
+_SAID: set[str] = set()
 
 _SECTION = "profile"
 # The files a profile reads (harness.contract.profile): a change to any of them computes it again.
@@ -76,6 +77,8 @@ def case_in_build_words(build: Build, case: Case) -> tuple[Case, tuple[str, ...]
     if not rendered.notes:
         return case, ()
     for note in rendered.notes:
-        logger.warning("pre-flight: %s", note)
+        if note not in _SAID:  # once per process: a case is resolved more than once (pre-flight, the run)
+            _SAID.add(note)
+            logger.warning("pre-flight: %s", note)
     server = case.scenario.server.model_copy(update={"args": rendered.args})
     return replace(case, scenario=case.scenario.model_copy(update={"server": server})), rendered.notes
