@@ -33,6 +33,7 @@ from harness import __version__
 from harness.build import Build, BuildFailure, Builds, describe_environment
 from harness.compare.expectation import judge_run
 from harness.contract import facts as contract
+from harness.launch.build_profile import build_profile
 from harness.launch.launcher import Launcher, hardware_gap, launcher_for
 from harness.measure.server_side import (
     AttentionBackends,
@@ -624,7 +625,7 @@ def _build_ref(build: Build | BuildFailure, role: str | None) -> BuildRef:
     if isinstance(build, BuildFailure):
         return BuildRef(kind=build.kind, spec=build.spec, role=role, reference_server=build.is_reference)
     return BuildRef(kind=build.kind, spec=build.spec, version=build.version, commit=build.commit, role=role,
-                    reference_server=build.is_reference)
+                    reference_server=build.is_reference, profile=build_profile(build))
 
 
 def _version_label(build: Build | BuildFailure) -> str:

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from harness.contract import facts as contract
-from harness.contract.check import applies, check_package, contract_table, wordings
+from harness.contract.check import check_package, check_sources, contract_table
+from harness.contract.locate import reference_of, wordings
+from harness.contract.sources import DirSources
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX_CITE = contract.FACTS[[f.name for f in contract.FACTS].index("FIX_MARKER")].cites[0]
@@ -30,12 +32,11 @@ def _copy_cited(package: Path, dest: Path) -> Path:
     return dest
 
 
-def test_version_specific_citations_say_which_releases_they_apply_to() -> None:
-    assert applies(FIX_CITE, "0.5.15") == (FIX_CITE.v0515, "")
-    assert applies(FIX_CITE, "0.5.13") == (None, "present from 0.5.15 on")  # before the fix: must be absent
-    assert applies(FIX_CITE, "0.5.20") == (True, "present from 0.5.15 on")
-    ready = contract.FACTS[0].cites[0]
-    assert applies(ready, "0.5.20") == (True, "")  # both releases have it: anywhere in the file
+def test_another_release_is_compared_with_the_nearer_cited_one() -> None:
+    assert reference_of("0.5.15") == "0.5.15" and reference_of("0.5.14") == "0.5.14"
+    assert reference_of("0.5.13.post1") == "0.5.14"  # before the fix: expected as 0.5.14 (no fix marker)
+    assert reference_of("0.5.15.post1") == "0.5.15" and reference_of("0.5.23") == "0.5.15"
+    assert FIX_CITE.line("0.5.14") is None and FIX_CITE.line("0.5.15") is not None
 
 
 @pytest.mark.slow
@@ -52,19 +53,35 @@ def test_the_cited_releases_hold_and_a_changed_one_names_the_fact(version: str, 
     for as_version in (version, "0.5.13" if version == "0.5.14" else "0.5.15.post1"):
         drifts, _ = check_package(changed, as_version)
         assert [d.fact for d in drifts] == ["READY_LINE"]
+        assert drifts[0].status == "changed" and drifts[0].function == "_wait_and_warmup"
         assert "sglang/srt/entrypoints/http_server.py" in drifts[0].describe()
         assert contract.READY_LINE in drifts[0].describe()
     (changed / "srt/speculative/frozen_kv_mtp_worker_v2.py").unlink()
-    names = {d.fact for d in check_package(changed, version)[0]}
+    drifts = check_package(changed, version)[0]
+    names = {d.fact for d in drifts}
     assert {"READY_LINE", "DRAFT_TOPK_BACKEND", "DRAFT_GRAPH_PATH"} <= names
+    assert {d.status for d in drifts if d.fact == "DRAFT_GRAPH_PATH" and "worker_v2" in d.file} == {"gone"}
     assert ("FIX_MARKER" in names) == (version == "0.5.15")  # 0.5.14 has no fix marker to lose
+
+
+@pytest.mark.slow
+def test_a_line_pushed_down_is_moved_not_drifted(tmp_path: Path) -> None:
+    from tests.real_sglang import real_sglang
+
+    changed = _copy_cited(real_sglang("0.5.15").package, tmp_path / "sglang")
+    http = changed / "srt/entrypoints/http_server.py"
+    http.write_text("# one more line\n" + http.read_text())
+    located = [loc for loc in check_sources(DirSources(changed), "0.5.15") if loc.fact == "READY_LINE"]
+    assert [(loc.status, loc.cited, loc.found) for loc in located] == [("moved", 2169, (2170,))]
+    assert check_package(changed, "0.5.15")[0] == []  # moved is still read through
 
 
 @pytest.mark.slow
 def test_exit_status() -> None:
     ok = _cli("pip:sglang==0.5.15,deps=none")
     assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.strip().endswith(f"{len(contract.FACTS)} of {len(contract.FACTS)} facts hold")
+    n = len(contract.FACTS)
+    assert ok.stdout.strip().endswith(f"sglang 0.5.15: {n} holds of {n} facts; 0 read-through fact(s) changed or gone")
     assert _cli("sim:pre-fix").returncode == 2
     assert _cli("nonsense:x").returncode == 2
     no_sglang = _cli(f"python:{sys.executable}")  # the harness's own interpreter has no sglang
@@ -76,15 +93,15 @@ RANK_CITES = contract.FACTS[[f.name for f in contract.FACTS].index("LOG_RANK_TAG
 
 def test_a_reworded_line_is_looked_for_in_its_new_wording_from_its_release_on() -> None:
     dp = RANK_CITES[0]
-    assert [w.text for w in wordings(dp, "0.5.15")] == [dp.text]  # a cited release: its own line
-    assert [w.text for w in wordings(dp, "0.5.13")] == [dp.text]  # before any rewording
-    assert [w.text for w in wordings(dp, "0.5.16")] == ['prefix += f" DP{shown_dp}"']
-    assert [w.text for w in wordings(dp, "0.5.23")] == ['prefix += f" DP{shown_dp}"']
+    assert [t for _, t in wordings(dp, "0.5.15")] == [dp.text]  # a cited release: its own line
+    assert [t for _, t in wordings(dp, "0.5.13")] == [dp.text]  # before any rewording
+    assert [t for _, t in wordings(dp, "0.5.16")][0] == 'prefix += f" DP{shown_dp}"'
+    assert [t for _, t in wordings(dp, "0.5.23")][0] == 'prefix += f" DP{shown_dp}"'
     pp = RANK_CITES[1]
-    assert [w.text for w in wordings(pp, "0.5.20")] == [pp.text]
-    assert [w.text for w in wordings(pp, "0.5.21")] == ['prefix += f" PP{parallel.pp_rank}"']
+    assert [t for _, t in wordings(pp, "0.5.20")] == [pp.text]
+    assert [t for _, t in wordings(pp, "0.5.21")][0] == 'prefix += f" PP{parallel.pp_rank}"'
     assert len(wordings(dp, "unknown")) == 2  # no version to go by: either wording holds
-    assert all(w.file == dp.file for w in wordings(dp, "0.5.16"))
+    assert all(f == dp.file for f, _ in wordings(dp, "0.5.16"))
 
 
 @pytest.mark.slow
@@ -107,15 +124,17 @@ def test_a_rewording_holds_from_its_release_on_and_nowhere_else(tmp_path: Path) 
     sched.write_text(text.replace('f" TP{shown_tp}"', 'f" TP{tp_shown}"'))  # a wording nobody recorded
     drifts = [d for d in check_package(changed, "0.5.16")[0] if d.fact == "LOG_RANK_TAGS"]
     assert [d.text for d in drifts] == ['prefix += f" TP{shown_tp}"']
-    assert "sglang/srt/managers/scheduler.py lacks" in drifts[0].describe()
+    assert "sglang/srt/managers/scheduler.py:" in drifts[0].describe() and "lacks 'prefix" in drifts[0].describe()
 
 
 @pytest.mark.slow
 def test_the_release_table_of_the_cited_releases() -> None:
     from tests.real_sglang import real_sglang
 
-    table = contract_table({v: real_sglang(v).package for v in contract.VERSIONS}).splitlines()
-    assert table[0] == "| fact | 0.5.14 | 0.5.15 |"
+    results = {v: check_sources(DirSources(real_sglang(v).package), v) for v in contract.VERSIONS}
+    table = contract_table(results).splitlines()
+    assert table[0] == "| fact | kind | 0.5.14 | 0.5.15 |"
     assert len(table) == 2 + len(contract.FACTS) + 1
-    assert all(row.endswith("| yes | yes |") for row in table[2:-1])
-    assert table[-1] == "| **all hold** | **yes** | **yes** |"
+    assert all(row.endswith("| holds | holds |") for row in table[2:-1])
+    n = len(contract.FACTS)
+    assert table[-1] == f"| **counts** | | {n} holds | {n} holds |"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -96,14 +97,14 @@ def test_the_answer_is_kept_per_build_until_a_cited_file_changes(tmp_path: Path,
 
     package = _copy_cited(real_sglang("0.5.14").package, tmp_path / "sglang")
     monkeypatch.setenv("SGLANG_REPRO_CACHE", str(tmp_path / "cache"))
-    calls: list[Path] = []
-    real_check = preflight_contract.check_package
+    calls: list[str] = []
+    real_check = preflight_contract.check_sources
 
-    def counting(package: Path, version: str):  # a spy: the real check, counted
-        calls.append(package)
-        return real_check(package, version)
+    def counting(sources, version, reference=None):  # a spy: the real check, counted
+        calls.append(version)
+        return real_check(sources, version, reference)
 
-    monkeypatch.setattr(preflight_contract, "check_package", counting)
+    monkeypatch.setattr(preflight_contract, "check_sources", counting)
     build = _build_at(package, "0.5.14")
     case = _case(LONG)
     assert contract_gap(build, case) is None and contract_gap(build, case) is None
@@ -116,21 +117,22 @@ def test_the_answer_is_kept_per_build_until_a_cited_file_changes(tmp_path: Path,
 
 @pytest.mark.slow
 def test_a_run_on_a_release_whose_facts_changed_is_infra_before_a_server_starts(tmp_path: Path) -> None:
-    """A whole sglang whose fix-path file lost a cited line: its own parser accepts the flags, then
+    """A whole sglang that renamed a meta_info key the harness reads: its own parser accepts the flags, then
     pre-flight names the fact, and no server is started (no log)."""
     from tests.real_sglang import real_sglang
 
     real = real_sglang("0.5.15")
     copy = tmp_path / "site" / "sglang"
     shutil.copytree(real.package, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    _replace(copy / "srt/speculative/frozen_kv_mtp_worker_v2.py", contract.FIX_MARKER, "forward_batch.out_cache_loc = ()")
+    _replace(copy / "srt/managers/tokenizer_manager.py", 'meta_info["spec_verify_ct"] = recv_obj.spec_verify_ct[i]',
+             'meta_info["verify_steps"] = recv_obj.spec_verify_ct[i]')
     wrapper = tmp_path / "python"
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{copy.parent}" exec "{real.python}" "$@"\n')
     wrapper.chmod(0o755)
     result = execute_run(_case(LONG), f"python:{wrapper}", role="after",
                          options=RunOptions(out_root=tmp_path / "out", progress=False))
     assert result.outcome is Outcome.INFRA and result.phase is Phase.PREFLIGHT, result.reason
-    assert "contract fact FIX_MARKER" in result.reason and "frozen_kv_mtp_worker_v2.py:439" in result.reason
+    assert "contract fact SPEC_META_INFO_KEYS" in result.reason and "tokenizer_manager.py:2368" in result.reason
     assert not Path(result.server.log).exists(), "nothing may be launched"
 
 
@@ -141,3 +143,50 @@ def test_what_sglang_does_on_sigterm_never_ends_a_run(tmp_path: Path) -> None:
     assert len(sigterm) == 6 and {contract.needs(f) for f in contract.FACTS if f.name in sigterm} == {"teardown"}
     for case in (_case(LONG), _case(_scenario_with(tmp_path, **{"enable-metrics": True, "api-key": "k"}))):
         assert "teardown" not in needed_by(case)
+
+
+@pytest.mark.slow
+def test_what_a_build_is_never_gates_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fix marker, the eager rule, the draft path: what a speculative run is meant to find out (kind
+    "profile", harness.contract.profile), so a release without them is a release to test, not to refuse."""
+    from tests.real_sglang import real_sglang
+
+    package = _copy_cited(real_sglang("0.5.15").package, tmp_path / "sglang")
+    monkeypatch.setenv("SGLANG_REPRO_CACHE", str(tmp_path / "cache"))
+    _replace(package / "srt/speculative/frozen_kv_mtp_worker_v2.py", contract.FIX_MARKER, "forward_batch.out_cache_loc = ()")
+    assert contract.needs(contract.FACTS[[f.name for f in contract.FACTS].index("FIX_MARKER")]) == "profile"
+    assert contract_gap(_build_at(package, "0.5.15"), _case(LONG)) is None
+
+
+def _wheel_package(version: str, dest: Path) -> Path:
+    """The cited files of release ``version``, unzipped from its real wheel (nothing installed)."""
+    from harness.contract.wheels import WheelSources
+    from harness.util.errors import InfraError
+
+    try:
+        sources = WheelSources.of(version)
+    except InfraError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"sglang {version}'s wheel cannot be had here: {exc}")
+    for name in {c.file for f in contract.FACTS for c in f.cites} | {"srt/speculative/frozen_kv_mtp_worker.py"}:
+        text = sources.text(name)
+        if text is not None:
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            (dest / name).write_text(text)
+    return dest
+
+
+@pytest.mark.slow
+def test_every_seed_case_on_the_reporters_release_ends_for_the_gpus_only(tmp_path: Path) -> None:
+    """sglang#28264 was reported on 0.5.13.x (its traceback matches 0.5.13.post1 line for line): pre-flight of
+    every seed case there finds the contract whole, and only the hardware (no GPU here) missing."""
+    from harness.launch.launcher import hardware_gap
+    from harness.scenario import load_paths
+
+    build = _build_at(_wheel_package("0.5.13.post1", tmp_path / "sglang"), "0.5.13.post1")
+    cases = [case for loaded in load_paths([str(REPO / "scenarios")]) for case in loaded.cases]
+    assert len(cases) >= 20
+    for case in cases:
+        assert contract_gap(build, case) is None, case.name
+        assert hardware_gap(case) is not None, case.name  # this machine has no GPU: the only thing missing

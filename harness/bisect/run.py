@@ -11,6 +11,7 @@ from harness.bisect.endpoints import EndpointError, establish
 from harness.bisect.interrupted import INTERRUPTED_EXIT, interrupted_commits, interrupted_summary
 from harness.bisect.oracle import Find, Limits, Target, Trial, Verdict
 from harness.bisect.probe import Probe, SearchState, StepRecord, experiment_key, load_case, progress
+from harness.bisect.release_plan import expect_per_release
 from harness.bisect.releases import (
     order_versions,
     parse_range,
@@ -65,6 +66,9 @@ def _release_phase(args: BisectArgs, request: Request) -> tuple[list[str], tuple
     listed = list(args.versions) if args.versions else versions_from_index()
     versions = order_versions(listed, low, high, where="--versions" if args.versions else "the package index")
     case = load_case(args.scenario, args.case)
+    # Said in advance, from each release's profile (its wheel): where the bug should be, and why.
+    for expectation in expect_per_release(case, versions, args.release_build):
+        progress(f"plan {expectation.line()}")
     state = SearchState(
         scenario=str(args.scenario.absolute()), case=case.name, build_template=args.release_build, target=Target(),
         limits=args.limits, find=args.find, report_dir=str(request.report_dir.absolute()),

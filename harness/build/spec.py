@@ -3,7 +3,8 @@
 Spec syntax (one string, ``KIND:VALUE[,key=value...]``):
 
 - ``sim:pre-fix`` | ``sim:post-fix[,knob=value...]``: the CPU reference server (a model of
-  SGLang's mechanism, not SGLang). Each knob ``k=v`` becomes ``--sim-k v``.
+  SGLang's mechanism, not SGLang). Each knob ``k=v`` becomes ``--sim-k v``; ``rules=VERSION``
+  follows that sglang release's rules where releases differ (harness.sim.release_rules).
 - ``python:PATH``: an interpreter whose environment already has sglang.
 - ``pip:sglang==X[,deps=full|none][,python=PATH][,torch=V]``: a virtualenv per version, created
   once under ``<cache>/envs/`` (guarded by a file lock). ``deps=full`` (default) is a plain
@@ -45,7 +46,7 @@ SIM_REVISIONS = REVISIONS
 # The build kinds, as a spec starts: sim:, python:, pip:, src:.
 BUILD_KINDS = ("sim", "python", "pip", "src")
 # Knobs of the reference server (``--sim-<knob>``); the parser in harness.sim.cli_args is the authority.
-_SIM_KNOBS_FALLBACK = ("draft-agreement", "step-cost-ms", "device", "draft-cache", "seed", "gpu-sm")
+_SIM_KNOBS_FALLBACK = ("draft-agreement", "step-cost-ms", "device", "draft-cache", "seed", "gpu-sm", "rules")
 
 VALID_SPECS = (
     "valid build specs: sim:pre-fix|post-fix[,knob=value...], python:PATH, "
@@ -126,6 +127,13 @@ def _check_sim_knobs(spec: str, knobs: dict[str, str]) -> None:
         text = knobs["seed"].strip()
         if not re.fullmatch(r"\d{1,19}", text) or int(text) >= 2**_SEED_BITS:
             raise bad_spec(spec, f"seed={knobs['seed']} must be a whole number in [0, 2**{_SEED_BITS})")
+    if "rules" in knobs:
+        from harness.sim.release_rules import rules_for  # plain data, no torch
+
+        try:
+            rules_for(knobs["rules"])
+        except ValueError as exc:
+            raise bad_spec(spec, f"rules={knobs['rules']}: {exc}") from None
     if "device" in knobs:
         device = knobs["device"].strip()
         if device not in ("cpu", "cuda"):

@@ -47,6 +47,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("contract", "contract",
             "check the harness's contract with SGLang against a build's sglang sources (exit 0 all facts hold, "
             "1 a fact does not, 2 bad input, 3 infra)"),
+    Command("releases", "releases",
+            "every sglang release from 0.5.12 to the newest: its build profile (fix present, eager rule, ...) and "
+            "its contract by status, read from the wheels (exit 0, 2 bad input, 3 infra)"),
     Command("minimize", "minimize",
             "shrink a failing case while the same failure reproduces (exit 0 written, 1 does not fail, "
             "2 bad input, 3 infra)"),

@@ -29,6 +29,7 @@ from harness.compare.verdicts import (
     compare_case,
     spec_of,
 )
+from harness.contract.profile import describe_profile
 from harness.measure.client_side import not_comparable
 from harness.records.manifest import Manifest, manifest_mismatch
 from harness.records.metric_definitions import (
@@ -138,6 +139,7 @@ def _role_result(role: str, spec: str, runs: Sequence[RunRecord], report_dir: Pa
         excerpt=next((r.excerpt for r in runs if r.excerpt), ""),
         reference_server=first.build.reference_server,
         attention_backend=next((label for r in runs if (label := _backend_label(r))), ""),
+        profile=describe_profile(first.build.profile),
     )
 
 

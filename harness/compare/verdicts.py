@@ -275,6 +275,8 @@ class RoleResult:
     # The attention backend the server resolved (decode side, then the draft's when it differs), e.g.
     # "triton" or "triton, draft trtllm_mha"; "" when no trial's server said (RunRecord.server).
     attention_backend: str = ""
+    # What the build is, in words (harness.contract.profile.describe_profile): "" when no record said.
+    profile: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "outcomes", tuple(parse_outcome(o) for o in self.outcomes))
@@ -375,6 +377,7 @@ class RoleResult:
             excerpt=data.get("excerpt", ""),
             reference_server=bool(data.get("reference_server", False)),
             attention_backend=str(data.get("attention_backend") or ""),
+            profile=str(data.get("profile") or ""),
         )
 
 

@@ -1,31 +1,32 @@
-"""Check :data:`harness.contract.facts.FACTS` against one installed sglang's sources: which facts no longer hold.
+"""Check :data:`harness.contract.facts.FACTS` against one release's sources: per citation holds / moved / changed /
+gone (:mod:`harness.contract.locate`), and which facts drifted.
 
-For a release the contract cites (0.5.14, 0.5.15) every citation must be on its line (or absent where
-its line is None), as ``tests/test_contract.py`` checks. For any other release lines move, so a
-citation holds when its text is on some line of its file. A citation absent in one cited release is
-version-specific by nature (the fix marker; 0.5.14's unguarded SWA refill): for another release it is
-expected as in the nearer cited release (absent before 0.5.15 when 0.5.14 lacks it, absent from
-0.5.15 on when 0.5.15 lacks it), and a drift says so. A citation's line reworded in a later release
-without a change of behaviour (:class:`harness.contract.facts.Later`, read in that release's wheel) is looked
-for in its new wording from that release on; a release whose version cannot be read (a source checkout
-without metadata) may hold any of the wordings.
+A release the contract cites (0.5.14, 0.5.15) is compared line for line; any other with the nearer cited release
+(older ones with 0.5.14, newer with 0.5.15), so "holds" always means "at the line the reference has it on", and a
+text elsewhere in its file is ``moved``, not silently "somewhere". A fact drifts when one of its citations is
+``changed`` or ``gone``. The anchor functions come from the reference release's wheel
+(:mod:`harness.contract.wheels`), read when it is cached (or ``fetch`` asks for it); without it a missing text is
+still reported, as ``gone`` with its function unknown.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
-
-from harness.contract.facts import FACTS, VERSIONS, Cite, Fact, Later
+from harness.contract.facts import FACTS, Fact, needs
+from harness.contract.locate import STATUSES, Located, fact_status, locate, reference_of
+from harness.contract.sources import DirSources, Sources
 from harness.util.errors import InfraError
 
-__all__ = ["Drift", "applies", "check_package", "contract_table", "sglang_package_of", "wordings"]
+__all__ = ["DRIFT", "check_package", "check_sources", "contract_counts", "contract_table", "drifts_of",
+           "fact_statuses", "reference_sources", "sglang_package_of"]
+
+# The statuses that mean "the harness can no longer read this through": pre-flight's infra.
+DRIFT = ("changed", "gone")
 
 _FIND = (
     "import importlib.util, json, sys; s = importlib.util.find_spec('sglang'); "
@@ -33,95 +34,51 @@ _FIND = (
 )
 
 
-@dataclass(frozen=True)
-class Drift:
-    """One citation of ``fact`` that does not hold in the checked sources, and why."""
+def reference_sources(version: str, fetch: bool = False) -> Sources | None:
+    """The wheel sources of ``version``'s reference release (for anchor functions): from the wheel cache, or
+    downloaded when ``fetch``; None when not at hand (pre-flight never waits on a download for a description)."""
+    from harness.contract.wheels import WheelSources, cached_wheel
 
-    fact: str
-    file: str
-    expected: str  # "line N", "some line", "absent"
-    text: str
-    found: tuple[int, ...]
-    scope: str = ""  # for a version-specific citation: the releases it applies to
-
-    def describe(self) -> str:
-        where = f"sglang/{self.file}" + (f":{self.expected[5:]}" if self.expected.startswith("line ") else "")
-        seen = f"found at {', '.join(map(str, self.found))}" if self.found else "found nowhere"
-        if self.expected == "file":
-            seen = "no such file"
-        verb = "should not hold" if self.expected == "absent" else "lacks"
-        scope = f"; {self.scope}" if self.scope else ""
-        return f"{self.fact}: {where} {verb} {self.text!r} ({seen}{scope})"
-
-
-def applies(cite: Cite, version: str) -> tuple[int | None | bool, str]:
-    """What ``cite`` expects of ``version``: a line number (a cited release), True (some line),
-    None (absent); and the scope of a version-specific citation ('' otherwise)."""
-    if version in VERSIONS:
-        return cite.line(version), ""
-    lines = {v: cite.line(v) for v in VERSIONS}
-    if all(line is not None for line in lines.values()):
-        return True, ""
+    ref = reference_of(version)
     try:
-        v = Version(version)
-    except InvalidVersion:
-        v = Version(VERSIONS[-1])
-    first, last = Version(VERSIONS[0]), Version(VERSIONS[-1])
-    if lines[VERSIONS[0]] is None:
-        scope = f"present from {VERSIONS[-1]} on"
-        return (True if v >= last else None), scope
-    scope = f"present up to {VERSIONS[0]}"
-    return (True if v <= first else None), scope
+        if fetch:
+            return WheelSources.of(ref)
+        wheel = cached_wheel(ref)
+        return WheelSources.open(wheel) if wheel else None
+    except InfraError:
+        return None
 
 
-def wordings(cite: Cite, version: str) -> tuple[Later, ...]:
-    """The (file, text) forms ``cite`` may take in ``version``: its own in a cited release or before any
-    :class:`Later`; the last ``Later`` reached otherwise; every form when ``version`` cannot be read."""
-    own = Later(VERSIONS[0], cite.text, cite.file)
-    if version in VERSIONS or not cite.later:
-        return (own,)
-    try:
-        v = Version(version)
-    except InvalidVersion:
-        return (own, *(dataclasses.replace(w, file=w.file or cite.file) for w in cite.later))
-    reached = [w for w in cite.later if Version(w.since) <= v]
-    if not reached:
-        return (own,)
-    last = reached[-1]
-    return (Later(last.since, last.text, last.file or cite.file),)
+def check_sources(sources: Sources, version: str, reference: Sources | None = None,
+                  facts: Sequence[Fact] = FACTS) -> list[Located]:
+    """Every citation of ``facts`` located in ``sources`` (release ``version``)."""
+    return [locate(fact, cite, sources, version, reference) for fact in facts for cite in fact.cites]
 
 
-def _check_cite(fact: Fact, cite: Cite, package: Path, version: str) -> Drift | None:
-    expect, scope = applies(cite, version)
-    drift: Drift | None = None
-    for form in wordings(cite, version):
-        drift = _check_form(fact, form.file or cite.file, form.text, package, expect, scope)
-        if drift is None:
-            return None
-    return drift
+def drifts_of(located: Sequence[Located]) -> list[Located]:
+    return [loc for loc in located if loc.status in DRIFT]
 
 
-def _check_form(fact: Fact, file: str, text: str, package: Path, expect: int | None | bool, scope: str) -> Drift | None:
-    path = package / file
-    if not path.is_file():
-        if expect is None:
-            return None
-        return Drift(fact.name, file, "file", text, (), scope or "the file is missing")
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    found = tuple(i + 1 for i, line in enumerate(lines) if text in line)
-    if expect is None:
-        return Drift(fact.name, file, "absent", text, found, scope) if found else None
-    if expect is True:
-        return None if found else Drift(fact.name, file, "some line", text, found, scope)
-    assert isinstance(expect, int)
-    ok = expect <= len(lines) and text in lines[expect - 1]
-    return None if ok else Drift(fact.name, file, f"line {expect}", text, found, scope)
+def fact_statuses(located: Sequence[Located]) -> dict[str, str]:
+    """Each fact's status (its worst citation's), in the contract's order."""
+    by_fact: dict[str, list[Located]] = {}
+    for loc in located:
+        by_fact.setdefault(loc.fact, []).append(loc)
+    return {name: fact_status(locs) for name, locs in by_fact.items()}
 
 
-def check_package(package: Path, version: str) -> tuple[list[Drift], int]:
-    """Every drift of the contract in the ``sglang`` package at ``package``, and how many facts were checked."""
-    drifts = [d for fact in FACTS for cite in fact.cites if (d := _check_cite(fact, cite, package, version))]
-    return drifts, len(FACTS)
+def contract_counts(located: Sequence[Located], kinds: frozenset[str] | None = None) -> dict[str, int]:
+    """How many facts are in each status (only those of ``kinds``, :func:`harness.contract.facts.needs`, if given)."""
+    by_name = {f.name: f for f in FACTS}
+    statuses = fact_statuses(located)
+    counted = Counter(s for name, s in statuses.items() if kinds is None or needs(by_name[name]) in kinds)
+    return {status: counted.get(status, 0) for status in STATUSES}
+
+
+def check_package(package: Path, version: str) -> tuple[list[Located], int]:
+    """The drifted citations of the contract in the ``sglang`` package at ``package``, and how many facts were checked."""
+    located = check_sources(DirSources(package), version, reference_sources(version))
+    return drifts_of(located), len(FACTS)
 
 
 def sglang_package_of(python: str) -> Path:
@@ -138,14 +95,17 @@ def sglang_package_of(python: str) -> Path:
     return Path(pkg)
 
 
-def contract_table(packages: Mapping[str, Path]) -> str:
-    """The README's fact x release table (markdown) for the ``sglang`` packages of ``packages`` (version -> dir),
-    in the order given: "yes" where every citation of the fact holds, "no" where one does not."""
-    versions = list(packages)
-    failed = {v: {d.fact for d in check_package(packages[v], v)[0]} for v in versions}
-    rows = ["| fact | " + " | ".join(versions) + " |", "|---|" + "---|" * len(versions)]
+def contract_table(results: Mapping[str, Sequence[Located]]) -> str:
+    """The fact x release table (markdown) of ``results`` (version -> its located citations), in the order given:
+    each fact's status, and per release the counts by status."""
+    versions = list(results)
+    statuses = {v: fact_statuses(results[v]) for v in versions}
+    by_name = {f.name: f for f in FACTS}
+    rows = ["| fact | kind | " + " | ".join(versions) + " |", "|---|---|" + "---|" * len(versions)]
     for fact in FACTS:
-        rows.append(f"| `{fact.name}` | " + " | ".join("no" if fact.name in failed[v] else "yes" for v in versions) + " |")
-    rows.append("| **all hold** | " + " | ".join(f"no ({len(failed[v])})" if failed[v] else "**yes**" for v in versions)
-                + " |")
+        rows.append(f"| `{fact.name}` | {needs(by_name[fact.name])} | "
+                    + " | ".join(statuses[v].get(fact.name, "?") for v in versions) + " |")
+    counts = {v: Counter(statuses[v].values()) for v in versions}
+    rows.append("| **counts** | | " + " | ".join(
+        ", ".join(f"{counts[v][s]} {s}" for s in STATUSES if counts[v][s]) for v in versions) + " |")
     return "\n".join(rows)

@@ -11,6 +11,12 @@ or changes one of these fails a test instead of silently misleading the harness.
 server is tested against the same constants where it models them.
 
 A line of ``None`` means "absent in that release" (and the test checks that it is absent).
+
+Two kinds of fact, kept apart by :data:`NEEDS`: what the harness *reads through* (a drift ends a run as
+``infra`` at pre-flight) and what a build *is* (kind "profile": the evidence behind
+:mod:`harness.contract.profile`, never a gate). Any other release is located against the nearer cited one by
+anchor text and enclosing function (:mod:`harness.contract.locate`: holds / moved / changed / gone); the
+per-release lines are computed from the wheels, never typed here (``sglang-repro releases``).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ __all__ = [
     "ENV_TRUE",
     "FACTS",
     "NEEDS",
+    "NEVER_GATES",
     "needs",
     "FIX_MARKER",
     "FROZEN_KV_MTP_MAX_RUNNING_DEFAULT",
@@ -96,6 +103,7 @@ __all__ = [
     "Cite",
     "Fact",
     "Later",
+    "Earlier",
 ]
 
 VERSIONS: Final = ("0.5.14", "0.5.15")
@@ -116,6 +124,17 @@ class Later:
 
 
 @dataclass(frozen=True)
+class Earlier:
+    """Up to release ``until`` (inclusive), the cited behaviour is written ``text`` (in ``file``, or the citation's
+    own). The releases before 0.5.14 declare ServerArgs' fields without annotations and keep the Frozen-KV MTP
+    draft in ``frozen_kv_mtp_worker.py``: the same flag and default, other words (read in that release's wheel)."""
+
+    until: str
+    text: str
+    file: str | None = None
+
+
+@dataclass(frozen=True)
 class Cite:
     """``text`` is on line ``v0514`` of ``sglang/<file>`` in 0.5.14 and line ``v0515`` in 0.5.15 (None: absent).
 
@@ -128,6 +147,7 @@ class Cite:
     v0515: int | None
     text: str
     later: tuple[Later, ...] = ()
+    earlier: tuple[Earlier, ...] = ()
 
     def line(self, version: str) -> int | None:
         return {"0.5.14": self.v0514, "0.5.15": self.v0515}[version]
@@ -151,6 +171,10 @@ _METRICS = "srt/observability/metrics_collector.py"
 _MREP = "srt/managers/scheduler_components/metrics_reporter.py"
 _FKV = "srt/speculative/frozen_kv_mtp_worker_v2.py"
 _FKVG = "srt/speculative/frozen_kv_mtp_cuda_graph_runner.py"
+# Up to 0.5.13.post1 the draft worker lives here (frozen_kv_mtp_worker_v2.py is a 42-line subclass of it).
+_FKV_OLD = "srt/speculative/frozen_kv_mtp_worker.py"
+# The last release before 0.5.14 whose wordings the contract records (Earlier).
+_E13 = "0.5.13.post1"
 _TRT = "srt/layers/attention/trtllm_mha_backend.py"
 _TRITON = "srt/layers/attention/triton_backend.py"
 _WD = "srt/utils/watchdog.py"
@@ -374,8 +398,10 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_HTTP, 2138, 2162, "if not server_args.skip_server_warmup:", (
             Later("0.5.16", "if not server_args.skip_server_warmup and not skip_elastic_joiner_warmup:"),
             Later("0.5.18", "if not get_serving().skip_server_warmup and not skip_elastic_joiner_warmup:"))),
+        # 0.5.13.post1 :397, 0.5.12.post1 :391: a plain dataclass field
         Cite(_ARGS, 532, 981, 'skip_server_warmup: A[bool, "If set, skip warmup."] = False',
-             (Later("0.5.17", 'skip_server_warmup: A[bool, "If set, skip warmup.", NS("serving")] = False'),)),
+             (Later("0.5.17", 'skip_server_warmup: A[bool, "If set, skip warmup.", NS("serving")] = False'),),
+             (Earlier(_E13, "skip_server_warmup: bool = False"),)),
     )),
     Fact("GENERATE_PATH", GENERATE_PATH, (Cite(_HTTP, 765, 786, '    "/generate",'),)),
     Fact("STREAM_DATA_PREFIX", STREAM_DATA_PREFIX,
@@ -445,7 +471,7 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_MREP, 487, 502, "def reset_metrics(self):"),
         Cite(_MREP, 493, 508, "self.spec_total_num_forward_ct = 0"),
         Cite(_SCHED, 3649, 3737, "self.metrics_reporter.reset_metrics()"),
-        Cite(_ARGS, 1096, 1222, "] = 40"),
+        Cite(_ARGS, 1096, 1222, "] = 40", (), (Earlier(_E13, "decode_log_interval: int = 40"),)),  # 0.5.13.post1 :503
     ), "since the last /flush_cache (which resets it), folded every decode_log_interval (40) decode batches, "
        "absent until the first fold; warm-ups and every client's requests since the flush count"),
     Fact("METRIC_NAMES", METRIC_NAMES, (
@@ -541,15 +567,21 @@ FACTS: Final[tuple[Fact, ...]] = (
     ), "both SIGQUIT handlers (running phase, launch phase) kill the tree with the launcher in it: wait status -9"),
     Fact("NO_ACCELERATOR", NO_ACCELERATOR, (Cite("srt/utils/common.py", 2103, 900, NO_ACCELERATOR),)),
     Fact("DEFAULTS", DEFAULTS, (
-        Cite(_ARGS, 528, 977, 'host: A[str, "The host of the HTTP server."] = "127.0.0.1"'),
+        # before 0.5.14, plain dataclass fields (0.5.13.post1 :393, :394, :479, :490, :618)
+        Cite(_ARGS, 528, 977, 'host: A[str, "The host of the HTTP server."] = "127.0.0.1"', (),
+             (Earlier(_E13, 'host: str = "127.0.0.1"'),)),
         # 0.5.17 tags each field with its namespace, same defaults (server_args.py 0.5.17 :1229, :1442, :1492-1494)
         Cite(_ARGS, 529, 978, 'port: A[int, "The port of the HTTP server."] = 30000',
-             (Later("0.5.17", 'port: A[int, "The port of the HTTP server.", NS("serving")] = 30000'),)),
+             (Later("0.5.17", 'port: A[int, "The port of the HTTP server.", NS("serving")] = 30000'),),
+             (Earlier(_E13, "port: int = 30000"),)),
         Cite(_ARGS, 989, 1115, 'log_level: A[str, "The logging level of all loggers."] = "info"',
-             (Later("0.5.17", 'log_level: A[str, "The logging level of all loggers.", NS("observability")] = "info"'),)),
+             (Later("0.5.17", 'log_level: A[str, "The logging level of all loggers.", NS("observability")] = "info"'),),
+             (Earlier(_E13, 'log_level: str = "info"'),)),
         Cite(_ARGS, 1030, 1156, 'enable_metrics: A[bool, "Enable log prometheus metrics."] = False',
-             (Later("0.5.17", 'enable_metrics: A[bool, "Enable log prometheus metrics.", NS("observability")] = ('),)),
-        Cite(_ARGS, 1529, 1668, "    speculative_draft_model_quantization: A["),
+             (Later("0.5.17", 'enable_metrics: A[bool, "Enable log prometheus metrics.", NS("observability")] = ('),),
+             (Earlier(_E13, "enable_metrics: bool = False"),)),
+        Cite(_ARGS, 1529, 1668, "    speculative_draft_model_quantization: A[", (),
+             (Earlier(_E13, "    speculative_draft_model_quantization: Optional[str] = None"),)),
     )),
     Fact("DRAFT_QUANTIZATION_UNQUANT", DRAFT_QUANTIZATION_UNQUANT, (
         Cite(_ARGS, 2801, 3037, "self.speculative_draft_model_quantization = self.quantization"),
@@ -630,12 +662,19 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_HTTP, 700, 718, "**dataclasses.asdict(server_args),"),
         Cite(_ARGS, 4066, None, "self.attention_backend = default_attention_backend"),
         Cite("srt/arg_groups/overrides.py", None, 616, 'overrides["attention_backend"] = default_attention_backend'),
-        Cite(_ARGS, 1341, 1277, "    attention_backend: A["),
-        Cite(_ARGS, 1348, 1285, "    decode_attention_backend: A["),
-        Cite(_ARGS, 1507, 1644, "    speculative_draft_attention_backend: A["),
+        # before 0.5.14: plain fields (0.5.13.post1 :579, :580, :614) and the draft in frozen_kv_mtp_worker.py
+        # (0.5.13.post1 :203, :205)
+        Cite(_ARGS, 1341, 1277, "    attention_backend: A[", (),
+             (Earlier(_E13, "    attention_backend: Optional[str] = None"),)),
+        Cite(_ARGS, 1348, 1285, "    decode_attention_backend: A[", (),
+             (Earlier(_E13, "    decode_attention_backend: Optional[str] = None"),)),
+        Cite(_ARGS, 1507, 1644, "    speculative_draft_attention_backend: A[", (),
+             (Earlier(_E13, "    speculative_draft_attention_backend: Optional[str] = None"),)),
         Cite(_ARGS, 6559, 6461, "def get_attention_backends(self):"),
-        Cite(_FKV, 235, 228, "def _resolve_draft_backend_type(self) -> str:"),
-        Cite(_FKV, 237, 230, "self.server_args.speculative_draft_attention_backend"),
+        Cite(_FKV, 235, 228, "def _resolve_draft_backend_type(self) -> str:", (),
+             (Earlier(_E13, "def _resolve_draft_backend_type(self) -> str:", _FKV_OLD),)),
+        Cite(_FKV, 237, 230, "self.server_args.speculative_draft_attention_backend", (),
+             (Earlier(_E13, "self.server_args.speculative_draft_attention_backend", _FKV_OLD),)),
     ), "/server_info holds the settings after post-init (Gemma-4's default filled in): the run record keeps the "
        "decode and draft backends the server resolved (harness.measure.server_side.attention_backends)"),
 )
@@ -644,24 +683,28 @@ FACTS: Final[tuple[Fact, ...]] = (
 # Which runs depend on a fact (pre-flight ends a run on a release where a fact it depends on drifted,
 # harness.launch.contract_gate): every run (readiness, health, the stream, logs, crash markers, the
 # warm-up phase) unless listed here; "speculative": a scenario with --speculative-algorithm (its
-# acceptance figures, the draft's quantization, and the Frozen-KV MTP crash paths the catalogue and
-# the reference server model); "metrics": --enable-metrics or a check on the gauge; "auth": --api-key;
-# "teardown": no run (reported by ``sglang-repro contract``, never a pre-flight verdict).
+# acceptance figures, the draft's quantization, the resolved attention backends it records); "metrics":
+# --enable-metrics or a check on the gauge; "auth": --api-key; "teardown": no run (reported by
+# ``sglang-repro contract``, never a pre-flight verdict); "profile": what a build *is* (is PR #29616's fix in,
+# which draft path a flag set takes, which backend, whether the SWA refill is guarded, the running-request
+# default, where a prefill's out_cache_loc survives): the evidence of harness.contract.profile, computed per
+# build and recorded, never a gate -- these are what the runs are meant to find out, so a release that differs
+# here is a release to test, not one to refuse.
 NEEDS: Final[dict[str, str]] = {
     "SPEC_META_INFO_KEYS": "speculative",
     "AVG_ACCEPT_LENGTH_KEY": "speculative",
     "DRAFT_QUANTIZATION_UNQUANT": "speculative",
-    "FIX_MARKER": "speculative",
-    "FROZEN_KV_MTP_MAX_RUNNING_DEFAULT": "speculative",
-    "DRAFT_TOPK_BACKEND": "speculative",
-    "DRAFT_EAGER_CHOICE": "speculative",
-    "DRAFT_GRAPH_PATH": "speculative",
-    "STALE_ONLY_IN_A_FRESH_RUNNING_BATCH": "speculative",
-    "DRAFT_GRAPH_SWA_REFILL": "speculative",
-    "EXTEND_TOKENS_ONLY": "speculative",
-    "CHUNKED_PREFILL": "speculative",
-    "GEMMA4_DEFAULT_ATTENTION_BACKEND": "speculative",
     "RESOLVED_ATTENTION_KEYS": "speculative",
+    "FIX_MARKER": "profile",
+    "FROZEN_KV_MTP_MAX_RUNNING_DEFAULT": "profile",
+    "DRAFT_TOPK_BACKEND": "profile",
+    "DRAFT_EAGER_CHOICE": "profile",
+    "DRAFT_GRAPH_PATH": "profile",
+    "STALE_ONLY_IN_A_FRESH_RUNNING_BATCH": "profile",
+    "DRAFT_GRAPH_SWA_REFILL": "profile",
+    "EXTEND_TOKENS_ONLY": "profile",
+    "CHUNKED_PREFILL": "profile",
+    "GEMMA4_DEFAULT_ATTENTION_BACKEND": "profile",
     "METRIC_NAMES": "metrics",
     "AUTH_EXEMPT_PREFIXES": "auth",
     "UNAUTHORIZED_ERROR": "auth",
@@ -674,8 +717,11 @@ NEEDS: Final[dict[str, str]] = {
     "SIGTERM_SCHEDULER_WAIT_S": "teardown",
     "SIGTERM_SELF_KILL": "teardown",
 }
+# The kinds no run depends on: reported, never a pre-flight verdict.
+NEVER_GATES: Final = ("teardown", "profile")
 
 
 def needs(fact: Fact) -> str:
-    """Which runs depend on ``fact``: "every run", "speculative", "metrics", "auth", or "teardown" (none)."""
+    """Which runs depend on ``fact``: "every run", "speculative", "metrics", "auth", or none ("teardown",
+    "profile": :data:`NEVER_GATES`)."""
     return NEEDS.get(fact.name, "every run")

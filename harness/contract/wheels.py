@@ -21,7 +21,7 @@ from packaging.version import InvalidVersion, Version
 from harness.build.environments import default_cache_dir
 from harness.util.errors import InfraError
 
-__all__ = ["WheelSources", "fetch_wheel", "index_versions", "wheel_dir"]
+__all__ = ["WheelSources", "cached_wheel", "fetch_wheel", "index_versions", "main", "wheel_dir"]
 
 # A release's wheel is 12 MB and pip needs a few seconds for it; a hung index ends in an error, not a wait.
 _DOWNLOAD_TIMEOUT_S = 300.0
@@ -55,6 +55,12 @@ def _canonical_or_none(text: str) -> str | None:
         return str(Version(text))
     except InvalidVersion:
         return None
+
+
+def cached_wheel(version: str, cache_dir: Path | None = None) -> Path | None:
+    """The cached wheel of sglang ``version``, or None where it has not been downloaded (no network asked)."""
+    folder = wheel_dir(cache_dir)
+    return _cached(folder, _canonical(version)) if folder.is_dir() else None
 
 
 def fetch_wheel(version: str, cache_dir: Path | None = None) -> Path:
@@ -114,10 +120,16 @@ class WheelSources:
         self.version = _canonical(wheel.name.split("-")[1])
         self._zip = zipfile.ZipFile(wheel)
         self._names = {n[len("sglang/"):]: n for n in self._zip.namelist() if n.startswith("sglang/")}
+        self._texts: dict[str, str] = {}  # a file is decompressed once however many citations read it
 
     @classmethod
     def of(cls, version: str, cache_dir: Path | None = None) -> WheelSources:
         return _open(str(fetch_wheel(version, cache_dir)))
+
+    @classmethod
+    def open(cls, wheel: Path) -> WheelSources:
+        """The sources of a wheel on disk (one reader per wheel per process)."""
+        return _open(str(wheel))
 
     def files(self, suffix: str = ".py") -> Iterator[str]:
         return (n for n in sorted(self._names) if n.endswith(suffix))
@@ -130,9 +142,11 @@ class WheelSources:
         member = self._names.get(path)
         if member is None:
             return None
-        if self._zip.getinfo(member).file_size > _MAX_MEMBER_BYTES:
-            raise InfraError(f"{self.wheel.name}: {member} is over {_MAX_MEMBER_BYTES} bytes; not a source file")
-        return self._zip.read(member).decode("utf-8", errors="replace")
+        if path not in self._texts:
+            if self._zip.getinfo(member).file_size > _MAX_MEMBER_BYTES:
+                raise InfraError(f"{self.wheel.name}: {member} is over {_MAX_MEMBER_BYTES} bytes; not a source file")
+            self._texts[path] = self._zip.read(member).decode("utf-8", errors="replace")
+        return self._texts[path]
 
     def lines(self, path: str) -> list[str] | None:
         text = self.text(path)
@@ -142,3 +156,19 @@ class WheelSources:
 @lru_cache(maxsize=32)
 def _open(wheel: str) -> WheelSources:
     return WheelSources(Path(wheel))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.contract.wheels VERSION...``: fetch those wheels into the cache (CI does, once)."""
+    versions = sys.argv[1:] if argv is None else argv
+    try:
+        for version in versions:
+            print(fetch_wheel(version))
+    except InfraError as exc:
+        print(f"harness.contract.wheels: {exc}", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

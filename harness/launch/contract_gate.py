@@ -1,12 +1,14 @@
-"""Pre-flight's contract check: does the build's sglang still hold the facts this scenario depends on?
+"""Pre-flight's contract check: does the build's sglang still hold the facts this scenario reads through?
 
 A release that renames a metric, moves an endpoint or rewords a log line would make the harness
 report nothing, silently, after the GPU time is spent. So before a server starts, every fact of
-:data:`harness.contract.facts.FACTS` is checked against the build's installed sglang sources
-(:func:`harness.contract.check.check_package`, as ``sglang-repro contract BUILD`` does), and a
-drifted fact the case depends on (:func:`harness.contract.facts.needs`) ends the run as ``infra``
-naming the fact. The answer is kept per build (``harness.build.cache``), stamped with the
-contract itself and the size and mtime of every cited file, so a compare pays for it once and
+:data:`harness.contract.facts.FACTS` is located in the build's installed sglang sources
+(:func:`harness.contract.check.check_sources`, as ``sglang-repro contract BUILD`` does), and a
+``changed`` or ``gone`` fact the case depends on (:func:`harness.contract.facts.needs`) ends the run
+as ``infra`` naming the fact; a ``moved`` one is still read through. Facts of kind "profile" (is
+the fix in, which draft path a flag set takes) never gate: they are what the run is meant to find
+out (harness.contract.profile). The answer is kept per build (``harness.build.cache``), stamped with
+the contract itself and the size and mtime of every cited file, so a compare pays for it once and
 a reinstalled or edited sglang is checked again. The reference server has no sglang sources and
 is never checked here.
 """
@@ -19,14 +21,16 @@ from pathlib import Path
 
 from harness.build import Build
 from harness.build.cache import cached_answer, file_stamps
-from harness.contract.check import Drift, check_package, sglang_package_of
+from harness.contract.check import check_sources, drifts_of, reference_sources, sglang_package_of
 from harness.contract.facts import FACTS, needs
+from harness.contract.locate import Located
+from harness.contract.sources import DirSources
 from harness.scenario import Case
 from harness.util.errors import InfraError
 
 __all__ = ["contract_drifts", "contract_gap", "needed_by"]
 
-_SECTION = "contract"
+_SECTION = "contract-located"
 # What the answer depends on besides the sources: the facts themselves and how they are checked.
 _CONTRACT_DIGEST = hashlib.sha256(repr(FACTS).encode()).hexdigest()[:16]
 
@@ -47,8 +51,8 @@ def needed_by(case: Case) -> frozenset[str]:
     return frozenset(kinds)
 
 
-def contract_drifts(build: Build) -> list[Drift]:
-    """Every drift of the contract in ``build``'s sglang sources (kept per build identity)."""
+def contract_drifts(build: Build) -> list[Located]:
+    """Every drifted (changed or gone) citation of the contract in ``build``'s sglang sources (kept per build)."""
     package = Path(build.location) if build.location else sglang_package_of(build.python)
     version = build.version or "unknown"
     cited = sorted({c.file for f in FACTS for c in f.cites})
@@ -57,15 +61,16 @@ def contract_drifts(build: Build) -> list[Drift]:
                 "version": version, "commit": build.commit, "package": str(package), "files": file_stamps(files)}
 
     def check() -> list[dict[str, object]]:
-        return [dataclasses.asdict(d) for d in check_package(package, version)[0]]
+        located = check_sources(DirSources(package), version, reference_sources(version))
+        return [dataclasses.asdict(d) for d in drifts_of(located)]
 
     answer = cached_answer(build, _SECTION, identity, check)
-    return [Drift(**{**d, "found": tuple(d["found"])}) for d in answer]
+    return [Located(**{**d, "found": tuple(d["found"])}) for d in answer]
 
 
 def contract_gap(build: Build, case: Case) -> str | None:
-    """None when every fact ``case`` depends on holds in ``build``'s sglang; else one line naming the first
-    drifted one (and how many more), for an ``infra`` verdict before anything starts."""
+    """None when every fact ``case`` reads through holds (or moved) in ``build``'s sglang; else one line naming
+    the first drifted one (and how many more), for an ``infra`` verdict before anything starts."""
     if build.is_reference:
         return None
     try:

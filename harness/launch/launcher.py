@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
 from harness.build import Build
+from harness.launch.build_profile import case_in_build_words
 from harness.launch.contract_gate import contract_gap
 from harness.launch.preflight import ARGPARSE_ERROR, FlagCheck, check_flag_sets, model_gap
 from harness.scenario import Case
@@ -89,7 +90,8 @@ class SGLangLauncher:
     is_reference: bool = False
 
     def case_for(self, case: Case) -> Case:
-        return case
+        # The build's own words: a flag it deprecates is written as its replacement, and pre-flight says so.
+        return case_in_build_words(self.build, case)[0]
 
     def check_flags(self, flag_sets: Sequence[Sequence[str]]) -> list[FlagCheck]:
         return check_flag_sets(self.build, flag_sets)

@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from harness.build import Build
+from harness.contract.profile import BuildProfile
+from harness.contract.render import in_build_words
+from harness.launch.build_profile import build_profile
 from harness.minimize.atoms import Candidate, to_mapping
 from harness.minimize.observation import Observation, Target
 from harness.scenario import Case, sglang_argv
@@ -43,6 +46,16 @@ def minimal_mapping(base: dict[str, Any], cand: Candidate, *, case: Case, build:
         f"Minimized by sglang-repro minimize from {case.file} (case {case.name}) on {build.spec}: "
         f"{target.describe()}, reproduced {runs} of {runs} times."
     )
+    # In the words of the build it ran on: a flag the build deprecates is written as its replacement, and the
+    # description says which draft path rule the build follows (a one-step draft is eager up to 0.5.22 only).
+    profile = build_profile(build)
+    if not build.is_reference and "unavailable" not in profile:
+        data["server"]["args"] = dict(in_build_words(data["server"]["args"], BuildProfile.from_json(profile)).args)
+        data["description"] += (f" On sglang {profile['version']} the draft runs eagerly when "
+                                f"{BuildProfile.from_json(profile).eager_rule}.")
+    elif build.is_reference:
+        data["description"] += (f" The reference server followed sglang {profile['rules']}'s rules: eager at "
+                                f"--speculative-num-steps <= {profile['eager_max_steps']} or with CUDA graphs off.")
     args = data["server"]["args"]
     gpus_needed = 1
     for name in _PARALLEL:

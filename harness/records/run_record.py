@@ -73,6 +73,8 @@ class BuildRef:
     commit: str | None = None
     role: str | None = None
     reference_server: bool = False
+    # What the build is (harness.contract.profile): fix present, eager rule, ...; or {"unavailable": why}.
+    profile: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -298,7 +300,8 @@ def record_from_dict(data: Mapping[str, Any], *, source: str = "result.json") ->
             case=CaseRef(name=str(case.get("name", "")), values=dict(case.get("values") or {})),
             build=BuildRef(kind=str(build.get("kind", "")), spec=str(build.get("spec", "")),
                            version=build.get("version"), commit=build.get("commit"), role=build.get("role"),
-                           reference_server=bool(build.get("reference_server", False))),
+                           reference_server=bool(build.get("reference_server", False)),
+                           profile=build.get("profile") if isinstance(build.get("profile"), dict) else None),
             trial=int(data.get("trial", 0)),
             outcome=parse_outcome(data["outcome"]),
             signature=data.get("signature"),

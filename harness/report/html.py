@@ -103,6 +103,8 @@ def _build_cell(role: RoleResult) -> str:
         text += ' <span class="sim">reference server (CPU model, not SGLang)</span>'
     if role.attention_backend:
         text += f' · attention backend <code>{_e(role.attention_backend)}</code>'
+    if role.profile:
+        text += f' · <span class="profile">{_e(role.profile)}</span>'
     return text
 
 

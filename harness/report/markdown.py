@@ -46,6 +46,8 @@ def _build_cell(role: RoleResult) -> str:
         text += " — *reference server (CPU model, not SGLang)*"
     if role.attention_backend:
         text += f" · attention backend {_code(role.attention_backend)}"
+    if role.profile:
+        text += f" · {_cell(role.profile)}"
     return text
 
 

@@ -3,7 +3,7 @@
 A signature lists the frames of its crash path, outermost first. Real logs rarely show them all:
 they are truncated at the top, lose the raising helper's frame, differ between releases (0.5.14's
 ``eager_runner.py execute -> _execute_decode -> load_batch`` was ``model_runner.py forward_decode ->
-_eager_fb_view`` in an intermediate version), or name a call only in the code line under its
+_eager_fb_view`` in 0.5.13.x, the release of #28264's log), or name a call only in the code line under its
 caller (``registry.fill_from(`` under ``load_batch``). So each frame is *evidence*:
 
 - a ``File "...<file>.py", line N, in <function>`` line evidences the frame it names;

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.sim import DEFAULT_REVISION, REVISIONS
+from harness.sim.release_rules import rules_for
 
 __all__ = ["build_parser", "parse_server_args", "ATTENTION_BACKENDS", "SPECULATIVE_ALGORITHMS"]
 
@@ -152,6 +153,11 @@ SIM_KNOBS: dict[str, dict[str, Any]] = {
     "draft-cache": {"choices": ("pre-fix", "post-fix"), "default": "post-fix",
                     "help": "pre-fix: a HiCache load-back leaves the draft's view of the reloaded prefix stale"},
     "seed": {"type": int, "default": 0},
+    # Where SGLang's releases differ (the eager rule, topk > 1 backends, trtllm_mha's graph-path SWA refill):
+    # follow this release's (harness.sim.release_rules); unset: 0.5.14's and 0.5.15's, as before.
+    "rules": {"default": None, "metavar": "VERSION",
+              "help": "follow this sglang release's rules where releases differ (e.g. 0.5.23: a one-step draft is "
+                      "captured, not eager); unset: 0.5.14's"},
     "gpu-sm": {"type": int, "default": None,
                "help": "compute capability major of the GPU the model stands for (10: SM100, B200), for SGLang's "
                        "hardware-dependent defaults (Gemma-4's attention backend); unset: the --sim-device's own"},
@@ -184,6 +190,10 @@ def parse_server_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not 0.0 <= args.sim_draft_agreement <= 1.0:
         parser.error(f"--sim-draft-agreement must be within [0, 1], got {args.sim_draft_agreement}")
+    try:
+        rules_for(args.sim_rules)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.sim_step_cost_ms < 0:
         parser.error(f"--sim-step-cost-ms must be >= 0, got {args.sim_step_cost_ms}")
     if args.speculative_algorithm is not None and args.speculative_algorithm.upper() not in SPECULATIVE_ALGORITHMS:

@@ -123,10 +123,11 @@ class Scheduler:
             target_runner=self.target_runner, draft_runner=self.draft_runner, pool=self.pool,
             req_pool=self.req_pool, allocator=self.allocator, revision=s.revision, num_steps=s.num_steps,
             topk=topk, num_draft_tokens=s.num_draft_tokens, device=self.device,
-            draft_attn_backend=make_attn_backend(s.draft_attention_backend, s.hybrid_swa, self.device))
+            draft_attn_backend=make_attn_backend(s.draft_attention_backend, s.hybrid_swa, self.device,
+                                                 s.rules.swa_refill))
         if s.eager_draft:
-            logger.info("%s draft CUDA graph skipped (CUDA graphs disabled or --speculative-num-steps <= 1): "
-                        "the draft runs the eager path", SIM_LABEL)
+            logger.info("%s draft CUDA graph skipped (CUDA graphs disabled or --speculative-num-steps <= %d, "
+                        "%s's rule): the draft runs the eager path", SIM_LABEL, s.rules.eager_max_steps, s.rules.since)
             return
         # SGLang's capture sizes stop at the request pool's size (base_cuda_graph_runner.py :84-91).
         max_bs = min(s.cuda_graph_max_bs, s.max_running_requests)

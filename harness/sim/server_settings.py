@@ -6,7 +6,8 @@ FROZEN_KV_MTP; the draft's quantization inherits ``--quantization`` unless
 not quantized cannot load with a ModelOpt method (harness.contract.facts.DRAFT_QUANTIZATION_UNQUANT); the
 draft CUDA graph is skipped (eager path) when CUDA graphs are disabled for both decode and prefill
 (``--disable-cuda-graph``, or ``--cuda-graph-backend-decode/-prefill disabled``) or
-``--speculative-num-steps <= 1``; the draft's attention backend is
+``--speculative-num-steps <= 1`` (``<= 0`` with ``--sim-rules 0.5.23``, harness.sim.release_rules); the draft's
+attention backend is
 ``--speculative-draft-attention-backend``, else ``--decode-attention-backend``, else
 ``--attention-backend`` (Gemma-4's default: trtllm_mha on SM100, triton elsewhere, as SGLang; the
 model's "GPU" is ``--sim-gpu-sm``, else its device's: CPU is none), and
@@ -32,6 +33,7 @@ from harness.contract.facts import (
 )
 from harness.sim import SIM_LABEL
 from harness.sim.model_config import TinyConfig, resolve_model
+from harness.sim.release_rules import DEFAULT_RULES, ReleaseRules, rules_for
 
 __all__ = ["SettingsError", "SchedulerSettings", "resolve_settings", "health_settings"]
 
@@ -78,6 +80,8 @@ class SchedulerSettings:
     radix_cache: bool = True  # SGLang's default; --disable-radix-cache turns it off
     hicache: bool = False
     hicache_ratio: float = 2.0
+    # the release whose rules the model follows where releases differ (--sim-rules; harness.sim.release_rules)
+    rules: ReleaseRules = DEFAULT_RULES
     hicache_size_gb: int = 0
     draft_cache: str = "post-fix"  # the HiCache load-back of the draft's view (harness.sim.radix_cache)
     # What SGLang's settings hold as attention_backend after post-init (the flag, else Gemma-4's default), which
@@ -186,10 +190,12 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
     server_backend = _attention_backend(args, target)
     backend = args.decode_attention_backend or server_backend
     draft_backend = args.speculative_draft_attention_backend or backend
-    if speculative and topk > 1 and draft_backend != "triton":
-        # SGLang raises this ValueError in the draft worker (frozen_kv_mtp_worker_v2.py 0.5.14 :246-251).
-        raise SettingsError("Frozen-KV MTP topk > 1 currently supports only the triton attention backend, "
-                            f"got {draft_backend}.")
+    rules = rules_for(args.sim_rules)
+    if speculative and topk > 1 and draft_backend not in rules.topk_backends:
+        # SGLang raises this ValueError in the draft worker (frozen_kv_mtp_worker_v2.py 0.5.14 :246-251; from
+        # 0.5.17 trtllm_mha is accepted too, 0.5.17 :241-245).
+        raise SettingsError(f"Frozen-KV MTP topk > 1 currently supports only the {' and '.join(rules.topk_backends)} "
+                            f"attention backend, got {draft_backend}.")
     if args.sim_device == "cuda":
         import torch  # only to check; the front does not otherwise need torch
 
@@ -210,7 +216,7 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
     return SchedulerSettings(
         revision=args.sim_revision, target=target, draft=draft if speculative else None, speculative=speculative,
         num_steps=num_steps, topk=topk, num_draft_tokens=num_draft_tokens,
-        eager_draft=_cuda_graph_fully_disabled(args) or num_steps <= 1,
+        eager_draft=_cuda_graph_fully_disabled(args) or num_steps <= rules.eager_max_steps, rules=rules,
         disable_cuda_graph=bool(args.disable_cuda_graph), attention_backend=backend,
         draft_attention_backend=draft_backend, hybrid_swa=hybrid_swa,
         max_running_requests=max_running, max_total_tokens=total, context_length=context,

@@ -35,7 +35,10 @@ class TritonAttnBackend(TRTLLMHAAttnBackend):
         return self.cuda_graph_swa_out_cache_loc[:n]
 
 
-def make_attn_backend(name: str, use_sliding_window_kv_pool: bool, device: torch.device) -> TRTLLMHAAttnBackend:
-    """trtllm_mha's unguarded refill for trtllm_mha; triton's guarded one for every other backend."""
-    cls = TRTLLMHAAttnBackend if name == "trtllm_mha" else TritonAttnBackend
-    return cls(use_sliding_window_kv_pool, device)
+def make_attn_backend(name: str, use_sliding_window_kv_pool: bool, device: torch.device,
+                      swa_refill: str = "unguarded") -> TRTLLMHAAttnBackend:
+    """trtllm_mha's unguarded refill for trtllm_mha (none in its graph path where the release has none:
+    ``swa_refill``, harness.sim.release_rules); triton's guarded one for every other backend."""
+    if name == "trtllm_mha":
+        return TRTLLMHAAttnBackend(use_sliding_window_kv_pool, device, refill=swa_refill != "none")
+    return TritonAttnBackend(use_sliding_window_kv_pool, device)

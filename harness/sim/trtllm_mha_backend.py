@@ -24,9 +24,11 @@ class TRTLLMHAAttnBackend:
 
     name = "trtllm_mha"
 
-    def __init__(self, use_sliding_window_kv_pool: bool, device: torch.device) -> None:
+    def __init__(self, use_sliding_window_kv_pool: bool, device: torch.device, refill: bool = True) -> None:
         self.use_sliding_window_kv_pool = use_sliding_window_kv_pool
         self.device = device
+        # False: the release's graph path has no refill here (0.5.15-0.5.18; harness.sim.release_rules)
+        self.refill = refill
         self.cuda_graph_swa_out_cache_loc: torch.Tensor | None = None
 
     def init_cuda_graph_state(self, max_bs: int, max_num_tokens: int) -> None:
@@ -37,7 +39,7 @@ class TRTLLMHAAttnBackend:
         )
 
     def init_forward_metadata_out_graph(self, forward_batch: ForwardBatch) -> None:
-        if self.use_sliding_window_kv_pool and forward_batch.out_cache_loc is not None:
+        if self.refill and self.use_sliding_window_kv_pool and forward_batch.out_cache_loc is not None:
             assert self.cuda_graph_swa_out_cache_loc is not None, "init_cuda_graph_state first"
             n = forward_batch.out_cache_loc.shape[0]
             self.cuda_graph_swa_out_cache_loc[n:].zero_()

@@ -1,0 +1,76 @@
+"""Which release's rules the reference server follows where SGLang's releases differ (``--sim-rules VERSION``).
+
+A model, labelled as such: the reference server is not SGLang. Three of SGLang's decisions changed along the
+release line, and the reference server takes them from the release named by ``--sim-rules`` (a build spec's
+``rules=VERSION``, as in ``sim:pre-fix,rules=0.5.23``):
+
+- the eager rule: the Frozen-KV MTP draft skips its CUDA graph at ``--speculative-num-steps <= eager_max_steps``
+  (1 up to 0.5.22: ``frozen_kv_mtp_worker_v2.py`` 0.5.15 :347; 0: 0.5.23 :382, "even a one-step frozen draft
+  runs the assistant seed forward"), or when CUDA graphs are off for decode and prefill;
+- the backends a topk > 1 draft may run on (triton only, 0.5.14 :246-251; triton and trtllm_mha from 0.5.17);
+- trtllm_mha's graph-path SWA refill in ``init_forward_metadata_out_graph``: ``unguarded`` (copies the live
+  ``out_cache_loc`` into its ``max_num_tokens`` buffer with only a None check: 0.5.13.x, 0.5.14, and again from
+  0.5.19), or ``none`` (no refill there: 0.5.12, 0.5.15-0.5.18).
+
+The table is this module's, so the reference server stays self-contained (bisect's demo history copies only
+``harness/sim/``); ``tests/test_release_line.py`` checks every row against the profile
+(``harness.contract.profile``) computed from each release's real wheel. Without ``--sim-rules`` the server
+follows 0.5.14's and 0.5.15's shared rules with 0.5.14's unguarded refill, as it always has.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["DEFAULT_RULES", "FIRST_MODELLED", "RULES", "ReleaseRules", "parse_release", "rules_for"]
+
+
+@dataclass(frozen=True)
+class ReleaseRules:
+    """From release ``since`` on (until the next row): the eager rule's step bound, the topk > 1 backends and
+    trtllm_mha's graph-path SWA refill."""
+
+    since: str
+    eager_max_steps: int
+    topk_backends: tuple[str, ...]
+    swa_refill: str  # "unguarded" | "none"
+
+
+_TRITON = ("triton",)
+_BOTH = ("triton", "trtllm_mha")
+RULES: tuple[ReleaseRules, ...] = (
+    ReleaseRules("0.5.12", 1, _TRITON, "none"),
+    ReleaseRules("0.5.13", 1, _TRITON, "unguarded"),
+    ReleaseRules("0.5.15", 1, _TRITON, "none"),
+    ReleaseRules("0.5.17", 1, _BOTH, "none"),
+    ReleaseRules("0.5.19", 1, _BOTH, "unguarded"),
+    ReleaseRules("0.5.23", 0, _BOTH, "unguarded"),
+)
+FIRST_MODELLED = RULES[0].since
+# No --sim-rules: today's model (0.5.14's rules; 0.5.15 shares its eager rule and topk backends).
+DEFAULT_RULES = ReleaseRules("0.5.14", 1, _TRITON, "unguarded")
+
+_RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:\.post(\d+))?$")
+
+
+def parse_release(text: str) -> tuple[int, int, int, int] | None:
+    """``0.5.13.post1`` -> (0, 5, 13, 1); None for anything but a final or post release number."""
+    match = _RELEASE.match(text.strip())
+    return None if match is None else (int(match[1]), int(match[2]), int(match[3]), int(match[4] or 0))
+
+
+def rules_for(version: str | None) -> ReleaseRules:
+    """The rules of release ``version`` (None: :data:`DEFAULT_RULES`); ValueError for a version that is not a
+    release number or is older than the first release modelled."""
+    if version is None:
+        return DEFAULT_RULES
+    key = parse_release(version)
+    if key is None:
+        raise ValueError(f"--sim-rules {version!r} is not a release number (e.g. 0.5.23 or 0.5.13.post1)")
+    first = parse_release(FIRST_MODELLED)
+    assert first is not None
+    if key < first:
+        raise ValueError(f"--sim-rules {version}: the reference server models releases from {FIRST_MODELLED} on")
+    reached = [r for r in RULES if parse_release(r.since) <= key]  # type: ignore[operator]
+    return reached[-1]
