@@ -1,10 +1,10 @@
 """Does a reference check fail an unchanged build at its stated rate, and catch a 10% drop at one draft position?
 
-Usage: python benchmarks/bench_references.py [--null-trials 40] [--drop-trials 30] [--checks 50] [--out FILE]
+Usage: python benchmarks/bench_references.py [--null-trials 30] [--drop-trials 20] [--checks 50] [--out FILE]
 
 All runs are real harness runs (``harness.run.execute_run``) of the case ``draft=topk1`` of
 scenarios/frozen_kv_mtp/accept_length_guard.yaml on the CPU reference server (a model of SGLang's Frozen-KV
-MTP mechanism, not SGLang), with a lighter workload (``--requests``, ``--max-new-tokens``) so the whole
+MTP mechanism, not SGLang), with a lighter workload (``--requests``, ``--max-new-tokens``, ``--prompt-tokens``) so the whole
 benchmark stays within about ten minutes of this machine.
 
 The noise. On the reference server, trials of one prompt set give identical acceptance figures (a
@@ -52,11 +52,11 @@ SCENARIO = REPO / "scenarios" / "frozen_kv_mtp" / "accept_length_guard.yaml"
 CASE = "draft=topk1"
 
 
-def _case(requests: int, max_new_tokens: int, seed: int) -> Case:
+def _case(requests: int, max_new_tokens: int, seed: int, tokens: list[int]) -> Case:
     case = select_cases(load_file(SCENARIO), CASE)[0].for_reference()
     sc = case.scenario
     wl = sc.workload
-    prompt = wl.prompt.model_copy(update={"seed": seed})
+    prompt = wl.prompt.model_copy(update={"seed": seed, "tokens": tokens})
     workload = wl.model_copy(update={"requests": requests, "max_new_tokens": max_new_tokens, "warmup": 0,
                                      "prompt": prompt})
     return dataclasses.replace(case, scenario=sc.model_copy(update={"workload": workload}))
@@ -79,7 +79,7 @@ def _pool(spec: str, seeds: Sequence[int], args: argparse.Namespace, positions: 
     out: list[list[float]] = []
     with ServerPool(args.work) as pool:
         for i, seed in enumerate(seeds):
-            case = _case(args.requests, args.max_new_tokens, seed)
+            case = _case(args.requests, args.max_new_tokens, seed, args.prompt_tokens)
             build = resolve_for(case, spec, builds)
             run = execute_run(case, build, role="after", trial=i, options=RunOptions(out_root=args.work,
                                                                                      progress=False), pool=pool)
@@ -143,8 +143,8 @@ def _score(null: list[list[float]], other: list[list[float]] | None, *, ref_n: i
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--null-trials", type=int, default=40)
-    p.add_argument("--drop-trials", type=int, default=30)
+    p.add_argument("--null-trials", type=int, default=30)
+    p.add_argument("--drop-trials", type=int, default=20)
     p.add_argument("--fixed-trials", type=int, default=3, help="trials on one prompt set (determinism check)")
     p.add_argument("--checks", type=int, default=50)
     p.add_argument("--resamples", type=int, default=2000)
@@ -152,8 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--position", type=int, default=2, help="the draft position that loses 10%")
     p.add_argument("--drop", type=float, default=0.1)
     p.add_argument("--rate", type=float, default=0.01)
-    p.add_argument("--requests", type=int, default=4)
-    p.add_argument("--max-new-tokens", type=int, default=24)
+    p.add_argument("--requests", type=int, default=8)
+    p.add_argument("--max-new-tokens", type=int, default=12)
+    p.add_argument("--prompt-tokens", type=int, nargs="+", default=[32, 64], help="prompt lengths (cheap prefills)")
     p.add_argument("--positions", type=int, default=5, help="draft positions of the case (num-steps 5)")
     p.add_argument("--seed", type=int, default=20261203, help="the resampling's seed")
     p.add_argument("--work", type=Path, default=REPO / "reports" / "benchmarks" / "references")
@@ -179,7 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     result: dict[str, Any] = {
         "server": SERVER_LABEL,
-        "case": f"{SCENARIO.relative_to(REPO)}::{CASE} (requests {args.requests}, max_new_tokens {args.max_new_tokens})",
+        "case": f"{SCENARIO.relative_to(REPO)}::{CASE} (requests {args.requests}, max_new_tokens {args.max_new_tokens}, "
+                f"prompt tokens {args.prompt_tokens})",
         "figures": ["accept_length"] + [f"accept_rate_pos{k}" for k in range(1, args.positions + 1)],
         "fixed_prompts": {"trials": len(fixed), "identical": len({tuple(r) for r in fixed}) == 1 if fixed else None},
         "null_pool": {"trials": len(null), "figures": spread(null)},

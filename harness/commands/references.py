@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 
 from harness.commands._common import selected_cases
@@ -82,6 +83,15 @@ def _acknowledged_at(alerts: Sequence[dict[str, object]], scenario: str, case: s
     return max(times) if times else None
 
 
+def _after(started_at: str, since: str) -> bool:
+    """``started_at`` is later than ``since`` (ISO times; compared as times, not as text: seconds and
+    microseconds spell alike instants differently). A run with no readable start time is not taken."""
+    try:
+        return datetime.fromisoformat(started_at) > datetime.fromisoformat(since)
+    except ValueError:
+        return False
+
+
 def _from_store(args: argparse.Namespace, case: Case, role: str, spec: str, reference: bool) -> list[RunRecord]:
     from harness.commands._store_args import check_store_value
     from harness.store.store import open_store
@@ -97,7 +107,7 @@ def _from_store(args: argparse.Namespace, case: Case, role: str, spec: str, refe
         runs = [r for r in store.records()
                 if r.scenario.name == case.scenario.name and r.case.name == case.name
                 and (r.build.role == role or r.build.spec == spec) and r.build.reference_server == reference
-                and (since is None or r.started_at > since)]
+                and (since is None or _after(r.started_at, since))]
     runs.sort(key=lambda r: r.started_at)
     if args.trials:
         runs = runs[-args.trials:]
