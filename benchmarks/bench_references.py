@@ -15,8 +15,9 @@ test assumes. It tests the statistic's calibration, not a GPU's noise (docs/refe
 reference's spread is made of).
 
 1. Pools: ``--null-trials`` trials of ``sim:post-fix`` (seeds 1000...) and ``--drop-trials`` of
-   ``sim:post-fix,position-drop=K:0.1`` (seeds 2000...; the labelled knob that rejects an accepted draft at
-   position K with probability 0.1, so acceptance at K falls 10%, and at every later position with it);
+   ``sim:post-fix,position-drop=K:0.1`` (seeds 2000...; the labelled knob that cuts a tenth of the verify
+   steps that would accept position K, spread evenly, so acceptance at K falls 10%, and at every later
+   position with it);
    and ``--fixed-trials`` of post-fix plus 5 of the drop on one prompt set (the seed scenario's regime).
 2. Null checks: ``--checks`` times, a reference of ``--ref-trials`` trials and a check of n trials drawn
    without replacement from the null pool (disjoint): how many checks fail at the stated rate (per figure:

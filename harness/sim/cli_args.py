@@ -153,7 +153,7 @@ SIM_KNOBS: dict[str, dict[str, Any]] = {
                     "help": "pre-fix: a HiCache load-back leaves the draft's view of the reloaded prefix stale"},
     "seed": {"type": int, "default": 0},
     # Not an SGLang behaviour: a labelled lever for calibrating reference checks per draft position
-    # (benchmarks/bench_references.py). K:F rejects an otherwise accepted draft at position K with probability F.
+    # (benchmarks/bench_references.py). K:F cuts a fraction F of the verify steps that would accept position K.
     "position-drop": {"default": None, "metavar": "K:F",
                       "help": "model a drafter that loses a fraction F of its acceptance at draft position K "
                               "(and so at every later one): K:F, e.g. 2:0.1"},

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import random
 from collections.abc import Callable
 
 import torch
@@ -56,8 +55,7 @@ class FrozenKVMTPWorker:
     def __init__(self, *, target_runner: ModelRunner, draft_runner: ModelRunner, pool: KVPool,
                  req_pool: ReqToTokenPool, allocator: TokenToKVPoolAllocator, revision: str,
                  num_steps: int, topk: int, num_draft_tokens: int, device: torch.device,
-                 draft_attn_backend: TRTLLMHAAttnBackend, position_drop: tuple[int, float] | None = None,
-                 seed: int = 0) -> None:
+                 draft_attn_backend: TRTLLMHAAttnBackend, position_drop: tuple[int, float] | None = None) -> None:
         self.target_runner = target_runner
         self.draft_runner = draft_runner
         self.pool = pool
@@ -71,10 +69,12 @@ class FrozenKVMTPWorker:
         # topk 1: the draft model runner's own attention backend; topk > 1: triton (0.5.14 :242-252)
         self.draft_attn_backend = draft_attn_backend
         self.cuda_graph_runner: FrozenKVMTPCudaGraphRunner | None = None
-        # A calibration lever (--sim-position-drop K:F), labelled as the model's, not SGLang's: an accepted draft
-        # at position K is rejected with probability F, from a seeded stream so that reruns agree.
+        # A calibration lever (--sim-position-drop K:F), labelled as the model's, not SGLang's: of the verify steps
+        # that would accept position K, a fraction F is cut before it, spread evenly (error diffusion: each step
+        # adds F to a running sum and is cut when it reaches 1), so every trial loses close to F, not a random
+        # share that a short workload would make anywhere from none to twice F.
         self.position_drop = position_drop
-        self._drop_rng = random.Random(seed * 1_000_003 + 17)
+        self._drop_due = 0.0
         if position_drop is not None:
             logger.info("%s --sim-position-drop: draft position %d loses %.1f%% of its acceptance (a calibration "
                         "lever of the model, not an SGLang behaviour)", SIM_LABEL, position_drop[0],
@@ -178,11 +178,13 @@ class FrozenKVMTPWorker:
             match = (drafts.to(dev) == target[:, : n - 1]).to(torch.int64).cumprod(dim=1).sum(dim=1)
             best = int(match.argmax())
             a = int(match[best])
-            if self.position_drop is not None and a >= self.position_drop[0] \
-                    and self._drop_rng.random() < self.position_drop[1]:
-                # Truncated before position K: the target's own token there is the bonus, so the output is the
-                # same tokens; only acceptance at K (and after it) drops.
-                a = self.position_drop[0] - 1
+            if self.position_drop is not None and a >= self.position_drop[0]:
+                self._drop_due += self.position_drop[1]
+                if self._drop_due >= 1.0:
+                    # Cut before position K: the target's own token there is the bonus, so the output is the same
+                    # tokens; only acceptance at K (and after it) drops.
+                    self._drop_due -= 1.0
+                    a = self.position_drop[0] - 1
             keep = slots[i, best, : a + 1]
             dropped = torch.ones((k, n), dtype=torch.bool, device=dev)
             dropped[best, : a + 1] = False
