@@ -18,7 +18,8 @@ reference's spread is made of).
    ``sim:post-fix,position-drop=K:0.1`` (seeds 2000...; the labelled knob that cuts a tenth of the verify
    steps that would accept position K, spread evenly, so acceptance at K falls 10%, and at every later
    position with it);
-   and ``--fixed-trials`` of post-fix plus 5 of the drop on one prompt set (the seed scenario's regime).
+   and ``--fixed-trials`` of post-fix plus 5 of the drop on the seed scenario's own workload and prompts (the
+   regime its CI check judges: one prompt set, identical trials).
 2. Null checks: ``--checks`` times, a reference of ``--ref-trials`` trials and a check of n trials drawn
    without replacement from the null pool (disjoint): how many checks fail at the stated rate (per figure:
    acceptance length, each position), and by TensorRT-LLM's rule (fail below 95% of the reference's
@@ -53,8 +54,12 @@ SCENARIO = REPO / "scenarios" / "frozen_kv_mtp" / "accept_length_guard.yaml"
 CASE = "draft=topk1"
 
 
-def _case(requests: int, max_new_tokens: int, seed: int, tokens: list[int]) -> Case:
+def _case(requests: int, max_new_tokens: int, seed: int | None, tokens: list[int]) -> Case:
+    """The case with a light workload whose prompts are drawn with ``seed``; ``seed`` None: the case as the
+    seed scenario runs it on the reference server (its own workload and prompts)."""
     case = select_cases(load_file(SCENARIO), CASE)[0].for_reference()
+    if seed is None:
+        return case
     sc = case.scenario
     wl = sc.workload
     prompt = wl.prompt.model_copy(update={"seed": seed, "tokens": tokens})
@@ -71,7 +76,7 @@ def _figures(run: RunRecord, positions: int) -> list[float] | None:
     return [float(v) for v in values if isinstance(v, (int, float))]
 
 
-def _pool(spec: str, seeds: Sequence[int], args: argparse.Namespace, positions: int) -> list[list[float]]:
+def _pool(spec: str, seeds: Sequence[int | None], args: argparse.Namespace, positions: int) -> list[list[float]]:
     from harness.build import Builds
     from harness.run import RunOptions, execute_run, resolve_for
     from harness.server.pool import ServerPool
@@ -89,7 +94,8 @@ def _pool(spec: str, seeds: Sequence[int], args: argparse.Namespace, positions: 
                 print(f"  {spec} seed {seed}: {run.outcome.value} ({run.reason}); left out", file=sys.stderr)
                 continue
             out.append(figures)
-            print(f"  {spec} seed {seed}: accept_length {figures[0]:.4f}", file=sys.stderr, flush=True)
+            print(f"  {spec} seed {seed if seed is not None else 'of the scenario'}: {[round(f, 4) for f in figures]}",
+                  file=sys.stderr, flush=True)
     return out
 
 
@@ -164,11 +170,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet_logging(False)
     args.work.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    fixed = _pool("sim:post-fix", [1] * args.fixed_trials, args, args.positions)
+    fixed = _pool("sim:post-fix", [None] * args.fixed_trials, args, args.positions)
     null = _pool("sim:post-fix", range(1000, 1000 + args.null_trials), args, args.positions)
     drop_spec = f"sim:post-fix,position-drop={args.position}:{args.drop}"
     drop = _pool(drop_spec, range(2000, 2000 + args.drop_trials), args, args.positions)
-    fixed_drop = _pool(drop_spec, [1] * 5, args, args.positions) if len(fixed) >= 2 else []
+    fixed_drop = _pool(drop_spec, [None] * 5, args, args.positions) if len(fixed) >= 2 else []
     rng = random.Random(args.seed)
 
     def spread(rows: list[list[float]]) -> list[dict[str, float]]:
@@ -184,7 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "case": f"{SCENARIO.relative_to(REPO)}::{CASE} (requests {args.requests}, max_new_tokens {args.max_new_tokens}, "
                 f"prompt tokens {args.prompt_tokens})",
         "figures": ["accept_length"] + [f"accept_rate_pos{k}" for k in range(1, args.positions + 1)],
-        "fixed_prompts": {"trials": len(fixed), "identical": len({tuple(r) for r in fixed}) == 1 if fixed else None},
+        "fixed_prompts": {"workload": "the seed scenario's own (reference overrides: 8 requests x 32 tokens)",
+                          "trials": len(fixed), "identical": len({tuple(r) for r in fixed}) == 1 if fixed else None},
         "null_pool": {"trials": len(null), "figures": spread(null)},
         "drop_pool": {"spec": drop_spec, "trials": len(drop), "figures": spread(drop)},
         "null": {n: _score(null, None, ref_n=args.ref_trials, n=n, checks=args.checks, rate=args.rate, rng=rng)
@@ -196,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The seed scenario's own regime: one prompt set, so the reference's spread is nil (floored) and a drop
         # at one position is far outside the band; one deterministic check per trial count.
         "fixed_drop": {n: _rules(fixed, fixed_drop[:n], args.rate) for n in (3, 5) if len(fixed_drop) >= n},
+        "pools": {name: [[round(v, 4) for v in row] for row in rows]
+                  for name, rows in (("fixed", fixed), ("fixed_drop", fixed_drop), ("null", null), ("drop", drop))},
         "wall_s": round(time.monotonic() - started, 1),
     }
     # A check of an unchanged build against itself at the stated rate, on Summary figures as the plugin sees them.

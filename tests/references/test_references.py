@@ -177,3 +177,17 @@ def test_checks_accept_a_reference_alone_and_refuse_a_rate_without_one() -> None
         Checks.model_validate({"accept_length": {"min": 1.5, "false_failure_rate": 0.01}})
     with pytest.raises(ValueError, match="reference: true"):
         Checks.model_validate({"output_throughput": {}})
+
+
+def test_the_position_drop_knob_is_checked_where_it_is_given() -> None:
+    from harness.build.spec import parse_build_spec
+    from harness.sim.cli_args import parse_position_drop, parse_server_args
+
+    assert parse_build_spec("sim:post-fix,position-drop=2:0.1").spec == "sim:post-fix,position-drop=2:0.1"
+    for bad in ("0:0.1", "2:1.5", "2", "x:0.1"):
+        with pytest.raises(UserError, match="position-drop"):
+            parse_build_spec(f"sim:post-fix,position-drop={bad}")
+        assert parse_position_drop(bad) is None
+    assert parse_position_drop("3:0.25") == (3, 0.25)
+    with pytest.raises(SystemExit):
+        parse_server_args(["--model-path", "m", "--sim-position-drop", "0:0.1"])
