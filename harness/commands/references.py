@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from harness.commands._common import selected_cases
+from harness.records.metric_definitions import ACCEPT_LENGTH
 from harness.records.run_record import RunRecord
 from harness.references.files import references_path
 from harness.references.keys import build_line, hardware_key
@@ -72,7 +73,7 @@ def _measure(case: Case, role: str, spec: str, trials: int, out: Path | None) ->
             record = execute_run(case, build, role=role, trial=trial, options=RunOptions(out_root=out, progress=False),
                                  pool=pool)
             print(f"  trial {trial + 1}/{trials}: {record.outcome.value} accept_length="
-                  f"{record.metric('accept_length')} -> {record.artifacts}", flush=True)
+                  f"{record.metric(ACCEPT_LENGTH.name)} -> {record.artifacts}", flush=True)
             runs.append(record)
     return runs
 

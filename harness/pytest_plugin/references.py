@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from harness.records.metric_definitions import ACCEPT_LENGTH
 from harness.references.check import DEFAULT_FALSE_FAILURE_RATE
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ def check_item(item: pytest.Item, case: Case, role: str, reference: bool, result
         pytest.skip(f"no reference for {hardware} ({key_text((case.name, hardware, line))}) in {path}: "
                     f"record one with `{record_command(case, role, reference=reference)}`")
     accept = sc.checks.accept_length
-    metric = accept.metric if accept is not None else "accept_length"
+    metric = accept.metric if accept is not None else ACCEPT_LENGTH.name
     missing = missing_figures(checks, entry, accept_metric=metric)
     if missing:
         pytest.skip(f"the reference for {hardware} in {path} holds no {', '.join(missing)}: re-record it with "

@@ -19,7 +19,7 @@ from harness.scenario.model import ReferenceCheck
 
 __all__ = ["ReferenceVerdict", "accept_figure", "judge_entry", "measured_trials", "missing_figures", "trial_values"]
 
-_LABELS = {"accept_length": "acceptance length", "accept_by_position": "acceptance rate",
+_LABELS = {ACCEPT_LENGTH.name: "acceptance length", "accept_by_position": "acceptance rate",
            "output_throughput": "output throughput tok/s"}
 
 
@@ -100,7 +100,7 @@ def judge_entry(checks: Mapping[str, ReferenceCheck], entry: Entry, runs: Sequen
     out: list[ReferenceVerdict] = []
     for name, check in checks.items():
         rate = check.false_failure_rate or default_rate
-        if name == "accept_length":
+        if name == ACCEPT_LENGTH.name:
             figure = accept_figure(entry, accept_metric)
             if figure is not None:
                 out.append(_verdict(name, None, figure, entry.trials, trial_values(runs, accept_metric), rate))
@@ -116,6 +116,6 @@ def judge_entry(checks: Mapping[str, ReferenceCheck], entry: Entry, runs: Sequen
 def missing_figures(checks: Mapping[str, ReferenceCheck], entry: Entry, *,
                     accept_metric: str = ACCEPT_LENGTH.name) -> list[str]:
     """The checked figures the entry does not hold (it was recorded before the check was added)."""
-    held = {"accept_length": accept_figure(entry, accept_metric),
+    held = {ACCEPT_LENGTH.name: accept_figure(entry, accept_metric),
             "output_throughput": entry.output_throughput, "accept_by_position": entry.accept_by_position}
     return [name for name in checks if held.get(name) is None]

@@ -18,10 +18,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from harness.records.metric_definitions import ACCEPT_LENGTH, ACCEPT_LENGTH_SERVER
+
 __all__ = ["METRICS", "Entry", "Figure", "ReferenceFile", "ReplacedEntry", "key_text"]
 
 # The figures a reference holds, as checks name them (``checks.<name>: {reference: true}``).
-METRICS = ("accept_length", "accept_by_position", "output_throughput")
+METRICS = (ACCEPT_LENGTH.name, "accept_by_position", "output_throughput")
 _DATE = r"^\d{4}-\d{2}-\d{2}$"
 
 
@@ -69,7 +71,7 @@ class Entry(_Strict):
 
     @model_validator(mode="after")
     def _some_figure(self) -> Entry:
-        if all(getattr(self, name) is None for name in (*METRICS, "accept_length_server")):
+        if all(getattr(self, name) is None for name in (*METRICS, ACCEPT_LENGTH_SERVER.name)):
             raise ValueError("an entry needs at least one figure (accept_length, accept_by_position, "
                              "output_throughput)")
         if self.accept_by_position is not None and not self.accept_by_position:
