@@ -35,6 +35,7 @@ from harness.compare.expectation import judge_run
 from harness.contract import facts as contract
 from harness.launch.build_profile import build_profile
 from harness.launch.launcher import Launcher, hardware_gap, launcher_for
+from harness.measure.acceptance import accept_by_position
 from harness.measure.server_side import (
     AttentionBackends,
     aggregate,
@@ -45,7 +46,7 @@ from harness.measure.server_side import (
 )
 from harness.records.artifacts import new_run_dir, write_env, write_record, write_repro
 from harness.records.manifest import Manifest
-from harness.records.metric_definitions import OUTPUT_THROUGHPUT, REQUESTS_FAILED, REQUESTS_OK
+from harness.records.metric_definitions import OUTPUT_THROUGHPUT, REQUESTS_FAILED, REQUESTS_OK, position_metric
 from harness.records.outcome import Outcome, Phase
 from harness.records.request_log import RequestRecord
 from harness.records.run_record import (
@@ -455,8 +456,16 @@ def _drive(server: ServerProcess, resolved: Resolved, plan: Plan, ctx: RunContex
         jsonl_path=ctx.paths.requests, should_abort=should_abort, seed=wl.prompt.seed,
         progress=ctx.options.progress, headers=request_headers(sc.server.args),
     ))
-    return _driven_verdict(server, sc, result.records, result.aborted,
-                           aggregate(result.records, trace=result.trace, manifest=result.manifest), result.manifest)
+    metrics = aggregate(result.records, trace=result.trace, manifest=result.manifest)
+    return _driven_verdict(server, sc, result.records, result.aborted, {**metrics, **_positions(result.records)},
+                           result.manifest)
+
+
+def _positions(records: Sequence[RequestRecord]) -> dict[str, float | None]:
+    """The acceptance rate at each draft position of the measured requests (accept_rate_pos<k>), present only
+    where the server sent a histogram: what a reference check per position judges (harness.references)."""
+    measured = [r for r in records if not r.warmup and r.ok]
+    return {position_metric(k): rate for k, rate in enumerate(accept_by_position(measured), 1)}
 
 
 def _driven_verdict(server: ServerProcess, sc: Scenario, records: Sequence[RequestRecord], aborted: str | None,
@@ -538,7 +547,8 @@ def evaluate_checks(checks: Checks, metrics: Mapping[str, float | None]) -> list
         a = checks.accept_length
         bounds.insert(0, (a, a.metric, "accept length", f"accept length ({a.source}: {a.metric})"))
     for bound, name, label, what in bounds:
-        if bound is not None:
+        # A reference check alone (no min/max) is judged on the item's trials together (harness.references).
+        if bound is not None and (bound.min is not None or bound.max is not None):
             problem = bound.violation(metrics.get(name), what)
             out.append(CheckResult(f"{label} within bounds", held=problem is None, detail=problem or ""))
     return out + evaluate_phase_checks(checks, metrics)  # a stateful workload's per-phase and cross-phase checks

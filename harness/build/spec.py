@@ -46,7 +46,7 @@ SIM_REVISIONS = REVISIONS
 # The build kinds, as a spec starts: sim:, python:, pip:, src:.
 BUILD_KINDS = ("sim", "python", "pip", "src")
 # Knobs of the reference server (``--sim-<knob>``); the parser in harness.sim.cli_args is the authority.
-_SIM_KNOBS_FALLBACK = ("draft-agreement", "step-cost-ms", "device", "draft-cache", "seed", "gpu-sm", "rules")
+_SIM_KNOBS_FALLBACK = ("draft-agreement", "step-cost-ms", "device", "draft-cache", "seed", "gpu-sm", "rules", "position-drop")
 
 VALID_SPECS = (
     "valid build specs: sim:pre-fix|post-fix[,knob=value...], python:PATH, "
@@ -119,6 +119,10 @@ def _check_sim_knobs(spec: str, knobs: dict[str, str]) -> None:
     start-up, where a refusal would look like a crash of the build."""
     if "draft-agreement" in knobs and not 0.0 <= _finite(spec, "draft-agreement", knobs["draft-agreement"]) <= 1.0:
         raise bad_spec(spec, f"draft-agreement={knobs['draft-agreement']} must be within [0, 1]")
+    if "position-drop" in knobs:
+        k, sep, f = knobs["position-drop"].partition(":")
+        if not sep or not k.strip().isdigit() or int(k) < 1 or not 0.0 <= _finite(spec, "position-drop", f) <= 1.0:
+            raise bad_spec(spec, f"position-drop={knobs['position-drop']} must be K:F, K >= 1 and F within [0, 1]")
     if "step-cost-ms" in knobs:
         cost = _finite(spec, "step-cost-ms", knobs["step-cost-ms"])
         if not 0.0 <= cost <= _STEP_COST_MAX_MS:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness.compare.expectation import run_holds
-from harness.pytest_plugin import gating, leasing, reporting, runner
+from harness.pytest_plugin import gating, leasing, references, reporting, runner
 from harness.pytest_plugin.options import settings
 from harness.records.outcome import Outcome
 from harness.scenario import Case
@@ -86,6 +86,7 @@ class ScenarioItem(pytest.Item):
             needed, pool = sc.hardware.gpus, gating.matching(sc.hardware, inventory)
         trials = opts.trials or sc.workload.trials
         expectation = sc.expect.get(self.role)
+        results: list[RunRecord] = []
         try:
             with leasing.item_gpus(needed, pool, timeout_s=opts.gpu_lease_timeout_s) as gpus, \
                     contextlib.ExitStack() as servers:
@@ -94,6 +95,7 @@ class ScenarioItem(pytest.Item):
                     result = self.ihook.pytest_sglang_repro_run(item=self, case=self.case, role=self.role,
                                                                 spec=spec, trial=trial, gpus=gpus)
                     reporting.record(self, result)
+                    results.append(result)
                     problem = judge(result, expectation)
                     if problem is None:
                         continue
@@ -107,6 +109,9 @@ class ScenarioItem(pytest.Item):
                                       stacklevel=1)
                         continue
                     raise ScenarioFailure(problem, result, trial, trials)
+            if expectation is None or "pass" in expectation.outcomes:
+                # Judged on all the trials together, once they ended as expected (harness.references).
+                references.check_item(self, self.case, self.role, self.reference, results)
         except InfraError as exc:
             pytest.skip(f"infra: {exc}{gating.model_hint(str(exc))}")
         except UserError as exc:
@@ -116,6 +121,8 @@ class ScenarioItem(pytest.Item):
         if isinstance(excinfo.value, ScenarioFailure):
             failure = excinfo.value
             return reporting.failure_text(failure.problem, failure.result, failure.trial, failure.trials)
+        if isinstance(excinfo.value, references.ReferenceFailure):
+            return str(excinfo.value)
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:

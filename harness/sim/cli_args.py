@@ -13,7 +13,7 @@ from typing import Any
 from harness.sim import DEFAULT_REVISION, REVISIONS
 from harness.sim.release_rules import rules_for
 
-__all__ = ["build_parser", "parse_server_args", "ATTENTION_BACKENDS", "SPECULATIVE_ALGORITHMS"]
+__all__ = ["build_parser", "parse_position_drop", "parse_server_args", "ATTENTION_BACKENDS", "SPECULATIVE_ALGORITHMS"]
 
 ATTENTION_BACKENDS = (
     "triton", "trtllm_mha", "trtllm_mla", "flashinfer", "fa3", "fa4", "flashmla", "cutlass_mla",
@@ -158,6 +158,11 @@ SIM_KNOBS: dict[str, dict[str, Any]] = {
     "rules": {"default": None, "metavar": "VERSION",
               "help": "follow this sglang release's rules where releases differ (e.g. 0.5.23: a one-step draft is "
                       "captured, not eager); unset: 0.5.14's"},
+    # Not an SGLang behaviour: a labelled lever for calibrating reference checks per draft position
+    # (benchmarks/bench_references.py). K:F cuts a fraction F of the verify steps that would accept position K.
+    "position-drop": {"default": None, "metavar": "K:F",
+                      "help": "model a drafter that loses a fraction F of its acceptance at draft position K "
+                              "(and so at every later one): K:F, e.g. 2:0.1"},
     "gpu-sm": {"type": int, "default": None,
                "help": "compute capability major of the GPU the model stands for (10: SM100, B200), for SGLang's "
                        "hardware-dependent defaults (Gemma-4's attention backend); unset: the --sim-device's own"},
@@ -194,6 +199,8 @@ def parse_server_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         rules_for(args.sim_rules)
     except ValueError as exc:
         parser.error(str(exc))
+    if args.sim_position_drop is not None and parse_position_drop(args.sim_position_drop) is None:
+        parser.error(f"--sim-position-drop must be K:F with K >= 1 and F within [0, 1], got {args.sim_position_drop!r}")
     if args.sim_step_cost_ms < 0:
         parser.error(f"--sim-step-cost-ms must be >= 0, got {args.sim_step_cost_ms}")
     if args.speculative_algorithm is not None and args.speculative_algorithm.upper() not in SPECULATIVE_ALGORITHMS:
@@ -204,3 +211,13 @@ def parse_server_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     return args
+
+
+def parse_position_drop(text: str) -> tuple[int, float] | None:
+    """``K:F`` as (K, F), or None when it is not one (K >= 1, 0 <= F <= 1)."""
+    k, sep, f = text.partition(":")
+    try:
+        position, fraction = int(k), float(f)
+    except ValueError:
+        return None
+    return (position, fraction) if sep and position >= 1 and 0.0 <= fraction <= 1.0 else None

@@ -55,7 +55,7 @@ class FrozenKVMTPWorker:
     def __init__(self, *, target_runner: ModelRunner, draft_runner: ModelRunner, pool: KVPool,
                  req_pool: ReqToTokenPool, allocator: TokenToKVPoolAllocator, revision: str,
                  num_steps: int, topk: int, num_draft_tokens: int, device: torch.device,
-                 draft_attn_backend: TRTLLMHAAttnBackend) -> None:
+                 draft_attn_backend: TRTLLMHAAttnBackend, position_drop: tuple[int, float] | None = None) -> None:
         self.target_runner = target_runner
         self.draft_runner = draft_runner
         self.pool = pool
@@ -69,6 +69,16 @@ class FrozenKVMTPWorker:
         # topk 1: the draft model runner's own attention backend; topk > 1: triton (0.5.14 :242-252)
         self.draft_attn_backend = draft_attn_backend
         self.cuda_graph_runner: FrozenKVMTPCudaGraphRunner | None = None
+        # A calibration lever (--sim-position-drop K:F), labelled as the model's, not SGLang's: of the verify steps
+        # that would accept position K, a fraction F is cut before it, spread evenly (error diffusion: each step
+        # adds F to a running sum and is cut when it reaches 1), so every trial loses close to F, not a random
+        # share that a short workload would make anywhere from none to twice F.
+        self.position_drop = position_drop
+        self._drop_due = 0.0
+        if position_drop is not None:
+            logger.info("%s --sim-position-drop: draft position %d loses %.1f%% of its acceptance (a calibration "
+                        "lever of the model, not an SGLang behaviour)", SIM_LABEL, position_drop[0],
+                        100 * position_drop[1])
         logger.info("%s Frozen-KV MTP worker: topk=%d, %d draft token(s) per branch, revision %s",
                     SIM_LABEL, topk, self.chain_len, revision)
 
@@ -168,6 +178,13 @@ class FrozenKVMTPWorker:
             match = (drafts.to(dev) == target[:, : n - 1]).to(torch.int64).cumprod(dim=1).sum(dim=1)
             best = int(match.argmax())
             a = int(match[best])
+            if self.position_drop is not None and a >= self.position_drop[0]:
+                self._drop_due += self.position_drop[1]
+                if self._drop_due >= 1.0:
+                    # Cut before position K: the target's own token there is the bonus, so the output is the same
+                    # tokens; only acceptance at K (and after it) drops.
+                    self._drop_due -= 1.0
+                    a = self.position_drop[0] - 1
             keep = slots[i, best, : a + 1]
             dropped = torch.ones((k, n), dtype=torch.bool, device=dev)
             dropped[best, : a + 1] = False

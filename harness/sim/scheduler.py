@@ -124,7 +124,8 @@ class Scheduler:
             req_pool=self.req_pool, allocator=self.allocator, revision=s.revision, num_steps=s.num_steps,
             topk=topk, num_draft_tokens=s.num_draft_tokens, device=self.device,
             draft_attn_backend=make_attn_backend(s.draft_attention_backend, s.hybrid_swa, self.device,
-                                                 s.rules.swa_refill))
+                                                 s.rules.swa_refill),
+            position_drop=s.position_drop)
         if s.eager_draft:
             logger.info("%s draft CUDA graph skipped (CUDA graphs disabled or --speculative-num-steps <= %d, "
                         "%s's rule): the draft runs the eager path", SIM_LABEL, s.rules.eager_max_steps, s.rules.since)

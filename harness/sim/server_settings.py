@@ -32,6 +32,7 @@ from harness.contract.facts import (
     HEALTH_GENERATION_ENV,
 )
 from harness.sim import SIM_LABEL
+from harness.sim.cli_args import parse_position_drop
 from harness.sim.model_config import TinyConfig, resolve_model
 from harness.sim.release_rules import DEFAULT_RULES, ReleaseRules, rules_for
 
@@ -84,6 +85,8 @@ class SchedulerSettings:
     rules: ReleaseRules = DEFAULT_RULES
     hicache_size_gb: int = 0
     draft_cache: str = "post-fix"  # the HiCache load-back of the draft's view (harness.sim.radix_cache)
+    # A labelled calibration lever, not SGLang (--sim-position-drop K:F): see FrozenKVMTPWorker.verify.
+    position_drop: tuple[int, float] | None = None
     # What SGLang's settings hold as attention_backend after post-init (the flag, else Gemma-4's default), which
     # /server_info reports (harness.contract.facts RESOLVED_ATTENTION_KEYS).
     server_attention_backend: str = "triton"
@@ -227,5 +230,6 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
         chunked_prefill_size=_DEFAULT_CHUNKED_PREFILL if args.chunked_prefill_size is None else args.chunked_prefill_size,
         radix_cache=not args.disable_radix_cache, hicache=bool(args.enable_hierarchical_cache),
         hicache_ratio=float(args.hicache_ratio), hicache_size_gb=args.hicache_size, draft_cache=args.sim_draft_cache,
+        position_drop=parse_position_drop(args.sim_position_drop) if args.sim_position_drop else None,
         server_attention_backend=server_backend,
     )

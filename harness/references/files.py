@@ -1,0 +1,90 @@
+"""Reading and writing ``fixtures/references/<scenario>.yaml``.
+
+Read as scenarios are (:mod:`harness.scenario.source`: plain YAML only, duplicate keys refused, bounded),
+validated strictly, every problem one ``FILE:LINE:COL: FIELD: message`` line (exit 2). Written whole and
+atomically, in a stable order, so a re-recording's diff is the change and nothing else.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from harness.references.model import Entry, ReferenceFile, slug
+from harness.scenario.errors import ScenarioError, format_line, validation_lines
+from harness.scenario.source import SourceError, read_source
+from harness.util.atomic import write_atomic
+from harness.util.paths import FIXTURES
+
+__all__ = ["REFERENCES_ENV", "ReferenceFileError", "dump", "load", "references_dir", "references_path", "render_diff",
+           "save"]
+
+# Where the references live; a test (or a CI job with its own) points it elsewhere.
+REFERENCES_ENV = "SGLANG_REPRO_REFERENCES"
+
+_HEADER = """\
+# Recorded references of scenario {name}: reviewed data, written by
+# `sglang-repro references record` or `pytest --update-references` (docs/references.md).
+# One entry per case x hardware (GPU model and count; CPU model and cores for the reference server) x
+# build line; each figure is the mean and sample sd over `trials` trials. `replaced` keeps what a
+# re-recording replaced.
+"""
+
+
+class ReferenceFileError(ScenarioError):
+    """A references file that does not validate; one line per problem."""
+
+
+def references_dir() -> Path:
+    env = os.environ.get(REFERENCES_ENV)
+    return Path(env) if env else FIXTURES / "references"
+
+
+def references_path(scenario_name: str, folder: Path | None = None) -> Path:
+    return (folder or references_dir()) / f"{slug(scenario_name)}.yaml"
+
+
+def load(path: Path) -> ReferenceFile | None:
+    """The file's references; None when there is no file; ReferenceFileError when it does not validate."""
+    if not path.exists():
+        return None
+    try:
+        source = read_source(path)
+    except SourceError as exc:
+        raise ReferenceFileError([format_line(path, (exc.line, exc.column), exc.field, exc.message)]) from None
+    except OSError as exc:
+        raise ReferenceFileError([format_line(path, (1, 1), "", f"cannot read: {exc.strerror or exc}")]) from None
+    try:
+        return ReferenceFile.model_validate(source.data)
+    except ValidationError as exc:
+        raise ReferenceFileError(validation_lines(exc, model=ReferenceFile, data=source.data, file=path,
+                                                  position=source.position)) from None
+
+
+def _plain(entry: Entry) -> dict[str, Any]:
+    return entry.model_dump(mode="json", exclude_none=True, exclude_defaults=False)
+
+
+def dump(refs: ReferenceFile) -> str:
+    """The file's text: header, then the data in a stable order (entries sorted by their key)."""
+    entries = sorted(refs.references, key=lambda e: e.key)
+    data = {"version": refs.version, "scenario": refs.scenario, "references": [_plain(e) for e in entries]}
+    body = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=110, allow_unicode=True)
+    return _HEADER.format(name=refs.scenario) + body
+
+
+def render_diff(path: Path, old_text: str, new_text: str) -> str:
+    """A unified diff of the file as it is and as it would be written ('' when unchanged)."""
+    lines = difflib.unified_diff(old_text.splitlines(keepends=True), new_text.splitlines(keepends=True),
+                                 fromfile=f"{path} (now)", tofile=f"{path} (recorded)")
+    return "".join(lines)
+
+
+def save(path: Path, refs: ReferenceFile) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, dump(refs))
