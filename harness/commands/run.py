@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from harness.build import Builds
 from harness.commands._common import add_scenario_arguments, selected_cases
@@ -12,11 +13,12 @@ from harness.launch.preflight_batch import check_flags_up_front
 from harness.records.metric_definitions import ACCEPT_LENGTH, OUTPUT_THROUGHPUT
 from harness.records.outcome import Outcome, exit_code_for
 from harness.records.run_record import RunRecord
-from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
+from harness.run import RunDiskFull, RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario.roles import resolve_role
 from harness.server.pool import ServerPool
 from harness.store.store import new_batch
 from harness.store.writer import DeferredWriter
+from harness.util.errors import EXIT_INFRA
 from harness.util.paths import reports_root
 
 
@@ -73,7 +75,10 @@ def main(args: argparse.Namespace) -> int:
                     record = execute_run(case, build, role=role, trial=trial, options=options, pool=pool)
                 except RunInterrupted as exc:
                     print(summary_line(exc.record), flush=True)
-                    writer.record(exc.record)
+                    writer.record(exc.record)  # a full disk under --out is not the store's: it is still reached
+                    if isinstance(exc, RunDiskFull):
+                        print(f"sglang-repro: {exc}", file=sys.stderr)
+                        return finish_store(writer, EXIT_INFRA)
                     return finish_store(writer, exit_code_for([*outcomes, exc.record.outcome]))
                 outcomes.append(record.outcome)
                 print(summary_line(record), flush=True)
