@@ -12,7 +12,7 @@ from harness.store.schema import ALERT_STATES
 from harness.store.store import open_store
 from harness.store.transfer import EXPORT_FORMATS, export_store, import_folders
 from harness.store.url import default_store, store_url
-from harness.util.errors import UserError
+from harness.util.errors import InfraError, UserError, disk_full
 from harness.util.output_path import check_output_file
 
 
@@ -61,7 +61,12 @@ def main(args: argparse.Namespace) -> int:
                   + (f"; {len(report.skipped)} skipped" if report.some_skipped else ""))
             return EXIT_SOME_SKIPPED if report.some_skipped else 0
         if args.action == "export":
-            n = export_store(store, args.format, args.output)
+            try:
+                n = export_store(store, args.format, args.output)
+            except OSError as exc:
+                if not disk_full(exc):
+                    raise
+                raise InfraError(f"-o {args.output}: no space left on the device; nothing replaced") from None
             print(f"wrote {n} {'records' if args.format == 'hud' else 'rows'} to {args.output}")
             return 0
         if args.action == "alerts":

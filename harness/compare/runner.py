@@ -227,7 +227,8 @@ def _run_case_here(
                     by_role[role].append(record)
                     all_runs.append(record)
                     if progress:
-                        progress(record)
+                        with Shield():  # the record's store write is whole; a signal meanwhile is raised after it
+                            progress(record)
     except RunInterrupted as exc:
         by_role[exc.record.build.role or ""] = [*by_role.get(exc.record.build.role or "", []), exc.record]
         all_runs.append(exc.record)
