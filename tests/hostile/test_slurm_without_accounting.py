@@ -52,7 +52,7 @@ def _job(tmp_path: Path) -> RunJob:
 def _tracked(tmp_path: Path, job_id: str) -> _Tracked:
     import submitit
 
-    handle = submitit.SlurmJob(folder=tmp_path / "jobs" / "%j", job_id=job_id)
+    handle: submitit.SlurmJob[object] = submitit.SlurmJob(folder=tmp_path / "jobs" / "%j", job_id=job_id)
     handle.paths.folder.mkdir(parents=True, exist_ok=True)
     return _Tracked(_job(tmp_path), handle)
 
