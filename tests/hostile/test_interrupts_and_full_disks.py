@@ -140,3 +140,18 @@ def test_export_and_dashboard_onto_a_full_disk_are_one_line_exit_3(tmp_path: Pat
                               timeout=120, check=False)
         lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
         assert done.returncode == 3 and len(lines) == 1 and "no space left" in lines[0], (argv, done.stderr)
+
+
+def test_run_interrupted_after_its_record_is_kept_exits_3_not_130(tmp_path: Path) -> None:
+    proc = _start(["run", str(SEED), "--case", CASE, "--build", "sim:post-fix", "--trials", "1", "--no-progress",
+                   "--out", str(tmp_path / "o"), "--store", str(tmp_path / "s.db")])
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # the run's result line: its record is written, its row on the way
+    assert first.startswith("PASS"), first
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=240)
+    assert "Traceback" not in err, err
+    assert proc.returncode in (0, 3), (proc.returncode, err)  # 0 only when it had ended before the signals
+    assert [o for _, o in _rows(tmp_path / "s.db")] == ["pass"]
