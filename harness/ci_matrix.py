@@ -26,7 +26,8 @@ from harness.scenario import Case, LoadedScenario
 from harness.scenario.model import Hardware
 from harness.util.errors import UserError
 
-__all__ = ["FORMATS", "RUNNERS", "CiJob", "plan_jobs", "render", "runner_label", "scenario_paths", "seen_minutes"]
+__all__ = ["FORMATS", "RUNNERS", "CiJob", "check_job_store", "plan_jobs", "render", "runner_label", "scenario_paths",
+           "seen_minutes"]
 
 FORMATS = ("github", "buildkite", "gitlab")
 
@@ -108,11 +109,32 @@ def plan_jobs(loaded: Sequence[LoadedScenario], *, max_minutes: float | None, se
             argv = (["pytest", *names, "-m", "gpu", "--shard", f"{k}/{n}"] if runner == "pytest" else
                     ["sglang-repro", "nightly", *names, "--build", build, "--shard", f"{k}/{n}", "--store", store_arg,
                      "--no-progress"])
-            # The build and the store are CI variables ($BUILD, $SGLANG_REPRO_STORE): left for the shell to expand.
-            command = " ".join(f"\"{a}\"" if a.startswith("$") else shlex.quote(a) for a in argv)
+            command = " ".join(_quote(a) for a in argv)
             jobs.append(CiJob(runner=label, files=names, shard=(k, n), cases=len(cases[k - 1::n]),
                               minutes=round(loads[k - 1], 1), command=command))
     return jobs
+
+
+# Exactly one CI variable ($BUILD, ${SGLANG_REPRO_STORE}): double-quoted, so the shell expands it and nothing else.
+_CI_VARIABLE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})\Z")
+
+
+def _quote(arg: str) -> str:
+    """One word of a job's command: a bare CI variable is left for the shell to expand; anything else
+    (``$(touch PWNED)``, a backquote, ``${X:-$(...)}``) is single-quoted, so no value is ever evaluated."""
+    return f'"{arg}"' if _CI_VARIABLE.match(arg) else shlex.quote(arg)
+
+
+def check_job_store(value: str) -> str:
+    """``--job-store``: a CI variable or a store URL without a password (each job's command is printed in
+    the CI log, and the matrix itself is saved by the CI system); UserError otherwise."""
+    from harness.store.url import redact_url
+
+    if _CI_VARIABLE.match(value) or redact_url(value) == value:
+        return value
+    raise UserError(f"--job-store {redact_url(value)}: carries a password, which every job's command would print "
+                    "into the CI log; give the URL without it and set PGPASSWORD (or a passfile) as a CI secret, "
+                    "or keep the default $SGLANG_REPRO_STORE")
 
 
 def _loads(minutes: Sequence[float], n: int) -> list[float]:

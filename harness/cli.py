@@ -19,7 +19,7 @@ from typing import NoReturn
 
 from harness import __version__
 from harness.commands import COMMANDS, find
-from harness.util.errors import EXIT_USAGE, HarnessError
+from harness.util.errors import EXIT_INFRA, EXIT_USAGE, HarnessError
 
 __all__ = ["entry", "main", "make_parser"]
 
@@ -84,8 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if empty is not None:
         print(f"sglang-repro: {empty}; give a value", file=sys.stderr)
         return EXIT_USAGE
-    args = make_parser(argv).parse_args(argv)
     try:
+        # Inside: a Ctrl-C while the command's modules import (torch, pandas: seconds) is exit 130, no traceback.
+        args = make_parser(argv).parse_args(argv)
         if os.environ.get("SGLANG_REPRO_GPU_INVENTORY") is not None:
             from harness.server.hardware import injected_inventory
 
@@ -94,23 +95,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HarnessError as exc:
         # Errors that already name their file and line (scenario problems) stand alone, one per line.
         for line in getattr(exc, "lines", None) or [f"sglang-repro: {exc}"]:
-            print(line, file=sys.stderr)
+            print(_printable(str(line)), file=sys.stderr)
         return exc.exit_code
-    except BrokenPipeError:  # e.g. `sglang-repro list ... | head`: the reader has what it wanted
-        # Before OSError, of which it is one. stdout now points at nothing, so the interpreter's last flush of
-        # what is still buffered cannot raise the same error again on the way out.
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except BrokenPipeError:  # `sglang-repro list ... | head`: an OSError, so caught before the clause below
+        _quiet_stdout()
         return 0
     except OSError as exc:
+        # A full disk met by a writer with no clause of its own: one line, not a trace (pyarrow's has no errno).
+        if exc.errno == errno.ENOSPC or "No space left on device" in str(exc):
+            print(_printable(f"sglang-repro: {str(exc.filename or 'a file')[:200]}: no space left on the device"),
+                  file=sys.stderr)
+            return EXIT_INFRA
         # A path no file system can hold (a name over 255 bytes, a loop of links) met by a plain stat():
         # the user's input, not a bug; anything else is one and keeps its traceback.
         if exc.errno not in (errno.ENAMETOOLONG, errno.ELOOP):
             raise
-        print(f"sglang-repro: {str(exc.filename)[:200]}: {exc.strerror}", file=sys.stderr)
+        print(_printable(f"sglang-repro: {str(exc.filename)[:200]}: {exc.strerror}"), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+
+
+def _printable(line: str) -> str:
+    """One error line as it may reach a terminal: a file name's newline cannot forge a second
+    ``FILE:1:1:`` line, nor its escape sequences repaint the screen (each is shown as ``\\n``, ``\\x1b``)."""
+    if line.isprintable():
+        return line
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout is gone: what is still buffered goes nowhere, not into a second BrokenPipeError
+    (with its "Exception ignored" trace) when the interpreter flushes at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def entry() -> NoReturn:

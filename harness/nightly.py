@@ -9,6 +9,7 @@ incident, 3 when runs could not be decided or the night was interrupted, else 0.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +24,10 @@ from harness.records.run_record import RunRecord
 from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario import Case
 from harness.store.store import new_batch
+from harness.store.url import redact_url, store_url
 from harness.store.writer import StoreWriter
-from harness.util.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK
+from harness.util.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK, HarnessError
+from harness.util.interrupts import Shield
 
 __all__ = ["Elsewhere", "NightlyResult", "PlannedCase", "run_nightly", "shard", "tolerances"]
 
@@ -83,20 +86,36 @@ def run_nightly(planned: Sequence[PlannedCase], *, store: str, label: str | None
     with StoreWriter(store, batch) as writer:
         if elsewhere is not None and elsewhere(planned, writer, records):
             return NightlyResult(batch.label, len(planned), tuple(records), writer.store.where, None, True)
-        for done, item in enumerate(planned if elsewhere is None else ()):
+        unstored: RunRecord | None = None  # a finished run's record between its run and its row
+        try:
+            for done, item in enumerate(planned if elsewhere is None else ()):
+                if progress:
+                    progress(done, f"{item.case.scenario.name} [{item.case.name}]")
+                build = resolve_for(item.case, item.spec, builds)
+                for trial in range(trials or item.case.scenario.workload.trials):
+                    try:
+                        record = execute_run(item.case, build, role=item.role, trial=trial, options=options)
+                    except RunInterrupted as exc:  # stopped by a signal: keep what was done, decide nothing
+                        unstored = exc.record
+                        raise
+                    unstored = record
+                    writer.record(record)
+                    records.append(record)
+                    unstored = None
             if progress:
-                progress(done, f"{item.case.scenario.name} [{item.case.name}]")
-            build = resolve_for(item.case, item.spec, builds)
-            for trial in range(trials or item.case.scenario.workload.trials):
-                try:
-                    record = execute_run(item.case, build, role=item.role, trial=trial, options=options)
-                except RunInterrupted as exc:  # stopped by a signal: keep what was done, decide nothing
-                    writer.record(exc.record)
-                    return NightlyResult(batch.label, len(planned), tuple(records), writer.store.where, None, True)
-                writer.record(record)
-                records.append(record)
-        if progress:
-            progress(len(planned), "detecting")
-        by_scenario = {p.case.scenario.name: tolerances(p.case) for p in planned}
-        found = review(writer.store, batch.id, tolerances=by_scenario, scenarios=set(by_scenario))
+                progress(len(planned), "detecting")
+            by_scenario = {p.case.scenario.name: tolerances(p.case) for p in planned}
+            found = review(writer.store, batch.id, tolerances=by_scenario, scenarios=set(by_scenario))
+        except KeyboardInterrupt:
+            # Anywhere: in a run, between two, in a store write, in detection. What finished is kept (its row
+            # written now if the signal cut it), nothing is decided, and the command says so (exit 3).
+            with Shield(reraise=False):  # a second signal must not cut this write
+                if unstored is not None:
+                    try:
+                        writer.record(unstored)
+                        if unstored not in records and unstored.outcome is not Outcome.INTERRUPTED:
+                            records.append(unstored)
+                    except HarnessError as exc:
+                        print(f"sglang-repro: {exc}", file=sys.stderr)
+            return NightlyResult(batch.label, len(planned), tuple(records), redact_url(store_url(store)), None, True)
         return NightlyResult(batch.label, len(planned), tuple(records), writer.store.where, found)

@@ -18,11 +18,12 @@ SIGTERM still tears its server down and writes its record (outcome ``interrupted
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import secrets
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -76,7 +77,7 @@ from harness.util.text import first_line
 from harness.workload.phases import PhasePlan, drive_phases, evaluate_phase_checks, phase_plans, refuse_flush
 from harness.workload.prompts import Prompt
 
-__all__ = ["RunInterrupted", "RunOptions", "evaluate_checks", "execute_run", "resolve_for"]
+__all__ = ["RunDiskFull", "RunInterrupted", "RunOptions", "evaluate_checks", "execute_run", "resolve_for"]
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,32 @@ class RunInterrupted(KeyboardInterrupt):
     def __init__(self, record: RunRecord) -> None:
         super().__init__(f"run interrupted: {record.artifacts}")
         self.record = record
+
+
+class RunDiskFull(RunInterrupted):
+    """The run ended but the disk under its folder is full: some artifacts (or ``result.json`` itself) were
+    not written. ``record`` is the complete record, for the store; the command stops as for an interrupt
+    (what finished is kept) and says so in one line, exit 3."""
+
+    def __init__(self, record: RunRecord, lost: Sequence[str]) -> None:
+        KeyboardInterrupt.__init__(self, f"{record.artifacts}: no space left on the device; not written: "
+                                         + ", ".join(lost))
+        self.record = record
+        self.lost = tuple(lost)
+
+
+# A write that fails for want of room (or a device that stopped taking writes): the run's artifacts are lost,
+# the record is not.
+_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+
+
+def _kept(lost: list[str], what: str, write: Callable[[], object]) -> None:
+    try:
+        write()
+    except OSError as exc:
+        if exc.errno not in _DISK_ERRNOS:
+            raise
+        lost.append(what)
 
 
 # --------------------------------------------------------------------------- phase records
@@ -574,17 +601,21 @@ def _record(resolved: Resolved | Unresolved, trail: Trail, verdict: RunVerdict, 
     case, build = resolved.case, resolved.build
     sc = case.scenario
     plan, launched, driven = trail.plan, trail.launched, trail.driven
+    lost: list[str] = []  # artifacts a full disk kept out: the record still goes to the store, and the command stops
     if trail.live is not None and launched is not None:
-        _copy_log_slice(trail.live.server.log_path, launched.log_offset, paths.log)
+        live_log, offset = trail.live.server.log_path, launched.log_offset
+        _kept(lost, "server.log", lambda: _copy_log_slice(live_log, offset, paths.log))
     host = hardware.host_info()
-    write_env(paths.run_dir, {**_environment(build), "host": host_to_dict(host)})
+    _kept(lost, "env.json", lambda: write_env(paths.run_dir, {**_environment(build), "host": host_to_dict(host)}))
     env_overlay = launched.env_overlay if launched else plan.env_overlay if plan else {}
     if plan is not None and plan.argv:
         index = (driven.failing_request if driven else None) or 0
         request = plan.prompts[index] if plan.prompts else None
-        write_repro(paths.run_dir, argv=plan.argv, env=env_overlay, host=sc.server.host, port=plan.port,
-                    request=_request_body(request, case) if request else None,
-                    note=f"{sc.name} / {case.name} on {build.spec}: {verdict.outcome.value} ({verdict.reason})")
+        argv, port = plan.argv, plan.port
+        _kept(lost, "repro.sh", lambda: write_repro(
+            paths.run_dir, argv=argv, env=env_overlay, host=sc.server.host, port=port,
+            request=_request_body(request, case) if request else None,
+            note=f"{sc.name} / {case.name} on {build.spec}: {verdict.outcome.value} ({verdict.reason})"))
     expectation = None
     if role and role in sc.expect:
         expectation = judge_run(role, sc.expect[role], verdict.outcome, verdict.signature, verdict.phase)
@@ -618,7 +649,9 @@ def _record(resolved: Resolved | Unresolved, trail: Trail, verdict: RunVerdict, 
         timings={**trail.timings, "record": round(time.monotonic() - record_started, 4)},
         experiment=experiment_digest(plan.flags, sc.workload.model_dump(mode="json")) if plan else "",
     )
-    write_record(paths.run_dir, record)
+    _kept(lost, "result.json", lambda: write_record(paths.run_dir, record))
+    if lost:
+        raise RunDiskFull(record, lost)
     return record
 
 

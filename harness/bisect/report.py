@@ -122,7 +122,9 @@ def report_markdown(r: BisectReport) -> str:
 
 
 def write_report(report: BisectReport, folder: Path) -> tuple[Path, Path]:
-    folder.mkdir(parents=True, exist_ok=True)
+    from harness.util.output_path import make_folder
+
+    make_folder(folder, "the bisect report folder")
     js = folder / "report.json"
     js.write_text(redact_log(json.dumps(report_dict(report), indent=2, default=str)) + "\n")
     md = folder / "report.md"

@@ -112,7 +112,9 @@ def _release_phase(args: BisectArgs, request: Request) -> tuple[list[str], tuple
 def _request(args: BisectArgs, bisect_id: str) -> Request:
     """The search's request, its report folder made."""
     folder = (args.out_root or reports_root()) / "bisect" / bisect_id
-    folder.mkdir(parents=True, exist_ok=True)
+    from harness.util.output_path import make_folder
+
+    make_folder(folder, "the bisect report folder")
     progress(f"report folder {folder}")
     return Request(scenario=args.scenario, case=args.case, signature=args.signature, metric=args.metric,
                    threshold=args.threshold, find=args.find, limits=args.limits, report_dir=folder,

@@ -95,7 +95,13 @@ def ensure_pip_env(
     base = base_python or sys.executable
     venv = _pip_env_dir(version, deps, cache_dir, base_python, torch)
     envs, name = venv.parent, venv.name
-    envs.mkdir(parents=True, exist_ok=True)
+    from harness.util.output_path import make_folder
+
+    try:
+        make_folder(envs, "the environments cache")
+    except OSError as exc:  # a FIFO or file in the way, a read-only disk: one line, not a traceback
+        raise UserError(f"the environments cache {envs}: cannot create it ({exc.strerror or exc}); "
+                        "give another --cache-dir or $SGLANG_REPRO_CACHE") from None
     marker = venv / _ENV_MARKER
     import filelock  # here, not at the top: the scenario format imports this module, and `validate` needs no lock
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -122,6 +123,8 @@ def main(args: argparse.Namespace) -> int:
 
         if args.repo is None:
             raise UserError("--cleanup needs --repo CHECKOUT")
+        if not args.repo.is_dir():  # a FIFO, a file, a missing path: no checkout, nothing cleaned
+            raise UserError(f"--repo {args.repo}: not a folder; give a git checkout")
         removed = clean_stale(args.repo)
         for path in removed:
             print(f"removed the stale bisect worktree {path}")
@@ -137,10 +140,17 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("--versions needs --releases A..B")
     _check_target(args)
     check_output_folder(args.out, "--out")
+    # Absolute from here: `git bisect run` steps and probe jobs run in other folders (a worktree, a job's), where
+    # a relative --out or --store would name another place (issue 37: state.json not found, the steps' rows lost).
+    args.out = args.out.absolute() if args.out is not None else None
+    args.scenario = args.scenario.absolute()
+    args.repo = args.repo.absolute() if args.repo is not None else None
     scenario = _with_overrides(args)
     store = None if args.no_cache else str(args.store or default_store(args.out))
     if store is not None:
         check_store_value(store)  # a bad URL is bad input, found before anything runs
+        if "://" not in store:  # an SQLite path ($SGLANG_REPRO_STORE too): absolute, as --out
+            store = os.path.abspath(os.path.expanduser(store))
     slurm = None
     if args.executor == "slurm":
         from harness.executor.options import slurm_executor, slurm_store

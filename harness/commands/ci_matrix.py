@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.ci_matrix import FORMATS, RUNNERS, plan_jobs, render, scenario_paths, seen_minutes
+from harness.ci_matrix import FORMATS, RUNNERS, check_job_store, plan_jobs, render, scenario_paths, seen_minutes
 
 DESCRIPTION = ("Print the CI job matrix of the scenarios: cases grouped by the hardware they need (a runner label "
                "per GPU kind and count), each group split into shards that fit --max-minutes by the durations the "
@@ -39,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_job_store(args.job_store)  # before any work: a password would land in every job's command
     loaded = scenario_paths(args.scenarios)
     jobs = plan_jobs(loaded, max_minutes=args.max_minutes, seen=seen_minutes(args.store),
                      default_minutes=args.default_minutes, build=args.build, store_arg=args.job_store,

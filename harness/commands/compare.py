@@ -17,7 +17,7 @@ from harness.report import write_reports
 from harness.scenario import Case
 from harness.store.store import new_batch
 from harness.store.writer import DeferredWriter
-from harness.util.errors import UserError
+from harness.util.errors import EXIT_INFRA, UserError
 from harness.util.interrupts import Shield
 from harness.util.progress import NO_PROGRESS_HELP, Progress
 
@@ -130,10 +130,10 @@ def main(args: argparse.Namespace) -> int:
         elsewhere = compare_on_slurm(args, cases, specs, writer, progress)
     ran = compare_cases(loaded, cases, specs, trials=args.trials, out_root=args.out, progress=progress, builds=builds,
                         elsewhere=elsewhere)
-    # The report is written whole: a signal now waits for it, and an interrupted comparison's second signal
-    # changes nothing (issue 24); a first one still interrupts afterwards.
     bar.finish()
-    with Shield(reraise=not ran.report.partial):
+    # The report is written whole: a signal now waits for it and changes nothing of it (issue 24). Every run is
+    # recorded by now, so a signal that came meanwhile ends the command as interrupted (exit 3), never 130.
+    with Shield(reraise=False) as late:
         paths = write_reports(ran.report, ran.report_dir)
         for line in summary(ran.report):
             print(line)
@@ -144,4 +144,8 @@ def main(args: argparse.Namespace) -> int:
                 print(f"note: {note}")
         print(verdict_line(ran.report))
         print(f"report: {paths['html']}")
-        return finish_store(writer, ran.exit_code)
+        code = finish_store(writer, ran.exit_code)
+    if late.count and not ran.report.partial:
+        print("interrupted while the report was written; the report is whole", file=sys.stderr)
+        return code or EXIT_INFRA
+    return code

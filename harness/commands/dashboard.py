@@ -8,6 +8,7 @@ from pathlib import Path
 from harness.dashboard.site import build_site
 from harness.store.store import open_store
 from harness.store.url import default_store
+from harness.util.errors import InfraError, disk_full
 from harness.util.output_path import check_output_folder
 
 
@@ -20,6 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     check_output_folder(args.output, "-o")  # an existing file, device or FIFO is refused before the store opens
     with open_store(args.store or default_store()) as store:
-        index = build_site(store, args.output)
+        try:
+            index = build_site(store, args.output)
+        except OSError as exc:
+            if not disk_full(exc):
+                raise
+            raise InfraError(f"-o {args.output}: no space left on the device; the pages written before stay "
+                             "whole (each is replaced atomically)") from None
     print(f"dashboard: {index}")
     return 0

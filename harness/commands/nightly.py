@@ -73,10 +73,13 @@ def main(args: argparse.Namespace) -> int:
     result = run_nightly(planned, store=store, label=args.label,
                          trials=args.trials, out_root=args.out, progress=progress, elsewhere=elsewhere)
     bar.finish()
+    # The summary is printed interrupted or not: what finished is kept, and the line says so (exit 3).
+    state = "interrupted; nothing decided, " if result.interrupted else ""
+    print(f"nightly {result.label}: {state}{len(result.records)} runs of {result.planned} cases on {args.build}: "
+          + (", ".join(f"{n} {o.value}" for o, n in result.counts.items()) or "none finished")
+          + f"; store {result.where}")
     if result.interrupted:
         return result.exit_code
-    print(f"nightly {result.label}: {len(result.records)} runs of {result.planned} cases on {args.build}: "
-          + ", ".join(f"{n} {o.value}" for o, n in result.counts.items()) + f"; store {result.where}")
     for incident in result.incidents:  # one per change, however many cases and metrics it moved
         print(incident.describe())
     if result.found and result.found.resolved:

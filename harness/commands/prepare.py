@@ -27,6 +27,12 @@ def prepared(build: Build) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # creating an environment takes minutes: say so
+    from harness.build.environments import default_cache_dir
+    from harness.util.output_path import check_output_folder
+
+    # The cache is written under: a folder (or absent under one) that takes files, reached through no link.
+    check_output_folder(args.cache_dir or default_cache_dir(),
+                        "--cache-dir" if args.cache_dir is not None else "the cache ($SGLANG_REPRO_CACHE)")
     for spec in args.specs:
         build = resolve_build(spec, cache_dir=args.cache_dir)
         record = describe_environment(build) if args.describe else prepared(build)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from harness.build import Builds
 from harness.commands._common import add_scenario_arguments, selected_cases
@@ -12,11 +13,13 @@ from harness.launch.preflight_batch import check_flags_up_front
 from harness.records.metric_definitions import ACCEPT_LENGTH, OUTPUT_THROUGHPUT
 from harness.records.outcome import Outcome, exit_code_for
 from harness.records.run_record import RunRecord
-from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
+from harness.run import RunDiskFull, RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario.roles import resolve_role
 from harness.server.pool import ServerPool
 from harness.store.store import new_batch
 from harness.store.writer import DeferredWriter
+from harness.util.errors import EXIT_INFRA
+from harness.util.interrupts import Shield
 from harness.util.paths import reports_root
 from harness.util.progress import NO_PROGRESS_HELP
 
@@ -65,18 +68,30 @@ def main(args: argparse.Namespace) -> int:
         from harness.executor.job import PlannedCase
         return run_on_slurm(args, [PlannedCase(c, *resolve_role(c, args.build, args.reference)) for c in cases],
                             store_choice(args), summary_line)
-    for case in cases:
-        spec, role = resolve_role(case, args.build, args.reference)
-        build = resolve_for(case, spec, builds)
-        with ServerPool(args.out or reports_root()) as pool:
-            for trial in range(args.trials or case.scenario.workload.trials):
-                try:
-                    record = execute_run(case, build, role=role, trial=trial, options=options, pool=pool)
-                except RunInterrupted as exc:
-                    print(summary_line(exc.record), flush=True)
-                    writer.record(exc.record)
-                    return finish_store(writer, exit_code_for([*outcomes, exc.record.outcome]))
-                outcomes.append(record.outcome)
-                print(summary_line(record), flush=True)
-                writer.record(record)
+    try:
+        for case in cases:
+            spec, role = resolve_role(case, args.build, args.reference)
+            build = resolve_for(case, spec, builds)
+            with ServerPool(args.out or reports_root()) as pool:
+                for trial in range(args.trials or case.scenario.workload.trials):
+                    try:
+                        record = execute_run(case, build, role=role, trial=trial, options=options, pool=pool)
+                    except RunInterrupted as exc:
+                        print(summary_line(exc.record), flush=True)
+                        with Shield(reraise=False):  # already stopping: a second signal must not cut the row
+                            writer.record(exc.record)  # a full disk under --out is not the store's: still reached
+                        if isinstance(exc, RunDiskFull):
+                            print(f"sglang-repro: {exc}", file=sys.stderr)
+                            return finish_store(writer, EXIT_INFRA)
+                        return finish_store(writer, exit_code_for([*outcomes, exc.record.outcome]))
+                    with Shield():  # the record's row is written whole; a signal meanwhile is raised after it
+                        outcomes.append(record.outcome)
+                        print(summary_line(record), flush=True)
+                        writer.record(record)
+    except KeyboardInterrupt:
+        # Between runs or in a shared server's teardown: every run that finished is recorded; exit 3, not 130.
+        if not outcomes:
+            raise
+        print(f"sglang-repro: interrupted; the {len(outcomes)} finished run(s) are recorded", file=sys.stderr)
+        return finish_store(writer, EXIT_INFRA)
     return finish_store(writer, exit_code_for(outcomes))

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from harness.history.incidents import stored_incidents
+from harness.scenario.errors import excerpt
 from harness.store.schema import ALERT_STATES
 from harness.store.store import open_store
 from harness.store.transfer import EXPORT_FORMATS, export_store, import_folders
-from harness.store.url import default_store
-from harness.util.errors import UserError
+from harness.store.url import default_store, store_url
+from harness.util.errors import InfraError, UserError, disk_full
 from harness.util.output_path import check_output_file
 
 
@@ -39,10 +41,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 EXIT_SOME_SKIPPED = 1
 
 
+def _existing_sqlite(value: str) -> None:
+    """UserError (exit 2) when ``value`` names an SQLite store that does not exist."""
+    url = store_url(value)
+    if url.drivername == "sqlite" and not os.path.lexists(url.database or ""):
+        raise UserError(f"--store {url.database}: no such store; give an existing one (`store import` creates one)")
+
+
 def main(args: argparse.Namespace) -> int:
     if args.action == "export":
         check_output_file(args.output, "-o")  # before the store is opened or anything is exported
-    with open_store(args.store or default_store()) as store:
+    where = args.store or default_store()
+    if args.action != "import":
+        _existing_sqlite(where)  # alerts, ack, resolve and export read a store: a mistyped path creates none
+    with open_store(where) as store:
         if args.action == "import":
             report = import_folders(store, args.paths)
             for line in report.skipped:
@@ -51,7 +63,12 @@ def main(args: argparse.Namespace) -> int:
                   + (f"; {len(report.skipped)} skipped" if report.some_skipped else ""))
             return EXIT_SOME_SKIPPED if report.some_skipped else 0
         if args.action == "export":
-            n = export_store(store, args.format, args.output)
+            try:
+                n = export_store(store, args.format, args.output)
+            except OSError as exc:
+                if not disk_full(exc):
+                    raise
+                raise InfraError(f"-o {args.output}: no space left on the device; nothing replaced") from None
             print(f"wrote {n} {'records' if args.format == 'hud' else 'rows'} to {args.output}")
             return 0
         if args.action == "alerts":
@@ -64,8 +81,9 @@ def main(args: argparse.Namespace) -> int:
         incident_of.update({i: i for i in incident_of.values()})
         missing = [f for f in args.fingerprints if f not in incident_of]
         if missing:
-            raise UserError(f"store {store.where}: no incident or alert {', '.join(missing)} "
-                            "(see: sglang-repro store alerts)")
+            shown = ", ".join(excerpt(m, limit=40) for m in missing[:5]) + (f" and {len(missing) - 5} more"
+                                                                      if len(missing) > 5 else "")
+            raise UserError(f"store {store.where}: no incident or alert {shown} (see: sglang-repro store alerts)")
         chosen = sorted({incident_of[f] for f in args.fingerprints})
         n = store.set_incident_state(chosen, args.state)
         print(f"{len(chosen)} incident(s) {args.state} ({n} alert(s))")

@@ -49,6 +49,7 @@ from harness.scenario.model import RelativeChecks
 from harness.server.pool import ServerPool
 from harness.util.errors import UserError
 from harness.util.interrupts import Shield
+from harness.util.output_path import make_folder
 from harness.util.paths import reports_root
 from harness.workload.phases import phase_metric
 
@@ -206,12 +207,17 @@ def _compare_one(case: Case, specs: Mapping[str, str], by_role: Mapping[str, Seq
                           metrics=base.metrics, verdict=base.verdict)
 
 
+# Stopped by a signal outside any run (between two, in the pool's teardown): no run of its own was cut.
+_BETWEEN_RUNS = "between runs"
+
+
 def _run_case_here(
     case: Case, specs: Mapping[str, str], builds: Builds, n: int, report_dir: Path, options: RunOptions,
     progress: Callable[[RunRecord], None] | None, all_runs: list[RunRecord],
-) -> tuple[dict[str, list[RunRecord]], RunRecord | None]:
+) -> tuple[dict[str, list[RunRecord]], RunRecord | str | None]:
     """``n`` interleaved trials of every role on this machine: the records by role (each also appended to
-    ``all_runs`` in the order it ran) and the interrupted run's record, if a signal stopped them."""
+    ``all_runs`` in the order it ran) and the interrupted run's record if a signal stopped one
+    (``_BETWEEN_RUNS`` if it stopped none)."""
     by_role: dict[str, list[RunRecord]] = {role: [] for role in specs}
     resolved = {role: resolve_for(case, spec, builds) for role, spec in specs.items()}
     try:
@@ -223,7 +229,8 @@ def _run_case_here(
                     by_role[role].append(record)
                     all_runs.append(record)
                     if progress:
-                        progress(record)
+                        with Shield():  # the record's store write is whole; a signal meanwhile is raised after it
+                            progress(record)
     except RunInterrupted as exc:
         by_role[exc.record.build.role or ""] = [*by_role.get(exc.record.build.role or "", []), exc.record]
         all_runs.append(exc.record)
@@ -231,6 +238,10 @@ def _run_case_here(
             with Shield(reraise=False):  # already interrupted: a second signal must not cut the store's write
                 progress(exc.record)
         return by_role, exc.record
+    except KeyboardInterrupt:
+        # Between two runs, in the pool's teardown after the last one, in a store write: every run that
+        # finished is in ``by_role``; the comparison of those is the PARTIAL report (exit 3, never 130).
+        return by_role, _BETWEEN_RUNS
     return by_role, None
 
 
@@ -253,7 +264,8 @@ def compare_cases(
     builds = builds or Builds()
     report_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{loaded.scenario.name[:40]}-{secrets.token_hex(2)}"
     report_dir = (out_root or reports_root()) / "compare" / report_id
-    report_dir.mkdir(parents=True)
+    make_folder(report_dir.parent, "the compare folder")
+    make_folder(report_dir, "the compare report folder", exist_ok=False)
     options = RunOptions(out_root=report_dir, progress=False)
     all_runs: list[RunRecord] = []
     compared: list[CaseComparison] = []
@@ -272,12 +284,18 @@ def compare_cases(
             continue
         by_role, stopped = _run_case_here(case, specs, builds, trials or case.scenario.workload.trials, report_dir,
                                           options, progress, all_runs)
-        if stopped is not None:
+        if stopped == _BETWEEN_RUNS:
+            partial = (f"interrupted after {len(all_runs)} run(s), in {case.name}; {len(compared)} of {len(cases)} "
+                       "case(s) complete before it")
+        elif isinstance(stopped, RunRecord):
             partial = (f"interrupted during {case.name} ({stopped.build.role}, trial {stopped.trial}); "
                        f"{len(compared)} of {len(cases)} case(s) complete")
-        if any(by_role.values()):
-            compared.append(_compare_one(case, specs, {r: v for r, v in by_role.items() if r in specs}, report_dir,
-                                         notes))
+        with Shield(reraise=False) as late:  # comparing what ran is short; a signal now makes the report PARTIAL
+            if any(by_role.values()):
+                compared.append(_compare_one(case, specs, {r: v for r, v in by_role.items() if r in specs},
+                                             report_dir, notes))
+        if late.count and not partial:
+            partial = f"interrupted after {case.name}; {len(compared)} of {len(cases)} case(s) complete"
         if partial:
             break
     report = build_report(report_id, loaded.scenario.name, str(loaded.file), compared, notes=notes, partial=partial)

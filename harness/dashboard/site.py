@@ -259,8 +259,15 @@ class _Links:
                 href = Path(os.path.relpath(target, self.site)).as_posix()
             except ValueError:  # another drive
                 href = target.as_uri()
+            if _SCHEME.match(href) and not href.startswith("file:"):
+                href = ""  # "javascript:..." from an imported record's artifacts: the CSP blocks it; never a link
             got = self.known[path] = (_e(href), _e(target.name))
+        if not got[0]:
+            return _e(label)
         return f'<a href="{got[0]}/" title="{got[1]}">{_e(label)}</a>'
+
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")  # a relative href that a browser would read as a URL scheme
 
 
 def _phases(cp: CasePoints, nights: int = 3) -> str:
@@ -382,21 +389,25 @@ def build_site(store: Store, out_dir: Path) -> Path:
 
 
 def _build_site(store: Store, out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for source in (Path(plotly.__file__).parent / "package_data" / "plotly.min.js", Path(__file__).parent / "dashboard.js"):
-        replace_with(out_dir / source.name, functools.partial(shutil.copyfile, source))
+    from harness.util.output_path import check_file_in, make_folder
+
+    make_folder(out_dir, "-o")
     cases = stored_case_points(store)
     findings = findings_of(store, cases)  # once per series, from the store's cache where it holds
     incidents = stored_incidents(store.alert_rows())
     by_scenario: dict[str, list[CasePoints]] = {}
     for cp in cases:
         by_scenario.setdefault(cp.scenario, []).append(cp)
-    pages: dict[str, str] = {}
+    pages = {name: f"scenario-{_slug(name)}.html" for name in by_scenario}
+    # Every target checked before the first is written: a linked index.html is refused with nothing written.
+    for page in ("plotly.min.js", "dashboard.js", *pages.values(), "index.html"):
+        check_file_in(out_dir / page, f"-o {out_dir}: {page}")
+    for source in (Path(plotly.__file__).parent / "package_data" / "plotly.min.js", Path(__file__).parent / "dashboard.js"):
+        replace_with(out_dir / source.name, functools.partial(shutil.copyfile, source))
     escaped = _Escaped()  # shared by every page: the cases share their builds and nights
     links = _Links(out_dir)
     start = 0
     for name, group in by_scenario.items():
-        pages[name] = f"scenario-{_slug(name)}.html"
         write_atomic(out_dir / pages[name], _scenario_page(name, group, incidents, out_dir, start, findings, escaped, links))
         start += len(group)
     index = out_dir / "index.html"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -113,6 +114,41 @@ class _Tracked:
     handle: Any  # submitit.Job
     state: str = "PENDING"
     record: Any = None  # what the job handed back (a RunRecord by default), or the executor's lost one
+    unknown_since: float | None = None  # when sacct first could not say (a cluster without accounting)
+
+
+# Without accounting (AccountingStorageType=accounting_storage/none, a small cluster's default) sacct answers
+# "Slurm accounting storage is disabled" and submitit's watcher says UNKNOWN for ever. The job's state then
+# comes from scontrol (while slurmctld remembers the job: MinJobAge, 300 s by default), squeue (while it is
+# queued or running), and the job's own folder (submitit's result pickle, the handed-back record); a job none
+# of them can place for longer than its time limit and this margin is lost, with that said.
+_UNKNOWN_MARGIN_S = 600.0
+_ASK_TIMEOUT_S = 30.0
+
+
+def _ask(argv: list[str]) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=_ASK_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def state_without_accounting(job_id: str, folder: Path, result_pickle: Path) -> str:
+    """A job's state when sacct cannot say: scontrol's JobState, else squeue's, else what its folder shows
+    (``COMPLETED`` with a result pickle or a handed-back record, ``ENDED`` when the queue no longer holds it),
+    else ``UNKNOWN``."""
+    shown = _ask(["scontrol", "show", "job", "-o", job_id])
+    if shown is not None and shown.returncode == 0:
+        found = re.search(r"\bJobState=(\S+)", shown.stdout)
+        if found:
+            return found.group(1).upper()
+    queued = _ask(["squeue", "-h", "-j", job_id, "-o", "%T"])
+    if queued is not None and queued.returncode == 0 and queued.stdout.strip():
+        return queued.stdout.split()[0].upper()
+    if result_pickle.exists() or handed_back(folder) is not None:
+        return "COMPLETED"
+    left = queued is not None and (queued.returncode == 0 or "invalid job id" in queued.stderr.lower())
+    return "ENDED" if left else "UNKNOWN"  # squeue answered without it: the job has left the queue
 
 
 def _lost_run(job: RunJob, reason: str, folder: Path, interrupted: bool) -> RunRecord:
@@ -208,7 +244,14 @@ class SlurmExecutor:
                     continue
                 t.state = watcher.get_state(t.handle.job_id, mode="cache")
                 base = t.state.split()[0].upper() if t.state else ""
-                if base in _RUNNING or base in _WAITING:
+                if base == "UNKNOWN":
+                    t.state = state_without_accounting(str(t.handle.job_id), _job_folder(t),
+                                                       Path(t.handle.paths.result_pickle))
+                    base = t.state.split()[0].upper()
+                    t.unknown_since = t.unknown_since or time.monotonic()
+                if base == "UNKNOWN" and self._unknown_too_long(t):
+                    t.state = f"UNKNOWN for {time.monotonic() - (t.unknown_since or 0):.0f} s"
+                elif base in _RUNNING or base in _WAITING:
                     continue
                 t.record = self._finish(t)
                 if on_record:
@@ -220,12 +263,20 @@ class SlurmExecutor:
             if any(t.record is None for t in tracked):
                 time.sleep(self.options.poll_s)
 
+    def _unknown_too_long(self, t: _Tracked) -> bool:
+        """No source has placed the job for longer than its time limit and a margin: the wait ends."""
+        limit_s = _time_min(t.job.deadline_s, self.options) * 60.0 + _UNKNOWN_MARGIN_S
+        return t.unknown_since is not None and time.monotonic() - t.unknown_since > limit_s
+
     def _finish(self, t: _Tracked) -> Any:
         """The record of a job SLURM reports finished: its own, or ``infra`` with SLURM's reason."""
         job_id = t.handle.job_id
         base = t.state.split()[0].upper()
         result: Any = None
-        if base == "COMPLETED":
+        # Without accounting submitit's result() waits for a pickle that a killed job never writes: asked only
+        # once the pickle is there.
+        answers = t.unknown_since is None or Path(t.handle.paths.result_pickle).exists()
+        if base == "COMPLETED" and answers:
             try:
                 result = t.handle.result()
             except Exception as exc:  # any failure to hand the record back is the job's infra
@@ -238,6 +289,10 @@ class SlurmExecutor:
         done = handed_back(_job_folder(t)) if self._result_type is RunRecord else None
         if done is not None:
             return done
+        if base in ("ENDED", "UNKNOWN") or (base == "COMPLETED" and not answers):
+            return self._lost(t.job, f"slurm job {job_id} {t.state}: it left the queue without a record, and the "
+                                     "cluster keeps no accounting to say why (see the job's folder)", _job_folder(t),
+                              False)
         if isinstance(result, Exception):
             return self._lost(t.job, f"slurm job {job_id} completed without a record: {_last_line(result)}",
                               _job_folder(t), False)
@@ -247,12 +302,13 @@ class SlurmExecutor:
         if base == "FAILED":
             why = ""
             try:
-                t.handle.result()
+                if answers:
+                    t.handle.result()
             except Exception as exc:  # submitit re-raises the job's error with its traceback
                 why = f": {_last_line(exc)}"
             return self._lost(t.job, f"slurm job {job_id} FAILED{why}", _job_folder(t), False)
         # TIMEOUT, CANCELLED by UID, PREEMPTED, NODE_FAIL, OUT_OF_MEMORY, DEADLINE, BOOT_FAIL: SLURM ended it.
-        node = t.handle.get_info(mode="cache").get("NodeList", "")
+        node = t.handle.get_info(mode="cache").get("NodeList", "") if t.unknown_since is None else ""
         where = f" on {node}" if node and node != "None assigned" else ""
         return self._lost(t.job, f"slurm job {job_id} {t.state}{where}: SLURM ended the job before it handed "
                                  "back a record", _job_folder(t), False)

@@ -315,6 +315,24 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def _stored_metrics(path: Path, data: Any) -> dict[str, Any]:
+    """``metrics`` of a result.json, each a number or null; UserError naming the field otherwise (a record
+    with a string where a figure belongs is not one to check against, and "0 differ" would be a lie)."""
+    from harness.util.errors import UserError
+
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: a {type(data).__name__}, not a run record (a JSON object)")
+    raw = data.get("metrics", {})
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: field metrics: a {type(raw).__name__}; a run record's metrics are an object "
+                        "of numbers")
+    for name, value in raw.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise UserError(f"{path}: field metrics.{str(name)[:60]!r}: a {type(value).__name__}; give a number "
+                            "or null")
+    return raw
+
+
 def recompute(run: Path) -> Recomputed:
     """Every workload metric of ``run`` (a run folder or its requests.jsonl) from the raw records, by the one
     function that made them (``derive_metrics``), checked against result.json where it has the same key."""
@@ -332,8 +350,7 @@ def recompute(run: Path) -> Recomputed:
     result_path = path.parent / "result.json"
     if os.path.lexists(result_path):
         data = read_json(result_path, "record")  # a link to /dev/zero or a FIFO is refused, not read
-        raw = data.get("metrics") if isinstance(data, dict) else None
-        stored = raw if isinstance(raw, dict) else {}
+        stored = _stored_metrics(result_path, data)
     differs = {k: {"recomputed": v, "result_json": stored[k]} for k, v in metrics.items()
                if stored is not None and k in stored and not _same(v, stored[k])}
     missing = sorted(k for k in metrics if stored is not None and k not in stored)

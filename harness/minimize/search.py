@@ -101,8 +101,9 @@ def _session_dir(root: Path | None, case: Case) -> Path:
     while path.exists():
         n += 1
         path = base.with_name(f"{base.name}-{n}")
-    path.mkdir(parents=True)
-    return path
+    from harness.util.output_path import make_folder
+
+    return make_folder(path, "the minimize folder", exist_ok=False)
 
 
 def _labels(atoms: list[Atom] | tuple[Atom, ...]) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from harness.records.run_record import RunRecord, record_to_dict
 from harness.util.atomic import write_atomic
 from harness.util.net import url_host
+from harness.util.output_path import make_folder
 from harness.util.paths import reports_root
 from harness.util.redact import (
     REDACTED,
@@ -47,7 +48,8 @@ def new_run_dir(scenario: str, case: str, label: str, trial: int, root: Path | N
     stamp = time.strftime("%Y%m%dT%H%M%S")
     name = f"{stamp}-{_slug(scenario, 32)}-{_slug(case)}-{_slug(label, 24)}-t{trial}-{secrets.token_hex(2)}"
     path = (root or reports_root()) / "runs" / name
-    path.mkdir(parents=True, exist_ok=False)
+    make_folder(path.parent, "the runs folder")
+    make_folder(path, "the run folder", exist_ok=False)
     return path
 
 
@@ -80,9 +82,13 @@ def _env_lines(env: Mapping[str, str]) -> list[str]:
     return lines
 
 
-def _server_words(argv: Sequence[str], env: Mapping[str, str], port: int, lines: list[str]) -> list[str]:
-    """The server's command line, quoted; each secret in it becomes a variable the script asks for (the
-    asking lines are appended to ``lines``)."""
+_API_KEY_FLAG = "--api-key"  # SGLang's: every request but /health must carry "Authorization: Bearer <key>"
+
+
+def _server_words(argv: Sequence[str], env: Mapping[str, str], port: int, lines: list[str]) -> tuple[list[str], str]:
+    """The server's command line, quoted, and the variable holding its ``--api-key`` ("" without one); each
+    secret in it becomes a variable the script asks for (the asking lines are appended to ``lines``)."""
+    api_var = ""
     words: list[str] = []
     asked: list[str] = []
     redacted = redact_argv(argv, env)  # element for element: the same length as argv
@@ -97,10 +103,11 @@ def _server_words(argv: Sequence[str], env: Mapping[str, str], port: int, lines:
         # A secret flag's value (or a secret value inside an argument) is asked for from the environment.
         flag, eq, _ = arg.partition("=")
         original = argv[i].partition("=")[2] if eq else argv[i]
+        named = flag if eq and flag.startswith("--") else (redacted[i - 1] if i else f"argument {i}")
         if original in by_value:  # the value of a secret variable the script already asks for
             words.append(f'{shlex.quote(flag)}="${by_value[original]}"' if eq else f'"${by_value[original]}"')
+            api_var = by_value[original] if named == _API_KEY_FLAG else api_var
             continue
-        named = flag if eq and flag.startswith("--") else (redacted[i - 1] if i else f"argument {i}")
         var = "SGLANG_REPRO_SECRET_" + (re.sub(r"[^A-Za-z0-9]+", "_", named.lstrip("-")).strip("_").upper() or str(i))
         if var not in asked:
             asked.append(var)
@@ -108,7 +115,8 @@ def _server_words(argv: Sequence[str], env: Mapping[str, str], port: int, lines:
             lines.append(f': "${{{var}:?a secret flag value, not saved here: export {var}}}"')
         words.append(f'{shlex.quote(flag)}="${var}"' if eq and arg == f"{flag}={REDACTED}" else
                      (f'"${var}"' if arg == REDACTED else shlex.quote(arg)))
-    return words
+        api_var = var if named == _API_KEY_FLAG else api_var
+    return words, api_var
 
 
 def write_repro(
@@ -136,13 +144,20 @@ def write_repro(
         f"HOST={shlex.quote(url_host(host))}",
     ]
     lines += _env_lines(env)
-    quoted = " ".join(_server_words(argv, env, port, lines))
+    words, api_var = _server_words(argv, env, port, lines)
+    # The key travels on curl's stdin ("-H @-"), never in its argv where ps would show it.
+    auth = (f'printf \'Authorization: Bearer %s\\n\' "${api_var}" | ' if api_var else "",
+            " -H @-" if api_var else "")
     lines += [
-        f"{quoted} &",
+        "STARTUP_TIMEOUT=${STARTUP_TIMEOUT:-600}  # seconds the server may take to answer /health",
+        "REQUEST_TIMEOUT=${REQUEST_TIMEOUT:-600}  # seconds the request may take",
+        f"{' '.join(words)} &",
         "SERVER_PID=$!",
         'trap \'kill -- "$SERVER_PID" 2>/dev/null || true\' EXIT',
-        'until curl -sf "http://$HOST:$PORT/health" >/dev/null; do',
+        "DEADLINE=$((SECONDS + STARTUP_TIMEOUT))",
+        f'until {auth[0]}curl -sf --max-time 5{auth[1]} "http://$HOST:$PORT/health" >/dev/null; do',
         '  kill -0 "$SERVER_PID" 2>/dev/null || { echo "server exited" >&2; exit 1; }',
+        '  [ "$SECONDS" -lt "$DEADLINE" ] || { echo "server not healthy after ${STARTUP_TIMEOUT}s" >&2; exit 1; }',
         "  sleep 1",
         "done",
     ]
@@ -150,11 +165,12 @@ def write_repro(
         (run_dir / "first_failing_request.json").write_text(redact_log(json.dumps(request)) + "\n")
         lines += [
             'HERE="$(cd "$(dirname "$0")" && pwd)"',
-            ('curl -sS -N "http://$HOST:$PORT/generate" -H "Content-Type: application/json" '
-             '--data-binary @"$HERE/first_failing_request.json"'),
+            (f'{auth[0]}curl -sS -N --max-time "$REQUEST_TIMEOUT" "http://$HOST:$PORT/generate"{auth[1]} '
+             '-H "Content-Type: application/json" --data-binary @"$HERE/first_failing_request.json"'),
             "echo",
         ]
-    lines.append('wait "$SERVER_PID"')
+    # Bounded: the server is stopped on exit (the trap); KEEP_SERVER=1 keeps it until it exits or Ctrl-C.
+    lines.append('[ "${KEEP_SERVER:-0}" != 1 ] || wait "$SERVER_PID"')
     path = run_dir / "repro.sh"
     path.write_text("\n".join(lines) + "\n")
     os.chmod(path, 0o755)

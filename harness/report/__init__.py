@@ -14,6 +14,7 @@ from harness.report.html import phase_table, render_html
 from harness.report.json import load_report, render_json
 from harness.report.markdown import render_markdown
 from harness.util.atomic import write_atomic
+from harness.util.output_path import make_folder
 
 __all__ = ["write_reports", "render_markdown", "render_html", "render_json", "load_report", "PhaseRow", "phase_rows_of",
            "phase_table"]
@@ -22,7 +23,7 @@ __all__ = ["write_reports", "render_markdown", "render_html", "render_json", "lo
 def write_reports(report: ComparisonReport, out_dir: Path) -> dict[str, Path]:
     """Write report.md, report.html and report.json into ``out_dir``; returns them by format."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(out_dir, "the report folder")
     rendered = {
         "json": ("report.json", render_json(report)),
         "markdown": ("report.md", render_markdown(report)),

@@ -212,8 +212,8 @@ def headline(report: ComparisonReport) -> Headline:
     detail = f"{len(report.cases)} case{'s' if len(report.cases) != 1 else ''}: {spread}" if report.cases else "no cases"
     if failed or verdict is MetricVerdict.WORSE:
         tone = "bad"
-    elif verdict is MetricVerdict.NOT_ENOUGH_DATA and not checks:
-        tone = "unsure"
+    elif report.partial or (verdict is MetricVerdict.NOT_ENOUGH_DATA and not checks):
+        tone = "unsure"  # a PARTIAL report never wears a check mark: what did not run was not judged
     else:
         tone = "good"
     return Headline(title, detail, tone)

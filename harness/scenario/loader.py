@@ -15,6 +15,8 @@ from harness.scenario.matrix import (
     MatrixError,
     Override,
     apply_overrides,
+    check_size,
+    check_weight,
     parse_matrix,
     product,
     reference_overrides,
@@ -100,7 +102,15 @@ def _fixture_lines(source: Source, scenario: Scenario) -> list[str]:
     if found is None:
         return [format_line(source.path, source.position(("workload", "prompt", "fixture")),
                             "workload.prompt.fixture",
-                            f"no fixture file {excerpt(prompt.fixture)} under {FIXTURES} or next to the scenario")]
+                            f"no fixture file {excerpt(prompt.fixture)} under {FIXTURES} or the scenario's folder "
+                            "(a fixture is read only from there)")]
+    from harness.util.bounded_read import CAPS
+
+    size = found.stat().st_size
+    if size > CAPS["fixture"]:
+        return [format_line(source.path, source.position(("workload", "prompt", "fixture")), "workload.prompt.fixture",
+                            f"{excerpt(prompt.fixture)}: {size} bytes, over the {CAPS['fixture']}-byte cap for a "
+                            "fixture text")]
     return []
 
 
@@ -222,7 +232,9 @@ def _expansions(path: Path, source: Source, base: Scenario
     reference: tuple[Override, ...] = ()
     try:
         if base.matrix is not None:
-            expanded = product(parse_matrix(source.data["matrix"]))
+            axes = parse_matrix(source.data["matrix"])
+            check_weight(source.data, check_size(axes))  # bounded before a single case is built
+            expanded = product(axes)
         if base.reference is not None:
             reference = reference_overrides(source.data["reference"])
     except MatrixError as exc:

@@ -568,9 +568,66 @@ def _compile(pattern: Any, label: str) -> re.Pattern[str]:
     if not isinstance(pattern, str) or not pattern:
         raise UserError(f"{label}: expected a non-empty regex string")
     try:
-        return re.compile(pattern)
+        compiled = re.compile(pattern)
     except re.error as exc:
         raise UserError(f"{label}: bad regex ({exc})") from None
+    if _nested_repeat(pattern):
+        # A complexity bound (docs/safety.md): Python's backtracking takes exponential time on such a pattern
+        # ("(a+)+$" against 40 a's and a "!" runs for minutes), and a search cannot be given a deadline.
+        raise UserError(f"{label}: {pattern[:80]!r} repeats a part that itself repeats without bound (as "
+                        "\"(a+)+\" does): a search can take exponential time; write it without the nesting "
+                        "(\"a+\" for \"(a+)+\")")
+    return compiled
+
+
+_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+
+
+def _nested_repeat(pattern: str) -> bool:
+    """True when a repeated part holds an unbounded repeat (``(a+)+``, ``(?:x*y)*``, ``(a|b+){2,}``)."""
+    try:
+        import re._parser as sre_parse  # type: ignore[import-not-found,unused-ignore]  # Python 3.11+
+    except ImportError:  # pragma: no cover - Python 3.10
+        import sre_parse  # type: ignore[no-redef,unused-ignore]
+
+    unbounded = sre_parse.MAXREPEAT
+    found = False
+
+    def children(op: Any, av: Any) -> list[Any]:
+        name = str(op)
+        if name in _REPEATS:
+            return [av[2]]
+        if name == "SUBPATTERN":
+            return [av[3]]
+        if name == "BRANCH":
+            return list(av[1])
+        if name in ("ASSERT", "ASSERT_NOT", "ATOMIC_GROUP"):
+            return [av[1]] if name != "ATOMIC_GROUP" else [av]
+        if name == "GROUPREF_EXISTS":
+            return [p for p in av[1:] if p is not None]
+        return []
+
+    def has_unbounded(items: Any) -> bool:
+        for op, av in items:
+            if str(op) in _REPEATS and av[1] == unbounded:
+                return True
+            if any(has_unbounded(child) for child in children(op, av)):
+                return True
+        return False
+
+    def walk(items: Any) -> None:
+        nonlocal found
+        for op, av in items:
+            if found:
+                return
+            if str(op) in _REPEATS and av[1] > 1 and has_unbounded(av[2]):
+                found = True
+                return
+            for child in children(op, av):
+                walk(child)
+
+    walk(sre_parse.parse(pattern))
+    return found
 
 
 def _parse_frame(item: Any, label: str) -> FrameSpec:

@@ -26,9 +26,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from harness.records.run_record import RunRecord, record_from_dict, record_to_dict
 from harness.store.migrations import migrate
 from harness.store.schema import alerts, batches, builds, detections, hosts, metrics, runs
-from harness.store.url import redact_url, store_url
+from harness.store.url import check_libpq_files, redact_url, store_url
 from harness.util.errors import InfraError, UserError
-from harness.util.redact import redact_log
+from harness.util.redact import redact_everywhere, secret_flag_values, secret_values, shape_values
 
 if TYPE_CHECKING:  # pandas is imported by the readers only: a writer (every run) does not pay for it
     import pandas as pd
@@ -107,6 +107,10 @@ def _rows(record: RunRecord, batch: Batch, recorded_at: str, search_key: str | N
                 "gpu_name": "+".join(gpu_names) or None, "gpu_count": len(h.gpus),
                 "driver_version": h.driver_version, "cuda_version": h.cuda_version,
                 "compute_capability": "+".join(ccs) or None, "cpu": h.cpu, "platform": h.platform}
+    # A record may come from elsewhere (store import): its argv's secret flags, its env's secret variables and
+    # every value recognisable by shape in it are redacted wherever they appear, whoever wrote it.
+    known = (secret_flag_values(record.server.argv) | secret_values(record.server.env)
+             | shape_values(record.reason) | shape_values(" ".join(record.server.argv)))
     run_row = {
         "run_id": record.run_id, "batch_id": batch.id, "scenario": record.scenario.name,
         "scenario_file": record.scenario.file, "case_name": record.case.name,
@@ -114,11 +118,11 @@ def _rows(record: RunRecord, batch: Batch, recorded_at: str, search_key: str | N
         "role": record.build.role, "build_key": build_row["key"], "host_key": host_row["key"],
         "hardware_key": h.hardware_key, "trial": record.trial, "outcome": record.outcome.value,
         "signature": record.signature, "phase": record.phase.value if record.phase else None,
-        "reason": redact_log(record.reason), "started_at": record.started_at, "duration_s": record.duration_s,
+        "reason": redact_everywhere(record.reason, known), "started_at": record.started_at, "duration_s": record.duration_s,
         "recorded_at": recorded_at, "artifacts": record.artifacts, "experiment": record.experiment,
         "harness_version": record.harness_version,
         # By value too: a secret a server was given may sit in any field (a reason, an excerpt, a flag).
-        "record": redact_log(json.dumps(record_to_dict(record), sort_keys=True, default=str)),
+        "record": redact_everywhere(json.dumps(record_to_dict(record), sort_keys=True, default=str), known),
     }
     if search_key is not None:  # only a search's runs name the column (a run recorded elsewhere leaves it NULL)
         run_row["search_key"] = search_key
@@ -467,8 +471,11 @@ def check_sqlite_file(path: Path, where: str) -> None:
     import os
     import stat
 
+    from harness.util.output_path import refuse_links
+
+    refuse_links(path, f"store {where}:")  # dangling or not: the store is never created or opened through a link
     try:
-        mode = os.stat(path).st_mode  # a link to a store file is fine; a link to a device is not
+        mode = os.stat(path).st_mode
     except FileNotFoundError:
         return
     except OSError as exc:
@@ -503,6 +510,18 @@ def _refuse_foreign_sqlite(path: Path, where: str) -> None:
                         "but no store_version); refused, nothing changed")
 
 
+_CONNECT_S = 5  # libpq's connect_timeout per attempt; a URL may ask for less, never more (a hung server is a verdict)
+
+
+def _connect_timeout(url: URL) -> int:
+    asked = url.query.get("connect_timeout")
+    try:
+        value = int(asked[-1] if isinstance(asked, tuple) else asked) if asked else _CONNECT_S
+    except ValueError:
+        raise UserError(f"store {redact_url(url)}: connect_timeout={asked!r}; give whole seconds") from None
+    return max(2, min(value, _CONNECT_S))  # libpq takes 1 as 2; 0 would mean no deadline at all
+
+
 def open_store(value: str | URL, *, migrate_to_latest: bool = True) -> Store:
     """Open (and create or upgrade) the store at a path or URL; InfraError naming it when it cannot be reached."""
     url = value if isinstance(value, URL) else store_url(value)
@@ -514,7 +533,8 @@ def open_store(value: str | URL, *, migrate_to_latest: bool = True) -> Store:
             Path(url.database or "").parent.mkdir(parents=True, exist_ok=True)
             engine = _sqlite_engine(url)
         else:
-            engine = create_engine(url, connect_args={"connect_timeout": 10}, pool_pre_ping=True)
+            check_libpq_files(url)  # a FIFO as passfile or service file blocks libpq before any timeout starts
+            engine = create_engine(url, connect_args={"connect_timeout": _connect_timeout(url)}, pool_pre_ping=True)
         if migrate_to_latest:
             migrate(engine, where=where)
     except SQLAlchemyError as exc:

@@ -383,7 +383,9 @@ def export_store(store: Store, fmt: str, out: Path) -> int:
     """Write the store to ``out`` as ``fmt``; the number of rows (records for hud) written."""
     if fmt not in EXPORT_FORMATS:
         raise UserError(f"--format {fmt}: not one of {', '.join(EXPORT_FORMATS)}")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    from harness.util.output_path import make_folder
+
+    make_folder(out.parent, "--output: its folder")
     # Through a temporary file and a rename (replace_with), never through an open of ``out``: that
     # would follow a link planted there, and write into a device or FIFO; a failed export leaves ``out``
     # as it was.

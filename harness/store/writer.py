@@ -34,7 +34,12 @@ class StoreWriter:
 
     def close(self) -> None:
         if self._store is not None:
-            self._store.close()
+            from harness.util.interrupts import Shield
+
+            # Uncut by a signal: a Ctrl-C inside the pool's close is logged by SQLAlchemy with a traceback
+            # ("Exception closing connection"); a close is short, and a signal then changes nothing.
+            with Shield(reraise=False):
+                self._store.close()
             self._store = None
 
     def __enter__(self) -> StoreWriter:

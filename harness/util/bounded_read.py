@@ -30,6 +30,7 @@ CAPS: dict[str, int] = {
     "requests": 512 << 20,  # requests.jsonl
     "log": 1 << 30,  # server.log (scanned as a stream, line by line, elsewhere; this cap is for whole reads)
     "state": 16 << 20,  # bisect state, caches
+    "fixture": 16 << 20,  # a prompt fixture text (the project's are a few kB; a long context is about 1 MB)
 }
 JSON_MAX_DEPTH = 64  # the harness's own JSON nests at most 6 levels
 WALK_MAX_ENTRIES = 200_000  # folder entries looked at by one walk (a reports tree of a year is ~50k)

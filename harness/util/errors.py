@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["HarnessError", "UserError", "InfraError", "EXIT_OK", "EXIT_FAIL", "EXIT_USAGE", "EXIT_INFRA"]
+__all__ = ["HarnessError", "UserError", "InfraError", "disk_full", "EXIT_OK", "EXIT_FAIL", "EXIT_USAGE", "EXIT_INFRA"]
 
 EXIT_OK = 0
 EXIT_FAIL = 1
@@ -26,3 +26,11 @@ class InfraError(HarnessError):
     """The harness could not even try: missing environment, model, hardware, port. Exit 3."""
 
     exit_code = EXIT_INFRA
+
+
+def disk_full(exc: BaseException) -> bool:
+    """A write that failed for want of room (pyarrow's error carries no errno, only the text)."""
+    import errno
+
+    return isinstance(exc, OSError) and (exc.errno in (errno.ENOSPC, errno.EDQUOT)
+                                         or "No space left on device" in str(exc))

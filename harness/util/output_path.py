@@ -7,6 +7,12 @@ output (``-o``, ``--out``, a store file, the dashboard folder, an export) is che
 an existing file must be a regular file (not a link, device, FIFO or socket), an existing folder a
 folder, and the nearest existing folder on the way must accept new files. Refusals are UserError:
 one line naming the flag and the path, exit 2, nothing started.
+
+One rule for links (docs/safety.md): no path the harness writes under resolves through a symbolic link,
+dangling or not -- not the output folder named by a flag, not a folder on the way to it, not a folder the
+harness creates inside it (``runs/``, ``compare/``), not the store file, not the cache. A link to a larger
+disk is named by its target instead. :func:`refuse_links` is the check; :func:`make_folder` creates a
+folder under it, checking again once the folder exists (a link planted in between is caught).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from harness.commands._output import check_out_root
 from harness.util.bounded_read import kind_of_mode
 from harness.util.errors import UserError
 
-__all__ = ["check_file_in", "check_output_file", "check_output_folder", "nonempty"]
+__all__ = ["check_file_in", "check_output_file", "check_output_folder", "make_folder", "nonempty", "refuse_links"]
 
 
 def nonempty(value: str | os.PathLike[str] | None, flag: str) -> None:
@@ -37,6 +43,42 @@ def _lstat(path: Path) -> os.stat_result | None:
         raise UserError(f"{path}: cannot look at it ({exc.strerror or exc})") from None
 
 
+def first_link(path: Path) -> Path | None:
+    """The first part of ``path`` (made absolute) that is a symbolic link, dangling or not; None if none is.
+
+    Only parts that exist are looked at; a part that does not exist yet has nothing below it that does."""
+    current = Path(os.path.abspath(path))  # abspath also folds "..", as the kernel would after a real folder
+    parts = [current, *current.parents]
+    for part in reversed(parts):  # from the root down: the first link is the one to name
+        try:
+            info = os.lstat(part)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError:
+            return None  # unreadable: the writer's own error says so
+        if stat.S_ISLNK(info.st_mode):
+            return part
+    return None
+
+
+def refuse_links(path: Path, what: str) -> None:
+    """UserError (exit 2) when ``path`` or a folder on the way to it is a symbolic link, dangling or not."""
+    link = first_link(path)
+    if link is not None:
+        target = os.readlink(link) if os.path.islink(link) else "?"
+        where = "is" if Path(os.path.abspath(path)) == link else f"lies under {link}, which is"
+        raise UserError(f"{what} {path}: {where} a symbolic link (to {target}); the harness writes under no link "
+                        "(docs/safety.md): give the real folder")
+
+
+def make_folder(path: Path, what: str, *, exist_ok: bool = True) -> Path:
+    """``path`` created as a folder (with its parents), none of them through a link; returns ``path``."""
+    refuse_links(path, what)
+    path.mkdir(parents=True, exist_ok=exist_ok)
+    refuse_links(path, what)  # a link planted while the folders were made
+    return path
+
+
 def check_file_in(path: Path, what: str) -> None:
     """``path`` (about to be written) is absent or a regular file: never a link, device, FIFO or socket."""
     info = _lstat(path)
@@ -50,6 +92,7 @@ def check_output_file(path: Path, flag: str) -> Path:
     nonempty(str(path) if path is not None else None, flag)
     if path.name in ("", ".", ".."):
         raise UserError(f"{flag} {path}: a folder; give a file name")
+    refuse_links(path, flag)
     check_file_in(path, flag)
     check_out_root(path.absolute().parent, flag=f"{flag} {path}: its folder")
     return path
@@ -58,11 +101,12 @@ def check_output_file(path: Path, flag: str) -> Path:
 def check_output_folder(path: Path | None, flag: str) -> Path:
     """An output folder (or the default reports root): a folder, or absent under one; returns it.
 
-    The folder itself may be a symbolic link to a folder (a reports root on a larger disk is common);
-    the files written into it are checked one by one with :func:`check_file_in`.
+    Neither it nor a folder on the way may be a symbolic link (:func:`refuse_links`); the files written
+    into it are checked one by one with :func:`check_file_in`.
     """
     if path is not None:
         nonempty(str(path), flag)
+        refuse_links(path, flag)
         try:
             info: os.stat_result | None = os.lstat(path)
         except OSError:
@@ -74,4 +118,11 @@ def check_output_folder(path: Path | None, flag: str) -> Path:
                 target = None
             if target is None or not stat.S_ISDIR(target.st_mode):
                 raise UserError(f"{flag} {path}: {kind_of_mode(info.st_mode)}; give a folder")
-    return check_out_root(path, flag=flag)
+    root = check_out_root(path, flag=flag)
+    for folder in (root, *(root / sub for sub in _OWN_FOLDERS)):  # found now, before anything starts
+        refuse_links(folder, flag if path is not None else "the reports folder")
+    return root
+
+
+# The folders commands create inside an output root (each run, comparison and bisection in its own below them).
+_OWN_FOLDERS = ("runs", "compare", "bisect", "minimize", "results.db")

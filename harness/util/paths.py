@@ -16,9 +16,22 @@ def reports_root() -> Path:
     return Path(os.environ.get("SGLANG_REPRO_REPORTS", REPO_ROOT / "reports"))
 
 
+def _inside(path: Path, root: Path) -> bool:
+    return os.path.commonpath([path, root]) == str(root)
+
+
 def resolve_fixture(name: str, *, relative_to: Path | None = None) -> Path | None:
-    """A fixture named in a scenario: relative to the fixtures folder, else to the scenario file."""
+    """A fixture named in a scenario: relative to the fixtures folder, else to the scenario file; None if
+    there is none there.
+
+    Confined (docs/safety.md): the file, links resolved, lies inside ``fixtures/`` or the scenario's folder;
+    ``/etc/passwd``, ``../../../etc/passwd``, ``/proc/self/environ`` or a link out of those folders name no
+    fixture. Its size is bounded where it is read (``CAPS["fixture"]`` in harness.util.bounded_read)."""
+    roots = [Path(os.path.realpath(base)) for base in (FIXTURES, relative_to) if base is not None]
     for base in (FIXTURES, relative_to):
-        if base is not None and (base / name).is_file():
-            return (base / name).resolve()
+        if base is None:
+            continue
+        found = Path(os.path.realpath(base / name))
+        if any(_inside(found, root) for root in roots) and found.is_file():
+            return found
     return None

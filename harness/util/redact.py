@@ -39,6 +39,8 @@ __all__ = [
     "register_secrets",
     "registered_secrets",
     "secret_flag_values",
+    "shape_values",
+    "redact_everywhere",
 ]
 
 REDACTED = "<redacted>"
@@ -200,3 +202,24 @@ def redact_log(text: str, env: Mapping[str, str] | None = None) -> str:
     """Both passes: known secret values of ``env`` (default: this process's) and registered ones, then
     secret shapes."""
     return redact_text(redact_values(text, secret_values(env) | registered_secrets()))
+
+
+def shape_values(text: str) -> frozenset[str]:
+    """The secret values that :func:`redact_text` recognises by shape in ``text`` (a bearer token, a
+    ``--api-key`` value, ``PASSWORD=...``, a URL's password, an ``hf_``/``sk-`` token), each of at least 4
+    characters: redacted by value afterwards, they are gone from every other place they reappear too."""
+    found: set[str] = set()
+    for pattern in (_AUTH_HEADER, _BEARER, _FLAG, _ASSIGNMENT, _URL_CREDENTIALS):
+        for m in pattern.finditer(text):
+            value = m.group("value").strip("'\"")
+            if len(value) >= _FLAG_MIN and value.lower() not in _SKIP_VALUES and value != REDACTED:
+                found.add(value)
+    found.update(_TOKEN_SHAPES.findall(text))
+    return frozenset(found)
+
+
+def redact_everywhere(text: str, known: Iterable[str] = ()) -> str:
+    """:func:`redact_log`, and every value found by shape anywhere in ``text`` (or given in ``known``) removed
+    from all of it: a token recognisable once (``Bearer X``) is not left where it stands bare (``... X``)."""
+    values = set(known) | shape_values(text) | secret_values() | registered_secrets()
+    return redact_text(redact_values(text, values))

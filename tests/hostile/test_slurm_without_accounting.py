@@ -1,0 +1,91 @@
+"""Issue 37: SLURM without accounting (AccountingStorageType=accounting_storage/none). sacct answers "Slurm
+accounting storage is disabled" and submitit's watcher says UNKNOWN for ever; the executor places the job with
+scontrol, squeue and the job's folder instead, and never waits without end.
+
+The cluster's commands are stand-ins on PATH that answer as such a cluster does (tests/slurm's real cluster
+has accounting); the executor, submitit's job handles and its result pickles are the real ones."""
+
+from __future__ import annotations
+
+import pickle
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.executor.job import RunJob
+from harness.executor.slurm import SlurmExecutor, SlurmOptions, _Tracked, state_without_accounting
+from harness.records.outcome import Outcome
+from harness.scenario.model import Hardware
+from tests.hostile._probe import CASE, SEED
+from tests.store.records import make_record
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A queue folder: ``queue/<job id>`` holds the job's state while squeue lists it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    queue = tmp_path / "queue"
+    queue.mkdir()
+    scripts = {
+        "sacct": 'echo "sacct: error: Slurm accounting storage is disabled" >&2; exit 1',
+        # squeue -h -j ID -o %T: the state while queued; once gone, slurmctld says the id is invalid
+        "squeue": f'id="$3"; if [ -f "{queue}/$id" ]; then cat "{queue}/$id"; '
+                  'else echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1; fi',
+        # scontrol show job -o ID: forgotten at once (MinJobAge passed), as a busy cluster does
+        "scontrol": 'echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1',
+    }
+    for name, body in scripts.items():
+        path = bin_dir / name
+        path.write_text(f"#!/bin/bash\n{body}\n")
+        path.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    return queue
+
+
+def _job(tmp_path: Path) -> RunJob:
+    return RunJob(scenario_file=str(SEED), case=CASE, spec="sim:post-fix", role=None, trial=0,
+                  out_root=str(tmp_path / "o"), hardware=Hardware(), deadline_s=60.0)
+
+
+def _tracked(tmp_path: Path, job_id: str) -> _Tracked:
+    import submitit
+
+    handle: submitit.SlurmJob[object] = submitit.SlurmJob(folder=tmp_path / "jobs" / "%j", job_id=job_id)
+    handle.paths.folder.mkdir(parents=True, exist_ok=True)
+    return _Tracked(_job(tmp_path), handle)
+
+
+def test_the_state_comes_from_squeue_then_from_the_job_folder(cluster: Path, tmp_path: Path) -> None:
+    tracked = _tracked(tmp_path, "41")
+    folder, pickle_path = tracked.handle.paths.folder, tracked.handle.paths.result_pickle
+    (cluster / "41").write_text("RUNNING\n")
+    assert state_without_accounting("41", folder, pickle_path) == "RUNNING"
+    (cluster / "41").unlink()
+    assert state_without_accounting("41", folder, pickle_path) == "ENDED"
+    pickle_path.write_bytes(pickle.dumps(("success", None)))
+    assert state_without_accounting("41", folder, pickle_path) == "COMPLETED"
+
+
+def test_a_finished_job_hands_back_its_record_and_a_vanished_one_is_lost_not_waited_for(
+        cluster: Path, tmp_path: Path) -> None:
+    done, vanished = _tracked(tmp_path, "42"), _tracked(tmp_path, "43")
+    (cluster / "42").write_text("RUNNING\n")
+    (cluster / "43").write_text("PENDING\n")
+    executor = SlurmExecutor(SlurmOptions(folder=tmp_path / "jobs", poll_s=0.2))
+    import threading
+
+    def finish() -> None:  # the jobs end a little later: one with its result, one killed without a trace
+        time.sleep(1.0)
+        done.handle.paths.result_pickle.write_bytes(pickle.dumps(("success", make_record("slurm-42"))))
+        (cluster / "42").unlink()
+        (cluster / "43").unlink()
+
+    threading.Thread(target=finish, daemon=True).start()
+    began = time.monotonic()
+    executor._wait([done, vanished], None)
+    assert time.monotonic() - began < 30
+    assert done.record.run_id == "slurm-42" and done.record.outcome is Outcome.PASS
+    assert vanished.record.outcome is Outcome.INFRA
+    assert "left the queue without a record" in vanished.record.reason
