@@ -173,6 +173,20 @@ def test_a_slowdown_that_goes_away_is_resolved_recovered_after_k_nights(tmp_path
         ("resolved", "recovered", "night-16")}
 
 
+def test_a_later_change_in_the_same_series_supersedes_the_open_incident(tmp_path) -> None:
+    rng = random.Random(3)
+    with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
+        reviews = record_slowdown(store, range(1, 22), lambda n: n >= 7, rng,
+                                  speed=lambda n: 1.0 if n < 7 else 0.75 if n < 14 else 0.5)
+        rows = [r for r in store.alert_rows() if r["state"] != "transient"]
+    said = [(n, line.split()[0]) for n, r in enumerate(reviews, start=1) for line in r.transitions()]
+    opened = [n for n, what in said if what == "INCIDENT"]
+    assert len(opened) == 2 and said.count((opened[1], "RESOLVED")) == 1, said  # the second one closes the first
+    (first,) = reviews[opened[0] - 1].incidents
+    closed = [r for r in rows if r["incident"] == first.fingerprint]
+    assert closed and {(r["state"], r["resolution"]) for r in closed} == {("resolved", "superseded")}
+
+
 def test_an_excursion_that_comes_back_within_k_nights_is_transient_and_reaches_no_one(tmp_path) -> None:
     rng = random.Random(3)
     with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
