@@ -92,13 +92,14 @@ def _score(alerts: Sequence[tuple[int, int, str]], s: Schedule, messages: int) -
             "messages_a_person_gets": messages}
 
 
-def _anchor(rule: Callable[[Sequence[float]], list[int]], series: dict[str, list[float]], nights: list[int],
-            s: Schedule) -> dict[str, object]:
-    """An anchor replayed night by night on each metric's stored series; every alert it raises."""
+def _anchor(rule: Callable[[Sequence[float]], list[int]], series: dict[str, tuple[list[int], list[float]]],
+            nights: list[int], s: Schedule) -> dict[str, object]:
+    """An anchor replayed night by night on each metric's stored series (point indices, values); every alert
+    it raises."""
     alerts = []
-    for values in series.values():
+    for idx, values in series.values():
         for n in range(1, len(values) + 1):
-            alerts += [(nights[n - 1], nights[i], "step") for i in rule(values[:n])]
+            alerts += [(nights[idx[n - 1]], nights[idx[i]], "step") for i in rule(values[:n])]
     return _score(alerts, s, len(alerts))
 
 
@@ -149,7 +150,7 @@ def main() -> None:
             seen.add(key)
             per_incident.append(a)
     nights = [int(p.batch_label.split("-")[1]) for p in cp.points]
-    series = {m: [p.value(m) for p in cp.points] for m in METRICS}
+    series = {m: cp.series(m) for m in METRICS}
     summary = {
         "benchmark": "real_noise", "server": "CPU reference server (harness/sim: a model of SGLang's mechanism)",
         "scenario": str(SCENARIO.relative_to(REPO)), "case": CASE, "nights": s.nights, "trials": args.trials,
