@@ -109,7 +109,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=2)
     ap.add_argument("--step-night", type=int, help="default: a third of the way")
     ap.add_argument("--drift-night", type=int, help="default: half way")
-    ap.add_argument("--drift-ms", type=float, default=6.0, help="step-cost-ms reached on the last night")
+    ap.add_argument("--drift-ms", type=float, default=100.0, help="step-cost-ms reached on the last night")
     ap.add_argument("--agreement", type=float, default=0.76, help="draft-agreement from the step night on")
     ap.add_argument("--store", help="keep the store here (default: a temporary one)")
     ap.add_argument("--out", type=Path)
@@ -125,6 +125,9 @@ def main() -> None:
     for night in range(1, s.nights + 1):
         result = run_nightly([PlannedCase(case, s.spec(night))], store=store, label=f"night-{night:02d}",
                              trials=args.trials, out_root=work / "runs")
+        if result.interrupted:  # a signal stopped the night: stop, as the nightly does (exit 3)
+            print(f"interrupted on night {night}; the store is {store}", file=sys.stderr)
+            raise SystemExit(3)
         said += [(night, line) for line in (result.found.transitions() if result.found else [])]
         load.append(os.getloadavg()[0])
         print(f"night {night} ({s.spec(night)}): {result.counts}, {len(said)} message(s) so far, "
