@@ -45,7 +45,6 @@ from harness.store.store import open_store  # noqa: E402
 SCENARIO = REPO / "scenarios" / "frozen_kv_mtp" / "accept_length_guard.yaml"
 CASE = "draft=topk1"
 TOLERANCE = 2
-METRICS = ("accept_length", "output_throughput_tok_s", "itl_ms_p50")
 
 
 @dataclass(frozen=True)
@@ -66,21 +65,28 @@ class Schedule:
         return "sim:post-fix" + "".join("," + k for k in knobs)
 
 
-def _found(night_named: int, s: Schedule) -> str | None:
-    """Which known change an alert naming ``night_named`` (1-based first bad night) finds, or None."""
-    if abs(night_named - s.step_night) <= TOLERANCE:
+STEP_METRICS = ("accept_length", None)  # the draft agreement moves acceptance (an event has no metric)
+DRIFT_METRICS = ("output_throughput_tok_s", "itl_ms_p50")  # the step cost moves speed
+
+
+def _found(night_named: int, metric: str | None, s: Schedule) -> str | None:
+    """Which known change an alert on ``metric`` naming ``night_named`` (1-based first bad night) finds, or
+    None: the step only on acceptance, the drift only on speed (a speed alert near the step night is the
+    machine's noise, not the knob)."""
+    if metric in STEP_METRICS and abs(night_named - s.step_night) <= TOLERANCE:
         return "step"
-    if s.drift_night - TOLERANCE <= night_named <= s.nights:
+    if metric in DRIFT_METRICS and s.drift_night - TOLERANCE <= night_named <= s.nights:
         return "drift"
     return None
 
 
-def _score(alerts: Sequence[tuple[int, int, str]], s: Schedule, messages: int) -> dict[str, object]:
-    """``alerts``: (night raised, first bad night, name). Recall and delay per change, false alarms, messages."""
+def _score(alerts: Sequence[tuple[int, int, str, str | None]], s: Schedule, messages: int) -> dict[str, object]:
+    """``alerts``: (night raised, first bad night, name, metric). Recall and delay per change, false alarms,
+    messages."""
     hits: dict[str, tuple[int, str]] = {}
     false = 0
-    for raised, named, name in alerts:
-        which = _found(named, s)
+    for raised, named, name, metric in alerts:
+        which = _found(named, metric, s)
         if which is None or which in hits:
             false += which is None
             continue
@@ -97,10 +103,62 @@ def _anchor(rule: Callable[[Sequence[float]], list[int]], series: dict[str, tupl
     """An anchor replayed night by night on each metric's stored series (point indices, values); every alert
     it raises."""
     alerts = []
-    for idx, values in series.values():
+    for metric, (idx, values) in series.items():
         for n in range(1, len(values) + 1):
-            alerts += [(nights[idx[n - 1]], nights[idx[i]], "step") for i in rule(values[:n])]
+            alerts += [(nights[idx[n - 1]], nights[idx[i]], "step", metric) for i in rule(values[:n])]
     return _score(alerts, s, len(alerts))
+
+
+def _record(s: Schedule, store: str, trials: int) -> dict[str, object]:
+    """The nights, each a real ``run_nightly`` into ``store``; what was printed, the wall time and the load."""
+    (case,) = [c for item in load_paths([SCENARIO]) for c in select_cases(item, CASE)]
+    work = Path(tempfile.mkdtemp(prefix="real-noise-runs-"))
+    said: list[tuple[int, str]] = []
+    t0 = time.monotonic()
+    load = []
+    for night in range(1, s.nights + 1):
+        result = run_nightly([PlannedCase(case, s.spec(night))], store=store, label=f"night-{night:02d}",
+                             trials=trials, out_root=work)
+        if result.interrupted:  # a signal stopped the night: stop, as the nightly does (exit 3)
+            print(f"interrupted on night {night}; the store is {store}", file=sys.stderr)
+            raise SystemExit(3)
+        said += [(night, line) for line in (result.found.transitions() if result.found else [])]
+        load.append(os.getloadavg()[0])
+        print(f"night {night} ({s.spec(night)}): {result.counts}, {len(said)} message(s) so far, "
+              f"{time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+    return {"wall_s": round(time.monotonic() - t0), "load_avg_1m_mean": round(sum(load) / len(load), 1),
+            "printed": [f"night {n}: {line.splitlines()[0]}" for n, line in said]}
+
+
+def _scored(s: Schedule, store: str) -> dict[str, object]:
+    """Every detector scored on the store's series: the nightly's incidents as stored (the night each was
+    raised is its row's batch), the anchors replayed night by night."""
+    with open_store(store) as st:
+        every = st.alert_rows()
+        (cp,) = [c for c in stored_case_points(st) if c.case == CASE]
+    label = {p.batch_id: p.batch_label for p in cp.points}
+    night_of = {p.build_label: int(p.batch_label.split("-")[1]) for p in cp.points}
+    rows = [r for r in every if r["state"] != "transient"]
+    # One incident per change, however many metrics it moved: its first alert is what a person gets; then
+    # each rename and each resolution (recovered, superseded) is one more message.
+    seen: set[str] = set()
+    ours = []
+    messages = 0
+    for r in rows:
+        key = str(r["incident"] or r["fingerprint"])
+        messages += max(0, len(json.loads(str(r["names"]))) - 1) if r["names"] else 0
+        if key not in seen:
+            seen.add(key)
+            messages += 1 + (r["resolution"] in ("recovered", "superseded"))
+            ours.append((int(label[str(r["batch_id"])].split("-")[1]), night_of[str(r["first_bad"])], str(r["kind"]),
+                         r["metric"]))
+    nights = [int(p.batch_label.split("-")[1]) for p in cp.points]
+    series = {m: cp.series(m) for m in (*STEP_METRICS[:1], *DRIFT_METRICS)}
+    return {
+        "sglang-repro": {**_score(ours, s, messages), "transients_recorded": len(every) - len(rows)},
+        "SGLang: 10% vs mean of last 10": _anchor(sglang_rule, series, nights, s),
+        "HUD vLLM: median 3 vs 3, x0.8/x1.2": _anchor(hud_rule, series, nights, s),
+    }
 
 
 def main() -> None:
@@ -113,58 +171,20 @@ def main() -> None:
     ap.add_argument("--agreement", type=float, default=0.76, help="draft-agreement from the step night on")
     ap.add_argument("--store", help="keep the store here (default: a temporary one)")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--score-only", action="store_true", help="score the nights already in --store, record none")
     args = ap.parse_args()
+    if args.score_only and not args.store:
+        ap.error("--score-only needs --store")
     s = Schedule(args.nights, args.step_night or max(8, args.nights // 3),
                  args.drift_night or max(args.nights // 2, (args.step_night or 8) + 6), args.drift_ms, args.agreement)
-    (case,) = [c for item in load_paths([SCENARIO]) for c in select_cases(item, CASE)]
-    work = Path(tempfile.mkdtemp(prefix="real-noise-"))
-    store = args.store or f"sqlite:///{work / 'nights.db'}"
-    said: list[tuple[int, str]] = []
-    t0 = time.monotonic()
-    load = []
-    for night in range(1, s.nights + 1):
-        result = run_nightly([PlannedCase(case, s.spec(night))], store=store, label=f"night-{night:02d}",
-                             trials=args.trials, out_root=work / "runs")
-        if result.interrupted:  # a signal stopped the night: stop, as the nightly does (exit 3)
-            print(f"interrupted on night {night}; the store is {store}", file=sys.stderr)
-            raise SystemExit(3)
-        said += [(night, line) for line in (result.found.transitions() if result.found else [])]
-        load.append(os.getloadavg()[0])
-        print(f"night {night} ({s.spec(night)}): {result.counts}, {len(said)} message(s) so far, "
-              f"{time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
-    with open_store(store) as st:
-        rows = [r for r in st.alert_rows() if r["state"] != "transient"]
-        transients = sum(r["state"] == "transient" for r in st.alert_rows())
-        (cp,) = [c for c in stored_case_points(st) if c.case == CASE]
-    night_of = {p.build_label: int(p.batch_label.split("-")[1]) for p in cp.points}
-    raised_on = {}
-    for night, line in said:
-        if line.startswith("INCIDENT "):
-            raised_on[line.split()[1]] = night
-    # Every alert, events (pass -> fail) too: a person gets them.
-    ours = [(raised_on.get(str(r["incident"] or r["fingerprint"]), s.nights), night_of[str(r["first_bad"])],
-             str(r["kind"])) for r in rows]
-    # One incident per change, however many metrics it moved: an incident's first alert is what a person gets.
-    seen: set[str] = set()
-    per_incident = []
-    for r, a in zip(rows, ours):
-        key = str(r["incident"] or r["fingerprint"])
-        if key not in seen:
-            seen.add(key)
-            per_incident.append(a)
-    nights = [int(p.batch_label.split("-")[1]) for p in cp.points]
-    series = {m: cp.series(m) for m in METRICS}
-    summary = {
+    store = args.store or f"sqlite:///{Path(tempfile.mkdtemp(prefix='real-noise-')) / 'nights.db'}"
+    summary: dict[str, object] = {
         "benchmark": "real_noise", "server": "CPU reference server (harness/sim: a model of SGLang's mechanism)",
         "scenario": str(SCENARIO.relative_to(REPO)), "case": CASE, "nights": s.nights, "trials": args.trials,
-        "step_night": s.step_night, "drift_night": s.drift_night, "drift_ms": s.drift_ms,
-        "agreement": s.agreement,
-        "wall_s": round(time.monotonic() - t0), "load_avg_1m_mean": round(sum(load) / len(load), 1),
-        "sglang-repro": {**_score(per_incident, s, len(said)), "transients_recorded": transients,
-                         "messages": [f"night {n}: {line.splitlines()[0]}" for n, line in said]},
-        "SGLang: 10% vs mean of last 10": _anchor(sglang_rule, series, nights, s),
-        "HUD vLLM: median 3 vs 3, x0.8/x1.2": _anchor(hud_rule, series, nights, s),
-    }
+        "step_night": s.step_night, "drift_night": s.drift_night, "drift_ms": s.drift_ms, "agreement": s.agreement}
+    if not args.score_only:
+        summary.update(_record(s, store, args.trials))
+    summary.update(_scored(s, store))
     text = json.dumps(summary, indent=1)
     print(text)
     if args.out:
