@@ -51,7 +51,7 @@ def run(seed: int, per_cell: int, quiet: int, only: str | None) -> dict[str, obj
     histories = list(grid(seed, per_cell=per_cell, quiet_per_noise=quiet))
     out: dict[str, object] = {"seed_set": seed, "histories": len(histories)}
     for name, make in detectors().items():
-        if only and only not in name:
+        if only and not any(o in name for o in only.split(",")):
             continue
         t = time.monotonic()
         summary = summarise([score_history(h, make) for h in histories])
@@ -65,7 +65,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-cell", type=int, default=4, help="step histories per (effect, noise, direction)")
     ap.add_argument("--quiet", type=int, default=4, help="histories per quiet kind and noise level")
-    ap.add_argument("--only", help="run only the detectors whose name contains this")
+    ap.add_argument("--only", help="run only the detectors whose name contains this (or one of these, comma-separated)")
     ap.add_argument("--seed-sets", default=f"{TUNE_SEED},{REPORT_SEED}", help="comma-separated seed sets")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()

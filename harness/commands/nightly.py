@@ -80,8 +80,8 @@ def main(args: argparse.Namespace) -> int:
           + f"; store {result.where}")
     if result.interrupted:
         return result.exit_code
-    for incident in result.incidents:  # one per change, however many cases and metrics it moved
-        print(incident.describe())
-    if result.found and result.found.resolved:
-        print(f"resolved: {len(result.found.resolved)} alert(s)")
+    # Only tonight's transitions: incidents opened (one per change, however many cases and metrics it
+    # moved), renamed and resolved. An incident still open is not said again.
+    for line in result.found.transitions() if result.found else ():
+        print(line)
     return result.exit_code

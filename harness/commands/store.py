@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.history.incidents import stored_incidents
 from harness.scenario.errors import excerpt
-from harness.store.schema import ALERT_STATES
+from harness.store.schema import RESOLUTIONS
 from harness.store.store import open_store
 from harness.store.transfer import EXPORT_FORMATS, export_store, import_folders
 from harness.store.url import default_store, store_url
@@ -26,10 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     exp.add_argument("--format", required=True, choices=EXPORT_FORMATS,
                      help="parquet or csv: one row per run and metric; hud: the PyTorch HUD's v3 records, one a line")
     exp.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="the file to write")
-    al = sub.add_parser("alerts", help="list incidents, each with its alerts (default: those not resolved)")
-    al.add_argument("--all", action="store_true", help="also resolved ones")
-    for name, state in (("ack", "acknowledged"), ("resolve", "resolved")):
-        p = sub.add_parser(name, help=f"mark incidents {state} (every alert of each at once)")
+    al = sub.add_parser("alerts", help="list incidents, each with its alerts and names (default: the open ones)")
+    al.add_argument("--all", action="store_true", help="also resolved and transient ones")
+    for name, state in (("ack", "accepted"), ("resolve", "by hand")):
+        p = sub.add_parser(name, help=f"resolve open incidents as {state} (every alert of each at once)"
+                           + ("; the new level is the baseline" if name == "ack" else ""))
         p.add_argument("fingerprints", nargs="+", metavar="FINGERPRINT",
                        help="an incident's fingerprint (or one of its alerts')")
         p.set_defaults(state=state)
@@ -73,10 +75,10 @@ def main(args: argparse.Namespace) -> int:
             return 0
         if args.action == "alerts":
             for incident in stored_incidents(store.alert_rows()):
-                if args.all or incident.state != "resolved":
+                if args.all or incident.state == "open":
                     print(incident.describe())
             return 0
-        assert args.state in ALERT_STATES
+        assert args.state in RESOLUTIONS
         incident_of = {str(r["fingerprint"]): str(r["incident"] or r["fingerprint"]) for r in store.alert_rows()}
         incident_of.update({i: i for i in incident_of.values()})
         missing = [f for f in args.fingerprints if f not in incident_of]
@@ -85,6 +87,6 @@ def main(args: argparse.Namespace) -> int:
                                                                       if len(missing) > 5 else "")
             raise UserError(f"store {store.where}: no incident or alert {shown} (see: sglang-repro store alerts)")
         chosen = sorted({incident_of[f] for f in args.fingerprints})
-        n = store.set_incident_state(chosen, args.state)
-        print(f"{len(chosen)} incident(s) {args.state} ({n} alert(s))")
+        n = store.resolve_incidents(chosen, args.state, f"{args.action} {datetime.now(timezone.utc):%Y-%m-%d}")
+        print(f"{len(chosen)} incident(s) resolved: {args.state} ({n} open alert(s))")
         return 0

@@ -2,8 +2,8 @@
 
 - ``index.html``: every scenario case x hardware with its latest outcome, sparklines (inline SVG) of
   acceptance length and output throughput, the noise of each (the robust spread of the points around
-  their level, %: a step is not noise), and the
-  incidents that are not resolved.
+  their level, %: a step is not noise), and every incident, open and closed, with its names and
+  state over its nights.
 - ``scenario-<name>.html``: interactive time series by build (plotly; the x axis names builds, the
   night's date on hover), change points, host changes (driver, CUDA, kernel) and every incident that
   names the case (on each of its charts) marked, links to
@@ -147,7 +147,7 @@ def _incident_marks(cp: CasePoints, incidents: Sequence[StoredIncident]) -> list
     """A mark at the first bad build of every incident that names this case, on each of its charts: the
     incident is one change, and the metrics it did not move are part of the picture."""
     named = [(inc, [r for r in inc.rows if r["scenario"] == cp.scenario and r["case_name"] == cp.case
-                    and r["hardware_key"] == cp.hardware]) for inc in incidents]
+                    and r["hardware_key"] == cp.hardware]) for inc in incidents if inc.state != "transient"]
     named = [(inc, rows) for inc, rows in named if rows]
     if not named:
         return []  # no incident names the case: its points' labels are not needed
@@ -157,8 +157,9 @@ def _incident_marks(cp: CasePoints, incidents: Sequence[StoredIncident]) -> list
         here = [r for r in rows if r["first_bad"] in at]
         if here:
             marks.append({"x": at[str(here[0]["first_bad"])], "kind": "incident",
-                          "color": "#9e9e9e" if inc.state == "resolved" else "#e65100",
-                          "text": _pe(f"incident {inc.fingerprint[:8]} ({inc.state}, {len(inc.rows)} alert(s))")})
+                          "color": "#e65100" if inc.state == "open" else "#9e9e9e",
+                          "text": _pe(f"incident {inc.fingerprint[:8]} ({inc.status}, {str(inc.lead['kind'])}, "
+                                      f"{len(inc.rows)} alert(s))")})
     return marks
 
 
@@ -216,27 +217,37 @@ def _charts(cp: CasePoints, n: int, found: Sequence[SeriesFindings],
 
 
 def _incidents_table(incidents: Sequence[StoredIncident]) -> str:
-    """Open incidents as the store keeps them (``store alerts``): one row each, its state, its cases and
-    what moved on one line each, its next step and the fingerprint ``store ack`` takes."""
-    open_ones = [i for i in incidents if i.state != "resolved"]
-    if not open_ones:
-        return "<p>No open incidents.</p>"
+    """Incidents as the store keeps them (``store alerts --all``), open ones first, then closed ones newest
+    first: one row each, its state (how it closed), its names over its nights (a level change renamed in
+    place), the nights it opened and closed, its cases and what moved, its next step and the fingerprint
+    ``store ack`` takes. A transient reached no one and is not listed."""
+    shown = [i for i in incidents if i.state != "transient"]
+    if not shown:
+        return "<p>No incidents.</p>"
+    shown = ([i for i in shown if i.state == "open"]
+             + sorted((i for i in shown if i.state != "open"), key=lambda i: i.closed or "", reverse=True))
     body = []
-    for inc in open_ones:
+    for inc in shown:
         lead = inc.lead
+        names = "".join(f"<li>{_e(night)}: <b>{_e(name)}</b>{' (' + _e(why) + ')' if why else ''}</li>"
+                        for night, name, why in inc.names)
         body.append(
-            f"<tr><td>{_e(inc.state)}</td><td>{_e(lead['kind'])} ({len(inc.rows)} alert(s))</td>"
+            f"<tr class=\"incident\" data-state=\"{_e(inc.state)}\"><td>{_e(inc.status)}</td>"
+            f"<td><ul class=\"names\">{names}</ul></td>"
+            f"<td>opened {_e(inc.opened)}{'<br>closed ' + _e(inc.closed) if inc.closed else ''}</td>"
+            f"<td>{_e(lead['kind'])} ({len(inc.rows)} alert(s))</td>"
             f"<td>{_e(', '.join(inc.cases))}</td><td>{_e(', '.join(inc.moved))}</td>"
             f"<td>{_e(lead['last_good'] or '')}</td><td>{_e(lead['first_bad'])} on {_e(lead['hardware_key'])}</td>"
             f"<td><code>{_e(lead['bisect'])}</code></td><td><code>{_e(inc.fingerprint)}</code></td></tr>")
-    return ("<table><tr><th>state</th><th>incident</th><th>cases</th><th>moved</th><th>last good</th>"
+    return ("<table class=\"incidents\"><tr><th>state</th><th>names over its nights</th><th>nights</th>"
+            "<th>incident</th><th>cases</th><th>moved</th><th>last good</th>"
             f"<th>first bad</th><th>next step</th><th>fingerprint</th></tr>{''.join(body)}</table>")
 
 
 def _resets(cp: CasePoints, found: Sequence[SeriesFindings]) -> str:
     """When each series' baseline was reset (a confirmed step starts a new segment) and why."""
     items = [f"{sf.metric}: from {cp.point(sf.indices[f.index]).build_label}, {f.kind} {f.effect:+.1%}"
-             for sf in found for f in sf.findings if f.kind == "step"]
+             for sf in found for f in sf.findings if f.kind in ("step", "level-change")]
     if not items:
         return '<p class="note">Baselines: never reset (no confirmed step).</p>'
     return '<p class="note">Baseline reset: ' + "; ".join(_e(i) for i in items) + "</p>"
@@ -350,7 +361,7 @@ def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[S
             for j, p in enumerate(last))
         parts.append("<table><tr><th>point</th><th>build</th><th>outcome</th><th>signature</th>"
                      f"<th>artifacts</th></tr>{rows}</table>")
-    parts.append("<h2>Open incidents</h2>"
+    parts.append("<h2>Incidents</h2>"
                  + _incidents_table([i for i in incidents if any(r["scenario"] == name for r in i.rows)]))
     parts.append(f'<script type="application/json" id="series-data">{_json_block({"cases": axes, "charts": data})}'
                  "</script>")
@@ -377,7 +388,7 @@ def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], inci
     every = [cp for cases in by_scenario.values() for cp in cases]
     body = (f"<h1>sglang-repro nightly</h1>{_reference_banner(every)}<p class=\"note\">store: {_e(where)}</p>{table}"
             f"<p class=\"note\">{_e(NOISE_NOTE)}</p>"
-            f"<h2>Open incidents</h2>{_incidents_table(incidents)}")
+            f"<h2>Incidents</h2>{_incidents_table(incidents)}")
     return _page("sglang-repro dashboard", body)
 
 

@@ -1,13 +1,15 @@
 """Alerts: confirmed changes in a series (step, drift) and events (a new signature, pass -> crash/fail).
 
-An alert has a fingerprint (what changed, where, from which first bad build) and a state
-(new / acknowledged / resolved) in the store, so it fires once. It names the last good and the
+An alert has a fingerprint (what changed, where, from which first bad build, and the name it was
+raised under, which a rename keeps) and a state (open / resolved / transient) in the store, so it
+fires once. It names the last good and the
 first bad build and the ``sglang-repro bisect`` command that would find the culprit.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +22,7 @@ from harness.records.outcome import Outcome
 
 __all__ = ["Alert", "Detector", "SeriesFindings", "bisect_command", "case_alerts", "case_findings", "new_alerts"]
 
-STEP_KINDS = ("step", "drift")
+STEP_KINDS = ("step", "drift", "level-change")  # a metric's change; a level change is renamed step or drift
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class Alert:
     bisect: str
     scenario_file: str = ""
     threshold: float | None = None  # a metric alert: the value between the levels before and after
+    # Every name it had, oldest first: (night's batch label, name, evidence); empty when it never had another.
+    names: tuple[tuple[str, str, str], ...] = ()
 
     def row(self, batch_id: str, incident: str | None = None) -> dict[str, Any]:
         """The store's row; ``incident`` is the fingerprint of the incident it belongs to (its own by default)."""
@@ -47,8 +51,8 @@ class Alert:
                 "case_name": self.case, "metric": self.metric, "hardware_key": self.hardware,
                 "signature": self.signature, "last_good": self.last_good.build_label if self.last_good else None,
                 "first_bad": self.first_bad.build_label, "effect": self.effect, "detail": self.detail,
-                "bisect": self.bisect, "state": "new", "batch_id": batch_id, "created_at": now, "updated_at": now,
-                "incident": incident or self.fingerprint}
+                "bisect": self.bisect, "state": "open", "batch_id": batch_id, "created_at": now, "updated_at": now,
+                "incident": incident or self.fingerprint, "names": names_json(self.names)}
 
     def describe(self) -> str:
         good = self.last_good.build_label if self.last_good else "none recorded"
@@ -61,6 +65,11 @@ class SeriesFindings:
     metric: str
     indices: tuple[int, ...]  # point index of each value
     findings: tuple[Finding, ...]  # Finding.index counts values of the series, not points
+
+
+def names_json(names: Sequence[tuple[str, str, str]]) -> str | None:
+    """The store's ``alerts.names``: the history of an alert's names as JSON (None: it had one name)."""
+    return json.dumps([{"night": n, "name": k, "evidence": e} for n, k, e in names]) if names else None
 
 
 def _fingerprint(*parts: object) -> str:
@@ -177,15 +186,17 @@ def case_alerts(cp: CasePoints, tolerances: Mapping[str, float] | None = None, *
                 continue
             bad = cp.point(sf.indices[f.index])
             good = cp.point(sf.indices[f.index - 1]) if f.index > 0 else None
-            what = "step" if f.kind == "step" else "drift"
             detail = (f"{sf.metric} {f.effect:+.1%} ({f.before:.4g} -> {f.after:.4g})"
                       + (f", z={f.z:+.1f}" if f.z else "")
                       + (" over the last builds" if f.kind == "drift" else ""))
-            alerts.append(Alert(_fingerprint(what, cp.scenario, cp.case, cp.hardware, sf.metric, bad.batch_id,
-                                             bad.build_key),
-                                what, cp.scenario, cp.case, cp.hardware, sf.metric, None, good, bad, f.effect, detail,
-                                bisect_command(cp, good, bad, metric=sf.metric, threshold=(f.before + f.after) / 2),
-                                cp.scenario_file, (f.before + f.after) / 2))
+            # The fingerprint keeps the name it was raised under: a rename is the same alert.
+            names = tuple((cp.point(sf.indices[min(i, len(sf.indices) - 1)]).batch_label, k, e) for i, k, e in f.names)
+            alerts.append(Alert(_fingerprint(f.first_name, cp.scenario, cp.case, cp.hardware, sf.metric,
+                                             bad.batch_id, bad.build_key),
+                                f.kind, cp.scenario, cp.case, cp.hardware, sf.metric, None, good, bad, f.effect,
+                                detail, bisect_command(cp, good, bad, metric=sf.metric,
+                                                       threshold=(f.before + f.after) / 2),
+                                cp.scenario_file, (f.before + f.after) / 2, names))
     return alerts
 
 
@@ -202,7 +213,7 @@ def new_alerts(candidates: Sequence[Alert], known: Sequence[Mapping[str, Any]],
         if a.kind in STEP_KINDS:
             labels = [p.build_label for p in points_of.get((a.scenario, a.case, a.hardware), ())]
             here = labels.index(a.first_bad.build_label) if a.first_bad.build_label in labels else -1
-            same = [k for k in known if k["kind"] == a.kind and k["scenario"] == a.scenario
+            same = [k for k in known if k["kind"] in STEP_KINDS and k["scenario"] == a.scenario
                     and k["case_name"] == a.case and k["hardware_key"] == a.hardware and k["metric"] == a.metric
                     and k["first_bad"] in labels and abs(labels.index(k["first_bad"]) - here) <= 2]
             if same:

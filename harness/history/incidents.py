@@ -18,6 +18,7 @@ one next step, for its most telling alert:
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -116,11 +117,46 @@ class StoredIncident:
 
     @property
     def state(self) -> str:
-        """One state: resolved once every alert is, else acknowledged once every open one is, else new."""
-        open_states = {str(r["state"]) for r in self.rows if r["state"] != "resolved"}
-        if not open_states:
-            return "resolved"
-        return "acknowledged" if open_states == {"acknowledged"} else "new"
+        """One state: open while any alert is, transient when every alert is, else resolved."""
+        states = {str(r["state"]) for r in self.rows}
+        if "open" in states:
+            return "open"
+        return "transient" if states == {"transient"} else "resolved"
+
+    @property
+    def resolution(self) -> str | None:
+        """How a resolved incident was resolved: accepted over by hand over superseded over recovered."""
+        if self.state != "resolved":
+            return None
+        how = {str(r.get("resolution") or "") for r in self.rows}
+        return next((h for h in ("accepted", "by hand", "superseded", "recovered") if h in how), None)
+
+    @property
+    def status(self) -> str:
+        """The state as a person reads it: ``open``, ``resolved: accepted``, ``transient``."""
+        return f"resolved: {self.resolution}" if self.resolution else self.state
+
+    @property
+    def opened(self) -> str:
+        """The night it opened: its first bad build's night (the label in ``spec (label)``)."""
+        bad = str(self.lead["first_bad"])
+        return bad[bad.rfind("(") + 1:-1] if bad.endswith(")") and "(" in bad else bad
+
+    @property
+    def closed(self) -> str | None:
+        nights = sorted(str(r["closed_at"]) for r in self.rows if r.get("closed_at"))
+        return nights[-1] if nights and self.state == "resolved" else None
+
+    @property
+    def names(self) -> list[tuple[str, str, str]]:
+        """Its lead change's names over its nights: (night, name, evidence); one entry when never renamed."""
+        raw = self.lead.get("names")
+        if raw:
+            try:
+                return [(str(n["night"]), str(n["name"]), str(n["evidence"])) for n in json.loads(str(raw))]
+            except (ValueError, KeyError, TypeError):
+                pass  # a row written by hand: its kind alone
+        return [(self.opened, str(self.lead["kind"]), "")]
 
     @property
     def cases(self) -> list[str]:
@@ -133,8 +169,11 @@ class StoredIncident:
 
     def describe(self) -> str:
         lead = self.lead
-        return (f"INCIDENT {self.fingerprint} {self.state} on {lead['hardware_key']}: {len(self.rows)} alert(s), "
+        names = " -> ".join(f"{k} ({n})" for n, k, _ in self.names)
+        closed = f", closed {self.closed}" if self.closed else ""
+        return (f"INCIDENT {self.fingerprint} {self.status} on {lead['hardware_key']}: {len(self.rows)} alert(s), "
                 f"{str(lead['kind']).upper()} {lead['detail']}\n"
+                f"    nights: opened {self.opened}{closed}; names: {names}\n"
                 f"    cases: {', '.join(self.cases)}\n"
                 f"    moved: {', '.join(self.moved)}\n"
                 f"    last good: {lead['last_good'] or 'none recorded'}\n    first bad: {lead['first_bad']}\n"

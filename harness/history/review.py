@@ -1,64 +1,169 @@
-"""After a batch is recorded: read the history, find what is new, record it as alerts, resolve the rest."""
+"""After a batch is recorded: read the history, find what is new, and move incidents through their states.
+
+An incident is ``open`` from the night it is raised until it is resolved: ``recovered`` (every
+alert's series back at its old level for ``K_NIGHTS`` nights, or an event's case passing again),
+``superseded`` (a later change in the same series), ``accepted`` (``store ack``: the new level is
+the baseline) or ``by hand`` (``store resolve``). A level change is renamed in place (``step`` or
+``drift``) when later nights tell; the incident keeps its fingerprint and every name with its
+night. An excursion that came back within ``K_NIGHTS`` nights is recorded as ``transient`` and
+reaches no one. The review returns the night's transitions only (opened, renamed, resolved): an
+incident still open is never said twice.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from harness.history.alerts import Alert, case_alerts, new_alerts
+from harness.history.alerts import STEP_KINDS, Alert, _fingerprint, case_alerts, names_json, new_alerts
 from harness.history.detections import findings_of
 from harness.history.incidents import Incident, group
-from harness.history.series import CasePoints, stored_case_points
+from harness.history.series import CasePoints, rule_for, stored_case_points
+from harness.history.transients import K_NIGHTS, transient_at_end
 from harness.records.outcome import Outcome
 from harness.store.store import Store
 
-__all__ = ["Review", "review"]
+__all__ = ["Renamed", "Resolved", "Review", "review"]
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """A level change named anew tonight: same incident, same alert, a new name."""
+
+    incident: str
+    alert: str
+    scenario: str
+    case: str
+    metric: str | None
+    old: str
+    new: str
+    evidence: str
+
+    def describe(self) -> str:
+        return (f"RENAMED incident {self.incident}: {self.old} -> {self.new} ({self.scenario} [{self.case}] "
+                f"{self.metric}; {self.evidence})")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """An incident whose last open alert closed tonight."""
+
+    incident: str
+    resolution: str  # recovered | superseded
+
+    def describe(self) -> str:
+        return f"RESOLVED incident {self.incident}: {self.resolution}"
 
 
 @dataclass(frozen=True)
 class Review:
     new: tuple[Alert, ...]
-    resolved: tuple[str, ...]  # fingerprints
+    resolved: tuple[str, ...]  # alert fingerprints resolved tonight
     cases: tuple[CasePoints, ...]
-    incidents: tuple[Incident, ...] = ()  # the new alerts as incidents, less those joining a known one
+    incidents: tuple[Incident, ...] = ()  # opened tonight: the new alerts as incidents, less those joining one
+    renamed: tuple[Renamed, ...] = ()
+    closed: tuple[Resolved, ...] = ()  # incidents resolved tonight
+    transients: int = 0  # excursions recorded tonight (they reach no one)
+
+    def transitions(self) -> list[str]:
+        """What a person reads tonight: incidents opened, renamed and resolved, each once."""
+        return ([i.describe() for i in self.incidents] + [r.describe() for r in self.renamed]
+                + [c.describe() for c in self.closed])
 
 
-def _recovered(row: Mapping[str, object], cp: CasePoints, current: set[str]) -> bool:
-    """An event alert is resolved once the case's latest decided point passes; a step or drift once
-    the history no longer supports it (a later change undid it)."""
-    if row["kind"] in ("step", "drift"):
+def _back_to_old_level(row: Mapping[str, Any], alert: Alert, cp: CasePoints) -> bool:
+    """The series is on the old side of the alert's threshold for the last K_NIGHTS nights since its first bad."""
+    if alert.metric is None or alert.threshold is None or alert.effect is None:
+        return False
+    idx, values = cp.series(alert.metric)
+    labels = [cp.point(i).build_label for i in idx]
+    if row["first_bad"] not in labels:
+        return False
+    since = values[labels.index(str(row["first_bad"])):]
+    sign = 1.0 if alert.effect > 0 else -1.0
+    return len(since) > K_NIGHTS and all(sign * (v - alert.threshold) < 0 for v in since[-K_NIGHTS:])
+
+
+def _recovered(row: Mapping[str, Any], cp: CasePoints, current: Alert | None) -> bool:
+    """An event alert is recovered once the case's latest decided point passes; a step, drift or level change
+    once its series is back at the old level for K_NIGHTS nights, or the history no longer supports it."""
+    if row["kind"] in STEP_KINDS:
         labels = [p.build_label for p in cp.points]
-        return row["first_bad"] in labels and not current
+        if current is None:
+            return row["first_bad"] in labels
+        return _back_to_old_level(row, current, cp)
     decided = [p for p in cp.points if p.outcome is not None]
     return bool(decided) and decided[-1].outcome == Outcome.PASS
 
 
+def _transient_rows(cp: CasePoints, tolerances: Mapping[str, float] | None, batch_id: str) -> list[dict[str, Any]]:
+    """The excursions of the case's series that came back on the newest night, as ``transient`` rows."""
+    rows = []
+    for metric in cp.metric_names:
+        rule = rule_for(metric, tolerances)
+        if rule is None:
+            continue
+        idx, values = cp.series(metric)
+        if not idx or idx[-1] != cp.n_points - 1:
+            continue  # the metric has no value tonight
+        found = transient_at_end(values, rule)
+        if found is None or not found.regression:
+            continue
+        first = cp.point(idx[found.index])
+        fp = _fingerprint("transient", cp.scenario, cp.case, cp.hardware, metric, first.batch_id)
+        detail = (f"{metric} {found.effect:+.1%} for {len(values) - 1 - found.index} night(s), then back "
+                  f"({found.before:.4g} -> {found.after:.4g})")
+        alert = Alert(fp, "transient", cp.scenario, cp.case, cp.hardware, metric, None, cp.point(idx[found.index - 1]),
+                      first, found.effect, detail, "", cp.scenario_file)
+        rows.append({**alert.row(batch_id), "state": "transient"})
+    return rows
+
+
 def review(store: Store, batch_id: str, *, tolerances: Mapping[str, Mapping[str, float]] | None = None,
-           scenarios: set[str] | None = None) -> Review:
-    """Detect over every series of ``scenarios`` (all by default); add new alerts, resolve recovered ones."""
+           scenarios: set[str] | None = None, night: str | None = None) -> Review:
+    """Detect over every series of ``scenarios`` (all by default); open, rename and resolve incidents.
+    ``night``: tonight's label, kept with a resolution (default: the batch id)."""
     cases = tuple(cp for cp in stored_case_points(store)
                   if scenarios is None or cp.scenario in scenarios)
+    night = night or next((p.batch_label for cp in cases for p in cp.points[-1:] if p.batch_id == batch_id),
+                          batch_id)
     known = store.alert_rows()
     # Each series' findings through the store's cache: only the nights since the last review are detected.
     findings = findings_of(store, cases, tolerances)
     candidates: list[Alert] = []
-    resolved: list[str] = []
+    recovered: list[str] = []
+    renamed: list[Renamed] = []
+    transient_rows: list[dict[str, Any]] = []
     for cp in cases:
         found = case_alerts(cp, (tolerances or {}).get(cp.scenario),
                             findings=findings[(cp.scenario, cp.case, cp.hardware)])
         candidates += found
+        by_fp = {a.fingerprint: a for a in found}
+        transient_rows += _transient_rows(cp, (tolerances or {}).get(cp.scenario), batch_id)
         for row in known:
-            if (row["state"] != "resolved" and row["scenario"] == cp.scenario and row["case_name"] == cp.case
-                    and row["hardware_key"] == cp.hardware):
-                current = {a.fingerprint for a in found if a.kind == row["kind"] and a.metric == row["metric"]}
-                if _recovered(row, cp, current):
-                    resolved.append(str(row["fingerprint"]))
+            if (row["state"] != "open" or row["scenario"] != cp.scenario or row["case_name"] != cp.case
+                    or row["hardware_key"] != cp.hardware):
+                continue
+            current = by_fp.get(str(row["fingerprint"]))
+            if current is not None and current.kind != row["kind"] and row["kind"] in STEP_KINDS:
+                store.rename_alert(current.fingerprint, current.kind, current.detail, names_json(current.names))
+                evidence = current.names[-1][2] if current.names else ""
+                renamed.append(Renamed(str(row["incident"] or row["fingerprint"]), current.fingerprint, cp.scenario,
+                                       cp.case, current.metric, str(row["kind"]), current.kind, evidence))
+            if _recovered(row, cp, current):
+                recovered.append(str(row["fingerprint"]))
     points_of = {(cp.scenario, cp.case, cp.hardware): cp.points for cp in cases}
     fresh = new_alerts(candidates, known, points_of)
+    # A later change in the same series supersedes the open one before it.
+    superseded = [str(r["fingerprint"]) for r in known if r["state"] == "open" and r["kind"] in STEP_KINDS
+                  and str(r["fingerprint"]) not in recovered
+                  and any(a.kind in STEP_KINDS and (a.scenario, a.case, a.hardware, a.metric)
+                          == (r["scenario"], r["case_name"], r["hardware_key"], r["metric"]) for a in fresh)]
     # A metric confirmed a night after the others, from the same first bad build, joins the incident
     # a person already has: recorded in it, not raised again.
     raised = {(str(r["hardware_key"]), str(r["first_bad"])): str(r["incident"] or r["fingerprint"])
-              for r in known if r["state"] != "resolved"}
+              for r in known if r["state"] == "open"}
     incident_of: dict[str, str] = {}
     ringing: list[Incident] = []
     for inc in group(fresh, points_of.values()):
@@ -67,8 +172,29 @@ def review(store: Store, batch_id: str, *, tolerances: Mapping[str, Mapping[str,
         if joined is None:
             ringing.append(inc)
     added = set(store.add_alerts([a.row(batch_id, incident_of[a.fingerprint]) for a in fresh]))
-    if resolved:
-        store.set_alert_state(resolved, "resolved")
+    transients = len(store.add_alerts(transient_rows))
+    closed = _close(store, known, recovered, superseded, night)
     new = tuple(a for a in fresh if a.fingerprint in added)
     incidents = tuple(i for i in ringing if any(a.fingerprint in added for a in i.alerts))
-    return Review(new=new, resolved=tuple(resolved), cases=cases, incidents=incidents)
+    return Review(new=new, resolved=tuple(recovered + superseded), cases=cases, incidents=incidents,
+                  renamed=tuple(renamed), closed=closed, transients=transients)
+
+
+def _close(store: Store, known: Sequence[Mapping[str, Any]], recovered: Sequence[str], superseded: Sequence[str],
+           night: str) -> tuple[Resolved, ...]:
+    """Resolve the alerts; the incidents whose last open alert this was, with how they closed."""
+    if recovered:
+        store.resolve_alerts(recovered, "recovered", night)
+    if superseded:
+        store.resolve_alerts(superseded, "superseded", night)
+    how = {**{f: "recovered" for f in recovered}, **{f: "superseded" for f in superseded}}
+    members: dict[str, list[str]] = {}
+    for r in known:
+        if r["state"] == "open":
+            members.setdefault(str(r["incident"] or r["fingerprint"]), []).append(str(r["fingerprint"]))
+    out = []
+    for incident, fps in members.items():
+        if all(f in how for f in fps):
+            kinds = {how[f] for f in fps}
+            out.append(Resolved(incident, "superseded" if "superseded" in kinds else "recovered"))
+    return tuple(out)

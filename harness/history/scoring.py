@@ -15,6 +15,11 @@ Per history, with its truth:
   hit (``named_as_step`` when it was a step alert); every other alert in that span is a repeat; a
   first alert after that span naming a night of the drift is late (a miss, not a false alarm);
 - every other alert is a false alarm. Repeats are false alarms too.
+
+A report ``RENAMED + name`` (``steps.RENAMED``) renames the alert it names in place (a level change
+named ``step`` or ``drift`` once the nights tell): not a new alert, but a message a person gets, so
+a rename of a false alarm or of a repeat is one more false alarm. A drift history is right when its
+hit is finally named ``drift`` with no repeat, half right while it is still a ``level-change``.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Protocol
 import numpy as np
 
 from harness.history.grid import GridHistory
+from harness.history.steps import RENAMED
 
 __all__ = ["DELAY_BOUND", "Online", "Outcome", "score_history", "summarise"]
 
@@ -49,27 +55,43 @@ class Outcome:
     late: bool = False
     false_alarms: int = 0
     repeats: int = 0
+    names: list[str] = field(default_factory=list)  # per alert: its name at the end (renames applied)
+    renames: list[int] = field(default_factory=list)  # per alert: how often it was renamed
+    hit_name: str | None = None  # the hit's name at the end
 
 
-def _alerts(history: GridHistory, make: Callable[[], Online]) -> list[tuple[int, str, int]]:
+def _alerts(history: GridHistory, make: Callable[[], Online]) -> tuple[list[tuple[int, str, int]], list[str], list[int]]:
+    """The alerts raised (night, kind, night named), each one's final name, and its renames."""
     det = make()
     nights: list[int] = []  # series index -> night
     raised: list[tuple[int, str, int]] = []
+    names: list[str] = []
+    renames: list[int] = []
     for night, trials in enumerate(history.trials):
         if not trials:
             continue
         nights.append(night)
         for kind, idx in det.push(float(np.median(trials)), trials):
             named = nights[idx]
+            if kind.startswith(RENAMED):
+                j = next((j for j, (_, _, n) in enumerate(raised) if n == named), None)
+                if j is not None:
+                    names[j] = kind[len(RENAMED):]
+                    renames[j] += 1
+                continue
             if not any(k == kind and abs(named - n) <= TOLERANCE for _, k, n in raised):
                 raised.append((night, kind, named))
-    return raised
+                names.append(kind)
+                renames.append(0)
+    return raised, names, renames
 
 
 def score_history(history: GridHistory, make: Callable[[], Online]) -> Outcome:
-    out = Outcome(history, _alerts(history, make))
+    alerts, names, renames = _alerts(history, make)
+    out = Outcome(history, alerts, names=names, renames=renames)
     c = history.change
-    for night, kind, named in out.alerts:
+    for j, (night, kind, named) in enumerate(out.alerts):
+        hit_before, repeats_before, false_before = out.hit, out.repeats, out.false_alarms
         if history.kind == "step" and c is not None and abs(named - c) <= TOLERANCE:
             if out.hit is None and not out.late and night - c <= DELAY_BOUND:
                 seen = sum(1 for t in history.trials[c:night + 1] if t)
@@ -88,6 +110,10 @@ def score_history(history: GridHistory, make: Callable[[], Online]) -> Outcome:
             out.late = True  # the drift, named too late: a miss, not a false alarm
         else:
             out.false_alarms += 1
+        if out.hit is not None and hit_before is None:
+            out.hit_name = names[j]
+        out.repeats += renames[j] if out.repeats > repeats_before else 0
+        out.false_alarms += renames[j] if out.false_alarms > false_before else 0
     return out
 
 
@@ -114,6 +140,21 @@ def _cells(steps: list[Outcome]) -> dict[str, dict[str, float | int | None]]:
         cells.setdefault(f"{abs(o.history.effect or 0):.0%} / {o.history.noise:.0%}", []).append(o)
     return {key: {"n": len(v), "within_5": _ratio(_recall(v, 5)), "within_10": _ratio(_recall(v, 10))}
             for key, v in cells.items()}
+
+
+def _hit_night(o: Outcome) -> int | None:
+    c = o.history.change
+    return None if o.hit is None or c is None else c + o.hit[0]
+
+
+def _drift_score(drifts: Sequence[Outcome]) -> float | None:
+    """Per drift history found: 1 when finally named drift and never repeated; 0.5 when still a level change."""
+    found = [o for o in drifts if o.hit is not None]
+    if not found:
+        return None
+    score = sum(1.0 if o.hit_name == "drift" and o.repeats == 0 else 0.5 if o.hit_name == "level-change"
+                and o.repeats == 0 else 0.0 for o in found)
+    return round(score / len(found), 3)
 
 
 def summarise(outs: Sequence[Outcome]) -> dict[str, object]:
@@ -145,5 +186,14 @@ def summarise(outs: Sequence[Outcome]) -> dict[str, object]:
         "drift_found": f"{sum(o.hit is not None for o in drifts)} of {len(drifts)}",
         "drift_named_as_step": sum(1 for o in drifts if o.hit is not None and o.hit[1] == "step"),
         "drift_repeats": sum(o.repeats for o in drifts),
+        # The level-change scoring: a drift is right once its one incident is finally named drift with no
+        # repeat, half right while still a level change; a rename of a true change is counted, not charged.
+        "drift_final_names": {k: sum(1 for o in drifts if o.hit is not None and o.hit_name == k)
+                              for k in sorted({o.hit_name for o in drifts if o.hit_name})},
+        "drift_named_once_score_of_found": _drift_score(drifts),
+        "renames_of_true_changes": sum(o.renames[j] for o in outs for j in range(len(o.alerts))
+                                       if o.hit is not None and o.alerts[j][0] == _hit_night(o)),
+        "steps_finally_named": {k: sum(1 for o in steps if o.hit_name == k)
+                                for k in sorted({o.hit_name for o in steps if o.hit_name})},
         "recall_by_cell_effect_noise": _cells(steps),
     }

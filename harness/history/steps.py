@@ -40,16 +40,29 @@ night. Per night:
    against the new level, not against the old slide; the drift is not raised again in that segment.
 4. **Suspicious**: the newest one to three points beyond ``SUSPICIOUS_Z`` from the level before
    them and past the minimum effect: shown, never an alert.
+5. **Level change, renamed in place.** A step that passes every test above but that the start of
+   a slide still going (a hinge) or a short ramp fits about as well (within ``LEVEL_MARGIN`` noise
+   units of the step's RSS) is confirmed as a ``level-change``: the nights seen cannot tell a step
+   from the start of a drift (a 20% drift under 1% noise, 10 nights in, fits a step at 17.3 and a
+   hinge at 16.1). On later nights, up to ``LEVEL_WINDOW`` nights after it, the same finding is
+   renamed in place (same index, so the same first bad build and the same alert): ``drift`` when the
+   hinge or ramp fits better than the step by ``LEVEL_DECIDE`` or the drift rule fires in its
+   segment the same way; ``step`` when the step fits better than both by ``LEVEL_DECIDE``; by RSS
+   only with at least ``LEVEL_AFTER`` nights after it (the RSS weighed by the noise model of the
+   night it was raised). Each name is kept with the night and the evidence
+   (``Finding.names``). A level change not decided in the window keeps its name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["Finding", "Rule", "Tracker", "detect", "noise"]
+__all__ = ["RENAMED", "Finding", "Rule", "Tracker", "detect", "noise"]
+
+RENAMED = "renamed:"  # what ``Tracker.push`` puts before the new name of a level change renamed tonight
 
 MIN_AFTER = 4
 MIN_LOOK = 3  # the night before a confirmation may look at a split with one point fewer
@@ -72,6 +85,10 @@ DRIFT_OVER_STEP = 4.0
 RAMP_MIN = 4  # nights a ramp takes at least: one that takes fewer is a step
 RAMP_OVER_STEP = 4.0
 SLIDE_AFTER_T = 2.5
+LEVEL_MARGIN = 2.0  # a hinge or ramp within this many noise units of the step's RSS: cannot tell yet
+LEVEL_DECIDE = 4.0  # one model better than the other by this many noise units: renamed
+LEVEL_WINDOW = 20  # nights after the change in which a level change may still be renamed
+LEVEL_AFTER = 8  # nights after the change before a level change may be renamed
 
 
 @dataclass(frozen=True)
@@ -89,7 +106,7 @@ class Rule:
 class Finding:
     """One change: ``index`` is the first point after it (the first bad build of a step)."""
 
-    kind: str  # "step" | "suspicious" | "drift"
+    kind: str  # "step" | "suspicious" | "drift" | "level-change"
     index: int
     before: float
     after: float
@@ -97,6 +114,18 @@ class Finding:
     p_value: float | None  # kept for the store's rows; the sequential rule has no per-test p
     regression: bool
     z: float = 0.0
+    # Every name it had, oldest first: (index of the night it was named on, name, evidence). Empty for a
+    # finding never renamed nor born a level change (its name is ``kind``, named when confirmed).
+    names: tuple[tuple[int, str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        # Restored from JSON (the detections cache) the names come back as lists: kept as tuples.
+        object.__setattr__(self, "names", tuple((int(i), str(k), str(e)) for i, k, e in self.names))
+
+    @property
+    def first_name(self) -> str:
+        """The name it was raised under: what its alert's fingerprint keeps through renames."""
+        return self.names[0][1] if self.names else self.kind
 
 
 def noise(y: np.ndarray) -> float:
@@ -243,19 +272,67 @@ class Tracker:
         self._prev: tuple[int, float] | None = None  # last night's best split and its z
         self._prev_drift = 0.0
         self._sb2, self._sw2 = 0.0, 0.0
+        self._pending: int | None = None  # the level change still to be named: its place in ``findings``
+        self._level_lo = 0  # where the pending level change's window starts
+        self._level_noise = (0.0, 0.0)  # the noise model (sb^2, sw^2) of the night it was raised
+        self._renamed: list[tuple[str, int]] = []  # tonight's renames
 
     def push(self, value: float, trials: Sequence[float] = ()) -> list[tuple[str, int]]:
-        """Add a night; the changes confirmed on it, as (kind, index)."""
+        """Add a night; the changes confirmed on it, as (kind, index), and the level changes renamed on
+        it, as (RENAMED + new name, index)."""
         self._add(value, trials)
         self._fit_noise()
         self._close_drift()
+        self._renamed = []
+        self._decide_level()
         new = self._step()
         if new is None:
             new = self._drift()
+        out = [(RENAMED + kind, index) for kind, index in self._renamed]
         if new is None:
-            return []
+            return out
         self.findings.append(new)
-        return [(new.kind, new.index)]
+        return [*out, (new.kind, new.index)]
+
+    def _rename(self, name: str, evidence: str) -> None:
+        """The pending level change named ``name`` in place, the night and the evidence kept."""
+        assert self._pending is not None
+        f = self.findings[self._pending]
+        self.findings[self._pending] = replace(f, kind=name, names=(*f.names, (len(self.y) - 1, name, evidence)))
+        self._renamed.append((name, f.index))
+        self._pending = None
+        if name == "drift":
+            self.drift_named = True  # its segment's drift is this one: not raised again
+
+    def _fits(self, c: int, lo: int, noise: tuple[float, float] | None = None) -> tuple[float, float, float]:
+        """RSS (noise units) over [lo, newest] of a step at ``c``, of the best hinge (a slide still going)
+        and of the best ramp of 2 * RAMP_MIN or more nights (a slide that stopped). ``noise``: (sb^2, sw^2)
+        to weigh by instead of tonight's model."""
+        n = len(self.y)
+        sb2, sw2 = noise if noise is not None else (self._sb2, self._sw2)
+        y, w = np.asarray(self.y[lo:n]), 1.0 / (sb2 + sw2 / np.asarray(self.k[lo:n], dtype=float))
+        step = float(_step_rss(y, w, np.array([c - lo]))[0])
+        return step, _hinge_fit(y, w, RAMP_MIN)[0], _ramp_rss(y, w, 2 * RAMP_MIN)
+
+    def _decide_level(self) -> None:
+        """Rename the pending level change once the nights since tell a step from a drift."""
+        if self._pending is None:
+            return
+        c = self.findings[self._pending].index
+        after = len(self.y) - c
+        if after > LEVEL_WINDOW:
+            self._pending = None  # undecided in the window: it stays a level change
+            return
+        # Weighed by the noise of the night it was raised: after it, the segment's own noise model has only
+        # the few nights since (a slide's), which would scale the RSS by whatever they happen to be.
+        step, hinge, ramp = self._fits(c, self._level_lo, self._level_noise)
+        evidence = f"RSS step {step:.1f}, slide going {hinge:.1f}, slide stopped {ramp:.1f} ({after} nights after)"
+        if after < LEVEL_AFTER:
+            return  # a few nights after a step, the start of a slide fits them too: that is why it was raised so
+        if min(hinge, ramp) + LEVEL_DECIDE < step:
+            self._rename("drift", evidence)
+        elif step + LEVEL_DECIDE < min(hinge, ramp):
+            self._rename("step", evidence)
 
     def _add(self, value: float, trials: Sequence[float]) -> None:
         """The night's point into the history, nothing decided (a restored tracker replays its nights so)."""
@@ -399,8 +476,18 @@ class Tracker:
             return None
         if self._ramp_fits_better(c) or self._slope(c, len(self.y), z) >= SLIDE_AFTER_T:
             return None  # a slide that began near c and goes on: the drift rule names it, once
+        # A step the start of a slide still going fits about as well: raised as what the data can tell.
+        lo = max(self.segment, c - MAX_BEFORE)
+        step, hinge, _ = self._fits(c, lo)
+        level = hinge < step + LEVEL_MARGIN
         self.segment, self.drift_named, self._prev = c, False, None
-        return Finding("step", c, before, after, effect, None, self.rule.is_regression(effect), float(z))
+        if not level:
+            self._pending = None  # a later change supersedes a level change still undecided
+            return Finding("step", c, before, after, effect, None, self.rule.is_regression(effect), float(z))
+        self._pending, self._level_lo, self._level_noise = len(self.findings), lo, (self._sb2, self._sw2)
+        evidence = f"RSS step {step:.1f}, slide going {hinge:.1f} ({len(self.y) - c} nights after)"
+        return Finding("level-change", c, before, after, effect, None, self.rule.is_regression(effect), float(z),
+                       ((len(self.y) - 1, "level-change", evidence),))
 
     def _drift(self) -> Finding | None:
         n = len(self.y)
@@ -420,6 +507,9 @@ class Tracker:
         if _best_step_rss(y, 1 / var) < rss_line + DRIFT_OVER_STEP:
             return None  # one step fits better than the line: the step rule decides
         self.drift_named = True
+        if self._pending is not None and self._continues_step(effect):
+            self._rename("drift", f"drift rule t={t:+.1f} over the {n - lo} nights since")
+            return None  # the level change that began the segment, sliding on: named, not raised again
         if self._continues_step(effect):
             return None  # the step that began the segment, still sliding the same way: the same change
         return Finding("drift", self.segment, float(first), float(last), effect, None,
@@ -429,7 +519,7 @@ class Tracker:
         """The segment began with a confirmed step the same way as ``effect``: a slide after it has the
         step's first bad build, which a person already has as an alert (and the store as an incident)."""
         last = self.findings[-1] if self.findings else None
-        return (last is not None and last.kind == "step" and last.index == self.segment
+        return (last is not None and last.kind in ("step", "level-change") and last.index == self.segment
                 and np.sign(last.effect) == np.sign(effect))
 
     def suspicious(self) -> Finding | None:
@@ -454,7 +544,8 @@ class Tracker:
 
 
 def detect(values: Sequence[float], rule: Rule, trials: Sequence[Sequence[float]] | None = None) -> list[Finding]:
-    """Every step and drift the nightly confirmed over this history, night by night, and the suspicious tail now."""
+    """Every step, drift and level change the nightly confirmed over this history, night by night (as named
+    now), and the suspicious tail now."""
     tracker = Tracker(rule)
     for i, v in enumerate(values):
         tracker.push(v, trials[i] if trials is not None else ())

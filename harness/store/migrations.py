@@ -110,12 +110,22 @@ def _v5_detections(conn: Connection) -> None:
     md.create_all(conn)
 
 
+def _v6_lifecycle(conn: Connection) -> None:
+    # States were new / acknowledged / resolved; an acknowledged alert was one a person accepted.
+    for column in ("names TEXT", "resolution VARCHAR(16)", "closed_at TEXT"):
+        conn.execute(text(f"ALTER TABLE alerts ADD COLUMN {column}"))
+    conn.execute(text("UPDATE alerts SET state = 'open' WHERE state = 'new'"))
+    conn.execute(text("UPDATE alerts SET state = 'resolved', resolution = 'accepted' WHERE state = 'acknowledged'"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "builds, hosts, batches, runs, metrics (long format)", _v1_runs),
     Migration(2, "alerts with fingerprints and states", _v2_alerts),
     Migration(3, "runs.search_key: what a bisect or minimize asked a run to answer", _v3_search_key),
     Migration(4, "alerts.incident: the alerts of one change share one fingerprint and one state", _v4_incidents),
     Migration(5, "detections: each series' detector state, so a review recomputes only the nights since", _v5_detections),
+    Migration(6, "alerts: open / resolved (how, when) / transient, and a level change's names over its nights",
+              _v6_lifecycle),
 )
 
 

@@ -9,7 +9,11 @@
   ``search_key`` (runs of a bisect or a minimize only) is what the search asked the run to answer, by which
   a repeat of the search finds it again (``harness.store.searches``).
 - ``metrics``: long format, one row per (run, metric): every raw per-trial value, not only a mean.
-- ``alerts``: confirmed changes and events, keyed by a fingerprint so each fires once.
+- ``alerts``: confirmed changes and events, keyed by a fingerprint so each fires once. ``state`` is
+  ``open``, ``resolved`` (``resolution``: ``recovered``, ``superseded``, ``accepted`` by ``store ack``,
+  ``by hand`` by ``store resolve``; ``closed_at`` the night) or ``transient`` (an excursion that came
+  back: recorded, reaches no one). ``names``: a level change's names over its nights (JSON: night,
+  name, evidence), renamed in place.
 - ``detections``: per series (scenario, case, hardware, metric and its rule), the sequential detector's
   state after the first ``points`` points, the digest of those points' inputs, and the detector's own
   digest (its source): a cache, so a review recomputes only the nights since (``harness.history.detections``).
@@ -19,10 +23,11 @@ from __future__ import annotations
 
 from sqlalchemy import Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text
 
-__all__ = ["ALERT_STATES", "alerts", "batches", "builds", "detections", "hosts", "metadata", "metrics", "runs",
+__all__ = ["ALERT_STATES", "RESOLUTIONS", "alerts", "batches", "builds", "detections", "hosts", "metadata", "metrics", "runs",
            "store_version"]
 
-ALERT_STATES = ("new", "acknowledged", "resolved")
+ALERT_STATES = ("open", "resolved", "transient")
+RESOLUTIONS = ("recovered", "superseded", "accepted", "by hand")
 
 metadata = MetaData()
 
@@ -120,6 +125,9 @@ alerts = Table(
     Column("created_at", String(40), nullable=False),
     Column("updated_at", String(40), nullable=False),
     Column("incident", String(32), index=True),  # the incident's fingerprint: its alerts share one state
+    Column("names", Text),  # JSON [{night, name, evidence}]: every name it had (NULL: only ``kind``)
+    Column("resolution", String(16)),  # how a resolved one was resolved (RESOLUTIONS)
+    Column("closed_at", Text),  # the night (batch label) it was resolved on
 )
 
 detections = Table(

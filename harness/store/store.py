@@ -382,20 +382,27 @@ class Store:
             _insert_ignore(conn, alerts, fresh)
         return [r["fingerprint"] for r in fresh]
 
-    def set_incident_state(self, incidents: Sequence[str], state: str) -> int:
-        """Set the state of every alert of ``incidents`` (incident fingerprints) at once: an incident has one
-        state. Acknowledging leaves its resolved alerts resolved. The number of alerts changed."""
+    def resolve_incidents(self, incidents: Sequence[str], resolution: str, night: str) -> int:
+        """Resolve every open alert of ``incidents`` (incident fingerprints) at once, as ``resolution`` on
+        ``night``: an incident has one state. The number of alerts changed (0: none was open)."""
         with self._begin("cannot update alerts") as conn:
-            query = update(alerts).where(alerts.c.incident.in_(list(incidents)))
-            if state != "resolved":
-                query = query.where(alerts.c.state != "resolved")
-            return int(conn.execute(query.values(state=state, updated_at=_now())).rowcount or 0)
+            query = update(alerts).where(alerts.c.incident.in_(list(incidents))).where(alerts.c.state == "open")
+            return int(conn.execute(query.values(state="resolved", resolution=resolution, closed_at=night,
+                                                 updated_at=_now())).rowcount or 0)
 
-    def set_alert_state(self, fingerprints: Sequence[str], state: str) -> int:
+    def resolve_alerts(self, fingerprints: Sequence[str], resolution: str, night: str) -> int:
+        """Resolve the open alerts ``fingerprints`` as ``resolution`` on ``night``."""
         with self._begin("cannot update alerts") as conn:
             result = conn.execute(update(alerts).where(alerts.c.fingerprint.in_(list(fingerprints)))
-                                  .values(state=state, updated_at=_now()))
+                                  .where(alerts.c.state == "open")
+                                  .values(state="resolved", resolution=resolution, closed_at=night, updated_at=_now()))
             return int(result.rowcount or 0)
+
+    def rename_alert(self, fingerprint: str, kind: str, detail: str, names: str | None) -> None:
+        """A level change named anew in place: its kind, detail and the history of its names."""
+        with self._begin("cannot update alerts") as conn:
+            conn.execute(update(alerts).where(alerts.c.fingerprint == fingerprint)
+                         .values(kind=kind, detail=detail, names=names, updated_at=_now()))
 
 
 def _driver_cursor(conn: Connection, *, server_side: bool = False) -> Any:

@@ -38,7 +38,8 @@ if TYPE_CHECKING:  # imported where they are used: a HUD export needs neither (p
     import pandas as pd
     import pyarrow as pa
 
-__all__ = ["EXPORT_FORMATS", "EXPORT_ROWS", "ImportReport", "export_frame", "export_store", "find_records", "hud_records",
+__all__ = ["EXPORT_FORMATS", "EXPORT_ROWS", "ImportReport", "export_frame", "export_store", "find_records", "hud_incidents",
+           "hud_records",
            "import_folders"]
 
 log = logging.getLogger(__name__)
@@ -201,9 +202,38 @@ def _hud_common(first: Mapping[Any, Any], repo: str) -> dict[str, Any]:
     }
 
 
-def _hud_metric(first: Mapping[Any, Any], values: list[float], outcomes: list[str]) -> dict[str, Any]:
+def _hud_metric(first: Mapping[Any, Any], values: list[float], outcomes: list[str],
+                incidents: Mapping[tuple[str, ...], dict[str, str]] | None = None) -> dict[str, Any]:
+    mark = (incidents or {}).get(_incident_key(first, str(first["metric"])))
     return {"name": str(first["metric"]), "benchmark_values": values, "target_value": 0.0,
-            "extra_info": {"outcomes": ",".join(outcomes), **_metric_facts(str(first["metric"]))}}
+            "extra_info": {"outcomes": ",".join(outcomes), **({"incident": mark} if mark else {}),
+                           **_metric_facts(str(first["metric"]))}}
+
+
+def _incident_key(fields: Mapping[Any, Any], metric: str) -> tuple[str, ...]:
+    return (str(fields["batch_label"]), str(fields["scenario"]), str(fields["case_name"]),
+            str(fields["hardware_key"]), metric)
+
+
+def hud_incidents(alert_rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, ...], dict[str, str]]:
+    """Per (night, scenario, case, hardware, metric) of an alert's first bad build: its incident, state and
+    names over its nights (``level-change (night-07) -> drift (night-12)``), for the HUD record of that point.
+    A transient reached no one and is not marked."""
+    out: dict[tuple[str, ...], dict[str, str]] = {}
+    for r in alert_rows:
+        if r["metric"] is None or r["state"] == "transient":
+            continue
+        bad = str(r["first_bad"])
+        night = bad[bad.rfind("(") + 1:-1] if bad.endswith(")") and "(" in bad else bad
+        try:
+            names = [(str(n["night"]), str(n["name"])) for n in json.loads(str(r["names"]))] if r.get("names") else []
+        except (ValueError, KeyError, TypeError):
+            names = []
+        state = f"resolved: {r['resolution']}" if r["state"] == "resolved" and r.get("resolution") else str(r["state"])
+        out[(night, str(r["scenario"]), str(r["case_name"]), str(r["hardware_key"]), str(r["metric"]))] = {
+            "fingerprint": str(r["incident"] or r["fingerprint"]), "kind": str(r["kind"]), "state": state,
+            "names": " -> ".join(f"{k} ({n})" for n, k in names) or f"{r['kind']} ({night})"}
+    return out
 
 
 # The fields ``_hud_common`` reads: equal fields, equal text.
@@ -230,10 +260,12 @@ def _hud_groups(rows: Iterable[Mapping[Any, Any]]) -> Iterator[tuple[Mapping[Any
         yield first, values, outcomes
 
 
-def hud_records(frame: pd.DataFrame, *, repo: str = "sgl-project/sglang") -> list[dict[str, Any]]:
-    """The ``oss_ci_benchmark_v3`` shape: a record per (batch, case, build, hardware, metric)."""
+def hud_records(frame: pd.DataFrame, *, repo: str = "sgl-project/sglang",
+                incidents: Mapping[tuple[str, ...], dict[str, str]] | None = None) -> list[dict[str, Any]]:
+    """The ``oss_ci_benchmark_v3`` shape: a record per (batch, case, build, hardware, metric); the record of
+    an alert's first bad build carries its incident (``hud_incidents``) in ``metric.extra_info.incident``."""
     rows = frame.dropna(subset=["metric", "value"]).sort_values([*_HUD_KEY, "trial"], kind="stable")
-    return [{**_hud_common(first, repo), "metric": _hud_metric(first, values, outcomes)}
+    return [{**_hud_common(first, repo), "metric": _hud_metric(first, values, outcomes, incidents)}
             for first, values, outcomes in _hud_groups(rows.to_dict("records"))]
 
 
@@ -320,11 +352,12 @@ def _write_hud(store: Store, tmp: Path, repo: str = "sgl-project/sglang") -> int
     point = _HUD_KEY[:-1]
     query = _runs_query(store, (*point, "trial", "run_id"), _HUD_COLUMNS)
     key = _row_key(query, point)
+    incidents = hud_incidents(store.alert_rows())
     n = 0
     with tmp.open("wb") as f:
         for rows, metrics_of in _run_groups(store, query, point):
             for trials in _runs_of(rows, key):
-                n = _write_point(f, trials, metrics_of, repo, n)
+                n = _write_point(f, trials, metrics_of, repo, n, incidents)
         f.write(b"\n]\n" if n else b"[]\n")
     return n
 
@@ -332,8 +365,10 @@ def _write_hud(store: Store, tmp: Path, repo: str = "sgl-project/sglang") -> int
 _RUN_ID, _OUTCOME = _HUD_COLUMNS.index("run_id"), _HUD_COLUMNS.index("outcome")
 
 
-def _write_point(f: Any, trials: Sequence[Any], metrics_of: _Metrics, repo: str, n: int) -> int:
-    """One point's records (a metric each, its trials' values in trial order); the records written so far."""
+def _write_point(f: Any, trials: Sequence[Any], metrics_of: _Metrics, repo: str, n: int,
+                 incidents: Mapping[tuple[str, ...], dict[str, str]] | None = None) -> int:
+    """One point's records (a metric each, its trials' values in trial order); the records written so far.
+    ``incidents``: ``hud_incidents`` of the store (a few: looked up only when there are any)."""
     by_name: dict[str, tuple[int, list[float], list[str]]] = {}
     for at, run in enumerate(trials):
         outcome = str(run[_OUTCOME])
@@ -354,8 +389,11 @@ def _write_point(f: Any, trials: Sequence[Any], metrics_of: _Metrics, repo: str,
         pre, post = _hud_metric_text(str(name))
         nums = ", ".join(map(float.__repr__, values)) if all(map(math.isfinite, values)) else \
             ", ".join(map(_json_number, values))
+        mark = incidents.get(_incident_key(dict(zip(_HUD_COLUMNS, trials[first])), str(name))) if incidents else None
+        tail = b', "incident": ' + json.dumps(mark).encode() if mark else b""
         out += (b"[\n" if n == 0 else b",\n", head, b', "metric": ', pre, nums.encode(),
-                b'], "target_value": 0.0, "extra_info": {"outcomes": ', _outcomes_text(",".join(outcomes)), post, b"}")
+                b'], "target_value": 0.0, "extra_info": {"outcomes": ', _outcomes_text(",".join(outcomes)), tail,
+                post, b"}")
         n += 1
     f.write(b"".join(out))
     return n

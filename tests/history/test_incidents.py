@@ -12,9 +12,8 @@ from harness.history.review import review
 from harness.history.series import Point
 from harness.records.outcome import Outcome
 from harness.store.store import new_batch, open_store
+from tests.history.nights import CASES, record_slowdown
 from tests.store.records import make_record
-
-CASES = ("tokens=276", "tokens=1024", "tokens=4096")
 
 
 def _night(store, night: int, slow: bool, rng: random.Random):
@@ -126,32 +125,78 @@ def test_a_series_of_this_host_survives_a_kernel_update(tmp_path) -> None:
     assert "platform Linux-6.1.0-41-amd64-x86_64-with-glibc2.36 -> Linux-6.12.9" in host_changes(cp)[1][1]
 
 
-def test_store_alerts_lists_one_incident_and_ack_resolve_move_all_its_alerts_at_once(run_cli, tmp_path) -> None:
+def test_a_slowdown_on_several_cases_opens_one_incident_once_and_store_ack_resolves_it(run_cli, tmp_path) -> None:
+    """One build slower on three cases (throughput, ITL, E2E each): one incident, opened once; each night says
+    only its transitions; ``store ack`` resolves it as accepted; the slow nights after it say nothing."""
     rng = random.Random(3)
     db = tmp_path / "r.db"
     with open_store(f"sqlite:///{db}") as store:
-        raised = [i for n in range(1, 14) for i in _night(store, n, n >= 7, rng).incidents]
-        fingerprints = {r["fingerprint"] for r in store.alert_rows()}
-    (incident,) = raised
+        reviews = record_slowdown(store, range(1, 14), lambda n: n >= 7, rng)
+        fingerprints = {r["fingerprint"] for r in store.alert_rows() if r["state"] != "transient"}
+    said = [(n, line) for n, r in enumerate(reviews, start=1) for line in r.transitions()]
+    opened = [(n, line) for n, line in said if line.startswith("INCIDENT ")]
+    assert len(opened) == 1 and not [x for x in said if x not in opened], said  # opened once, nothing else said
+    (incident,) = [i for r in reviews for i in r.incidents]
     assert len(fingerprints) == len(incident.alerts) >= 6  # three cases x (throughput, ITL, E2E)
     listed = run_cli("store", "alerts", "--store", str(db))
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.count("INCIDENT ") == 1 and f"INCIDENT {incident.fingerprint} new " in listed.stdout
+    assert listed.stdout.count("INCIDENT ") == 1 and f"INCIDENT {incident.fingerprint} open " in listed.stdout
     assert listed.stdout.count("\n    cases: ") == 1 and listed.stdout.count("\n    moved: ") == 1
     assert f"    next: {incident.next_step}" in listed.stdout
-    ack = run_cli("store", "ack", incident.fingerprint, "--store", str(db))
-    assert ack.returncode == 0 and f"1 incident(s) acknowledged ({len(fingerprints)} alert(s))" in ack.stdout
-    with open_store(f"sqlite:///{db}") as store:
-        assert {r["state"] for r in store.alert_rows()} == {"acknowledged"}
     # One of its alerts' fingerprints names the whole incident too.
-    one = sorted(fingerprints)[0]
-    assert run_cli("store", "resolve", one, "--store", str(db)).returncode == 0
+    ack = run_cli("store", "ack", sorted(fingerprints)[0], "--store", str(db))
+    assert ack.returncode == 0 and f"1 incident(s) resolved: accepted ({len(fingerprints)} open alert(s))" in ack.stdout
     with open_store(f"sqlite:///{db}") as store:
-        assert {r["state"] for r in store.alert_rows()} == {"resolved"}
+        assert {(r["state"], r["resolution"]) for r in store.alert_rows() if r["state"] != "transient"} == {
+            ("resolved", "accepted")}
+        later = record_slowdown(store, range(14, 20), lambda n: True, rng)  # the new level is the baseline
+        assert [r.transitions() for r in later] == [[]] * 6
+        assert {r["fingerprint"] for r in store.alert_rows() if r["state"] != "transient"} == fingerprints
     assert "INCIDENT" not in run_cli("store", "alerts", "--store", str(db)).stdout
-    assert f"INCIDENT {incident.fingerprint} resolved " in run_cli("store", "alerts", "--all", "--store", str(db)).stdout
+    everything = run_cli("store", "alerts", "--all", "--store", str(db)).stdout
+    assert f"INCIDENT {incident.fingerprint} resolved: accepted " in everything and "closed ack " in everything
+    again = run_cli("store", "resolve", incident.fingerprint, "--store", str(db))
+    assert again.returncode == 0 and "(0 open alert(s))" in again.stdout  # resolved once: nothing changes
     bad = run_cli("store", "ack", "0123456789abcdef0123", "--store", str(db))
     assert bad.returncode == 2 and "no incident or alert 0123456789abcdef0123" in bad.stderr
+
+
+def test_a_slowdown_that_goes_away_is_resolved_recovered_after_k_nights(tmp_path) -> None:
+    rng = random.Random(3)
+    with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
+        reviews = record_slowdown(store, range(1, 21), lambda n: 7 <= n <= 13, rng)
+        rows = store.alert_rows()
+    said = [(n, line.split()[0]) for n, r in enumerate(reviews, start=1) for line in r.transitions()]
+    assert said == [(10, "INCIDENT"), (16, "RESOLVED")], said  # back on night 14: K = 3 nights at the old level
+    assert "RESOLVED incident" in reviews[15].transitions()[0] and reviews[15].transitions()[0].endswith(": recovered")
+    assert {(r["state"], r["resolution"], r["closed_at"]) for r in rows if r["state"] != "transient"} == {
+        ("resolved", "recovered", "night-16")}
+
+
+def test_a_later_change_in_the_same_series_supersedes_the_open_incident(tmp_path) -> None:
+    rng = random.Random(3)
+    with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
+        reviews = record_slowdown(store, range(1, 22), lambda n: n >= 7, rng,
+                                  speed=lambda n: 1.0 if n < 7 else 0.75 if n < 14 else 0.5)
+        rows = [r for r in store.alert_rows() if r["state"] != "transient"]
+    said = [(n, line.split()[0]) for n, r in enumerate(reviews, start=1) for line in r.transitions()]
+    opened = [n for n, what in said if what == "INCIDENT"]
+    assert len(opened) == 2 and said.count((opened[1], "RESOLVED")) == 1, said  # the second one closes the first
+    (first,) = reviews[opened[0] - 1].incidents
+    closed = [r for r in rows if r["incident"] == first.fingerprint]
+    assert closed and {(r["state"], r["resolution"]) for r in closed} == {("resolved", "superseded")}
+
+
+def test_an_excursion_that_comes_back_within_k_nights_is_transient_and_reaches_no_one(tmp_path) -> None:
+    rng = random.Random(3)
+    with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
+        reviews = record_slowdown(store, range(1, 16), lambda n: n in (9, 10), rng)
+        rows = store.alert_rows()
+    assert [r.transitions() for r in reviews] == [[]] * 15  # nothing said on any night
+    assert rows and {r["state"] for r in rows} == {"transient"}
+    assert sum(r.transients for r in reviews) == len(rows)
+    # Seen the night the series came back (night 11), on every case; a lone noisy night may add one elsewhere.
+    assert reviews[10].transients >= len(rows) - 1 and {r["case_name"] for r in rows} == set(CASES)
 
 
 @pytest.mark.slow

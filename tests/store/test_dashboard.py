@@ -117,3 +117,32 @@ def test_the_policy_really_blocks_a_remote_load(tmp_path: Path) -> None:
     assert 'id="ok"' in proc.stdout
     assert "Content Security Policy" in proc.stderr, proc.stderr[-2000:]
     assert json.dumps(CSP)  # the policy is one plain string
+
+
+def test_the_dashboard_shows_an_incidents_names_and_state_over_its_nights(run_cli, tmp_path: Path) -> None:
+    """A level change renamed drift in place, then accepted by ``store ack``: real headless Chromium reads the
+    incidents table and finds one incident with both names and the nights of each, resolved: accepted."""
+    from tests.history.nights import record_drift
+
+    db = tmp_path / "results.db"
+    with open_store(str(db)) as store:
+        record_drift(store)
+        (row,) = store.alert_rows()
+    ack = run_cli("store", "ack", str(row["incident"]), "--store", str(db))
+    assert ack.returncode == 0, ack.stderr
+    out = tmp_path / "dash"
+    proc = run_cli("dashboard", "--store", str(db), "-o", str(out), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    _chromium()
+    probe = ("JSON.stringify(Array.from(document.querySelectorAll('tr.incident')).map(function (tr) { return "
+             "[tr.dataset.state, tr.cells[0].textContent, Array.from(tr.querySelectorAll('ul.names li'))"
+             ".map(function (li) { return li.textContent; }), tr.cells[2].innerText, tr.cells[9].textContent]; }))")
+    for page in ("index.html", "scenario-store-test-scenario.html"):
+        seen = visit((out / page).resolve().as_uri(), evaluate=probe)
+        (shown,) = json.loads(seen.value)
+        state, status, names, nights, fingerprint = shown
+        assert (state, status, fingerprint) == ("resolved", "resolved: accepted", row["incident"]), shown
+        assert [n.split(" (")[0] for n in names] == ["night-40: level-change", "night-41: drift"], names
+        assert all("RSS step" in n for n in names)  # each name with its evidence
+        assert nights.startswith("opened night-34") and "closed ack " in nights, nights
+        assert not seen.exceptions, seen.exceptions

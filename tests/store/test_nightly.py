@@ -41,7 +41,7 @@ def test_a_slowdown_alerts_once_on_the_fourth_slow_night_naming_the_first_slow_b
         assert alert.bisect.startswith("sglang-repro compare scenarios/")
         assert alert.bisect.endswith("--before sim:post-fix --after sim:post-fix,step-cost-ms=20")
         rows = store.alert_rows()
-        assert [(r["state"], r["fingerprint"]) for r in rows] == [("new", alert.fingerprint)]
+        assert [(r["state"], r["fingerprint"]) for r in rows] == [("open", alert.fingerprint)]
 
 
 @pytest.mark.slow
@@ -120,7 +120,7 @@ def test_store_cli_import_export_alerts_ack(run_cli, tmp_path: Path) -> None:
     assert run_cli("store", "ack", alert.fingerprint, "--store", db).returncode == 0
     assert run_cli("store", "ack", "nope", "--store", db).returncode == 2
     with open_store(db) as store:
-        assert [r["state"] for r in store.alert_rows()] == ["acknowledged"]
+        assert [(r["state"], r["resolution"]) for r in store.alert_rows()] == [("resolved", "accepted")]
 
 
 def test_run_nightly_is_callable_without_argparse(tmp_path: Path) -> None:

@@ -81,12 +81,36 @@ def test_migration_4_makes_each_older_alert_an_incident_of_its_own(store_url: st
     engine.dispose()
     with open_store(store_url) as store:
         (row,) = store.alert_rows()
-        assert row["incident"] == "fp-old" and row["state"] == "acknowledged"
-        assert store.set_incident_state(["fp-old"], "resolved") == 1
-        assert [r["state"] for r in store.alert_rows()] == ["resolved"]
-        assert store.set_incident_state(["fp-old"], "acknowledged") == 0  # a resolved alert stays resolved
+        # Migration 6: an acknowledged alert was one a person accepted.
+        assert row["incident"] == "fp-old" and (row["state"], row["resolution"]) == ("resolved", "accepted")
         with store.engine.connect() as conn:
             assert "ix_alerts_incident" in {i["name"] for i in inspect(conn).get_indexes("alerts")}
+
+
+def test_migration_6_opens_new_alerts_and_keeps_a_level_changes_names(store_url: str) -> None:
+    """A v5 store's states (new / acknowledged / resolved) become open / resolved: accepted / resolved; an
+    open incident resolves once (a second resolve changes nothing), and a rename keeps the names."""
+    from sqlalchemy import text
+
+    engine = create_engine(parse_store_url(store_url))
+    assert migrations.migrate(engine, target=5) == 5
+    with engine.begin() as conn:
+        for fp, state in (("fp-new", "new"), ("fp-ack", "acknowledged"), ("fp-res", "resolved")):
+            conn.execute(text(
+                "INSERT INTO alerts (fingerprint, kind, scenario, case_name, hardware_key, first_bad, detail, bisect, "
+                "state, batch_id, created_at, updated_at, incident) VALUES (:fp, 'step', 'sc', 'c', 'cpu:x', "
+                "'b (n2)', 'd', 'sglang-repro compare', :state, 'b1', '2026-11-01', '2026-11-01', :fp)"),
+                {"fp": fp, "state": state})
+    engine.dispose()
+    with open_store(store_url) as store:
+        got = {r["fingerprint"]: (r["state"], r["resolution"]) for r in store.alert_rows()}
+        assert got == {"fp-new": ("open", None), "fp-ack": ("resolved", "accepted"), "fp-res": ("resolved", None)}
+        assert store.resolve_incidents(["fp-new"], "accepted", "ack 2026-11-03") == 1
+        assert store.resolve_incidents(["fp-new"], "by hand", "later") == 0  # resolved once
+        store.rename_alert("fp-ack", "drift", "d2", '[{"night": "n2", "name": "level-change", "evidence": "e"}]')
+        rows = {r["fingerprint"]: r for r in store.alert_rows()}
+        assert (rows["fp-new"]["resolution"], rows["fp-new"]["closed_at"]) == ("accepted", "ack 2026-11-03")
+        assert rows["fp-ack"]["kind"] == "drift" and "level-change" in rows["fp-ack"]["names"]
 
 
 def test_a_store_newer_than_the_harness_is_refused(tmp_path: Path) -> None:
