@@ -158,7 +158,7 @@ def test_a_slowdown_on_several_cases_opens_one_incident_once_and_store_ack_resol
     again = run_cli("store", "resolve", incident.fingerprint, "--store", str(db))
     assert again.returncode == 0 and "(0 open alert(s))" in again.stdout  # resolved once: nothing changes
     bad = run_cli("store", "ack", "0123456789abcdef0123", "--store", str(db))
-    assert bad.returncode == 2 and "no incident or alert 0123456789abcdef0123" in bad.stderr
+    assert bad.returncode == 2 and "no incident or alert '0123456789abcdef0123'" in bad.stderr
 
 
 def test_a_slowdown_that_goes_away_is_resolved_recovered_after_k_nights(tmp_path) -> None:
