@@ -230,6 +230,6 @@ def test_the_incidents_next_step_runs_as_printed(run_cli, tmp_path) -> None:
     proc = run_cli(*argv[1:], "--trials", "1", "--out", str(tmp_path / "out"), "--no-store", timeout=600)
     # 0 or 1: the scenario's expectations held or not; never 2 (the command as printed was bad) or 3 (infra).
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "before: pass" in proc.stdout and "after: pass" in proc.stdout  # both builds started and served
+    assert "pass -> pass" in proc.stdout  # both builds started and served (the outcome column: before -> after)
     (report,) = (tmp_path / "out" / "compare").glob("*/report.html")
     assert "sim:post-fix,step-cost-ms=20" in report.read_text()  # the after build is the slow one, as printed
