@@ -31,9 +31,9 @@ from typing import Any
 
 from harness import __version__
 from harness.build import Build, BuildFailure, Builds, describe_environment
-from harness.compare.expectation import judge_run
 from harness.contract import facts as contract
 from harness.launch.launcher import Launcher, hardware_gap, launcher_for
+from harness.measure.expectation import judge_run
 from harness.measure.server_side import (
     AttentionBackends,
     aggregate,

@@ -22,6 +22,7 @@ from pathlib import Path
 from harness.build.probes import PINS, PROBE_TIMEOUT_S, read_answer
 from harness.build.spec import BuildSpec, bad_spec
 from harness.util.errors import InfraError, UserError
+from harness.util.paths import default_cache_dir
 from harness.util.proc import run_bounded
 from harness.util.text import last_line
 
@@ -41,12 +42,6 @@ NODEPS_TORCH = "2.13.0"  # the CPU build pip finds on these machines; sglang pin
 _STUBS_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "stubs"
 _ENV_MARKER = "sglang-repro-env.json"
 _PIP_TIMEOUT_S = {"full": 3600.0, "none": 1200.0}
-
-
-def default_cache_dir() -> Path:
-    """``$SGLANG_REPRO_CACHE``, else ``~/.cache/sglang-repro``."""
-    root = os.environ.get("SGLANG_REPRO_CACHE")
-    return Path(root).expanduser() if root else Path.home() / ".cache" / "sglang-repro"
 
 
 def venv_python(venv: Path) -> Path:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness.compare.expectation import run_holds
+from harness.measure.expectation import run_holds
 from harness.pytest_plugin import gating, leasing, reporting, runner
 from harness.pytest_plugin.options import settings
 from harness.records.outcome import Outcome
@@ -31,7 +31,7 @@ __all__ = ["HypothesisNotConfirmed", "ScenarioFailure", "ScenarioItem", "judge"]
 
 
 def judge(result: RunRecord, expectation: Expectation | None) -> str | None:
-    """Why ``result`` does not do what the item expects, or None when it does (:mod:`harness.compare.expectation`)."""
+    """Why ``result`` does not do what the item expects, or None when it does (:mod:`harness.measure.expectation`)."""
     got = result.outcome.value + (f" {result.signature}" if result.signature else "")
     if result.phase and expectation is not None and expectation.phases:
         got += f" at {result.phase.value}"

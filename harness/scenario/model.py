@@ -463,7 +463,7 @@ class BuildRole(_Strict):
 class Expectation(_Strict):
     """What a role should end in: one outcome or a list of acceptable ones, optionally which
     signature(s) (``unknown`` for a crash that matches nothing in the catalogue) and in which phase(s),
-    and how sure the scenario is (judged by :mod:`harness.compare.expectation`)."""
+    and how sure the scenario is (judged by :mod:`harness.measure.expectation`)."""
 
     outcome: ExpectedOutcome | list[ExpectedOutcome]
     signature: str | list[str] | None = None

@@ -234,11 +234,3 @@ def test_prepare_is_a_command_of_the_one_cli(run_cli, tmp_path: Path) -> None:
     assert printed["launcher"][1:] == ["-m", "harness.sim.server", "--sim-revision", "post-fix", "--sim-seed", "3"]
     bad = run_cli("prepare", "pip:numpy==1.0")
     assert bad.returncode == 2 and "is not sglang==VERSION" in bad.stderr
-
-
-def test_the_older_spelling_of_prepare_still_works(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "harness.build", "describe", "sim:pre-fix"], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "SGLANG_REPRO_CACHE": str(tmp_path / "cache")})
-    assert done.returncode == 0, done.stderr
-    described = json.loads(done.stdout)
-    assert described["reference_model"] is True and described["build"]["spec"] == "sim:pre-fix"
