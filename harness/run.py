@@ -68,7 +68,7 @@ from harness.server.pool import LiveServer, ServerPool, pool_key, teardown_info
 from harness.server.process import ServerDied, ServerProcess, StartupTimeout
 from harness.signatures.catalogue import Catalogue, Match, last_traceback
 from harness.util.errors import HarnessError, UserError
-from harness.util.interrupts import Shield, sigterm_as_ctrl_c
+from harness.util.interrupts import Shield, sigterm_as_ctrl_c, taken
 from harness.util.redact import redact_argv, redact_env, redact_log
 from harness.util.text import first_line
 from harness.workload.phases import PhasePlan, drive_phases, evaluate_phase_checks, phase_plans, refuse_flush
@@ -674,6 +674,7 @@ def _serve_guarded(resolved: Resolved, ctx: RunContext, trail: Trail) -> RunVerd
         phase = Phase.PREFLIGHT if trail.launched is None else Phase.STARTUP
         return RunVerdict(Outcome.INFRA, f"{phase.value}: {first_line(exc)}", phase)
     except KeyboardInterrupt as exc:
+        taken()  # the command's first interrupt is this run's verdict; a second signal only hurries now
         return RunVerdict(Outcome.INTERRUPTED, f"interrupted ({first_line(exc) or 'SIGINT'}); "
                           "the server was torn down", _phase_reached(trail))
     except OSError as exc:
@@ -724,5 +725,6 @@ def execute_run(
             record = _record(resolved, trail, verdict, checks, paths, role=role, trial=trial, started=started,
                              started_at=started_at)
     if served.outcome is Outcome.INTERRUPTED or late.count:
+        taken()  # a signal the late shield deferred is the command's first interrupt too
         raise RunInterrupted(record)
     return record

@@ -25,7 +25,7 @@ from harness.executor.slurm import SlurmOptions
 from harness.signatures.catalogue import Catalogue
 from harness.store.store import new_batch
 from harness.util.errors import UserError
-from harness.util.interrupts import Shield, sigterm_as_ctrl_c
+from harness.util.interrupts import Shield, sigterm_as_ctrl_c, taken
 from harness.util.paths import reports_root
 from harness.util.proc import git
 from harness.util.text import first_line
@@ -159,6 +159,7 @@ def run_bisect(args: BisectArgs) -> BisectReport:
     except EndpointError as exc:
         status, summary, code = "endpoints-disagree", str(exc), exc.exit_code
     except KeyboardInterrupt as exc:  # issue 24: the report as far as it got, exit 3 (a second signal waits)
+        taken()
         with Shield(reraise=False):
             if args.repo is not None and commit_ends is not None:
                 commits = interrupted_commits(folder, args.repo, *commit_ends, args.find, target)

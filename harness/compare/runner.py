@@ -36,6 +36,7 @@ from harness.records.metric_definitions import (
     METRICS,
     PHASE_COMPARED,
     SHOWN,
+    client_timed,
     measured_positions,
     position_figure,
     relative_tolerances,
@@ -116,12 +117,16 @@ def _role_result(role: str, spec: str, runs: Sequence[RunRecord], report_dir: Pa
     # A stateful workload's per-phase figures (NAME@PHASE) are shown and kept beside the run-level ones.
     phased = {name for r in runs for name in r.metrics if "@" in name}
     names = sorted({m.name for m in DEFAULT_METRICS} | {m.name for m in SHOWN} | phased)
-    # A trial that crashed or never ran its workload has no meaningful speed (a crash "measures" 0 tok/s), and
-    # one whose client fell behind measured the client: leave both blank. A failed check ran the whole workload:
-    # its figures are what the check judged (the store keeps pass and fail runs' metrics alike).
-    usable = [r.outcome in (Outcome.PASS, Outcome.FAIL) and not_comparable(r.metrics) is None for r in runs]
+    # A trial that crashed or never ran its workload has no meaningful speed (a crash "measures" 0 tok/s): leave
+    # it blank. One whose client fell behind measured the client's lateness in its timed figures (rates,
+    # latencies): leave those blank, but its counts (tokens per verify step, hit rates) are the server's and
+    # stay -- blanking them too turned a loaded machine's stateful comparison into "not enough data".
+    # A failed check ran the whole workload: its figures are what the check judged.
+    ran = [r.outcome in (Outcome.PASS, Outcome.FAIL) for r in runs]
+    behind = [not_comparable(r.metrics) is not None for r in runs]
     metrics = {
-        name: tuple(v if (v := r.metric(name)) is not None and ok else float("nan") for r, ok in zip(runs, usable))
+        name: tuple(v if (v := r.metric(name)) is not None and ok and not (late and client_timed(name))
+                    else float("nan") for r, ok, late in zip(runs, ran, behind))
         for name in names
     }
     first = runs[0]

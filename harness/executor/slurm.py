@@ -31,7 +31,7 @@ from harness.records.outcome import Outcome
 from harness.records.run_record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo
 from harness.scenario.model import Hardware
 from harness.util.errors import InfraError, UserError
-from harness.util.interrupts import sigterm_as_ctrl_c
+from harness.util.interrupts import sigterm_as_ctrl_c, taken
 from harness.util.text import first_line
 
 __all__ = ["ExecutorInterrupted", "SlurmExecutor", "SlurmOptions", "gres_for"]
@@ -148,11 +148,13 @@ class SlurmExecutor:
             try:
                 tracked = self._submit(jobs, submitted)
             except KeyboardInterrupt:  # between two arrays: what was submitted already is cancelled too
+                taken()
                 tracked = [_Tracked(job, submitted[i]) for i, job in enumerate(jobs) if i in submitted]
                 raise ExecutorInterrupted(self._cancel(tracked, on_record)) from None
             try:
                 self._wait(tracked, on_record)
             except KeyboardInterrupt:
+                taken()
                 raise ExecutorInterrupted(self._cancel(tracked, on_record)) from None
         return [t.record for t in tracked if t.record is not None]
 

@@ -44,6 +44,7 @@ __all__ = [
     "Better",
     "Metric",
     "Source",
+    "client_timed",
     "figure",
     "metric",
     "measured_positions",
@@ -83,6 +84,9 @@ class Metric:
     relative_check: str | None = None
     # A table column's heading where the label is too long (the dashboard's overview, CI's step summary).
     short: str = ""
+    # Timed by the client's clock (a rate, a latency): a trial whose client fell behind measured its own lateness
+    # in these, and they are left out of a comparison; counts (tokens per step, hit rates) are still the server's.
+    client_timed: bool = False
 
     @property
     def higher_is_better(self) -> bool:
@@ -101,12 +105,15 @@ ACCEPT_LENGTH_SERVER = Metric("accept_length_server", "Acceptance length (server
 ACCEPT_LENGTH_GAUGE = Metric("accept_length_gauge", "Acceptance length (/metrics gauge)", "tokens/step",
                              Better.HIGHER, Source.GAUGE)
 OUTPUT_THROUGHPUT = Metric("output_throughput_tok_s", "Output throughput", "tok/s", Better.HIGHER,
-                           Source.REQUESTS, 0.05, "output_throughput_max_regression", "output tok/s")
+                           Source.REQUESTS, 0.05, "output_throughput_max_regression", "output tok/s", client_timed=True)
 REQUEST_THROUGHPUT = Metric("request_throughput_rps", "Request throughput", "req/s", Better.HIGHER, Source.REQUESTS,
-                            0.05)
-TTFT_P50 = Metric("ttft_ms_p50", "Time to first token (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05)
-ITL_P50 = Metric("itl_ms_p50", "Inter-token latency (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05)
-E2E_P50 = Metric("e2e_ms_p50", "End-to-end latency (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05)
+                            0.05, client_timed=True)
+TTFT_P50 = Metric("ttft_ms_p50", "Time to first token (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05,
+                  client_timed=True)
+ITL_P50 = Metric("itl_ms_p50", "Inter-token latency (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05,
+                 client_timed=True)
+E2E_P50 = Metric("e2e_ms_p50", "End-to-end latency (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05,
+                 client_timed=True)
 REQUESTS_OK = Metric("requests_ok", "Requests that succeeded", "requests", Better.HIGHER, Source.REQUESTS)
 REQUESTS_FAILED = Metric("requests_failed", "Requests that failed", "requests", Better.LOWER, Source.REQUESTS)
 
@@ -197,6 +204,13 @@ class _RelativeChecks(Protocol):
 
     accept_length_max_regression: float | None
     output_throughput_max_regression: float | None
+
+
+def client_timed(name: str) -> bool:
+    """Whether a stored figure (``NAME`` or ``NAME@PHASE``) is timed by the client's clock; an unregistered name
+    is taken as timed, so a client that fell behind never lends it a comparison."""
+    found = figure(name)
+    return found is None or found.client_timed
 
 
 def relative_tolerances(relative: _RelativeChecks | None) -> dict[str, float]:
