@@ -24,6 +24,7 @@ from harness.bisect.step import expected_steps
 from harness.executor.slurm import SlurmOptions
 from harness.signatures.catalogue import Catalogue
 from harness.store.store import new_batch
+from harness.util.bounded_read import read_text
 from harness.util.errors import UserError
 from harness.util.interrupts import Shield, sigterm_as_ctrl_c, taken
 from harness.util.paths import reports_root
@@ -69,7 +70,7 @@ def _release_phase(args: BisectArgs, request: Request) -> tuple[list[str], tuple
         scenario=str(args.scenario.absolute()), case=case.name, build_template=args.release_build, target=Target(),
         limits=args.limits, find=args.find, report_dir=str(request.report_dir.absolute()),
         store=request.store, batch=request.batch,
-        experiment=experiment_key(args.scenario.read_text(), case.name, args.release_build),
+        experiment=experiment_key(read_text(args.scenario, "source"), case.name, args.release_build),
         expected_steps=expected_steps(len(versions) - 1), started=args.started,
         out_root=str(request.report_dir.absolute()))
     probe = Probe(state, case)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,12 +40,13 @@ from harness.records.metric_definitions import (
     position_figure,
     relative_tolerances,
 )
-from harness.records.outcome import Outcome
+from harness.records.outcome import MEASURED, Outcome
 from harness.records.run_record import RunRecord
 from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario import Case, LoadedScenario
 from harness.scenario.model import RelativeChecks
 from harness.server.pool import ServerPool
+from harness.util.clock import folder_stamp
 from harness.util.errors import UserError
 from harness.util.interrupts import Shield
 from harness.util.paths import reports_root
@@ -122,7 +122,7 @@ def _role_result(role: str, spec: str, runs: Sequence[RunRecord], report_dir: Pa
     # latencies): leave those blank, but its counts (tokens per verify step, hit rates) are the server's and
     # stay -- blanking them too turned a loaded machine's stateful comparison into "not enough data".
     # A failed check ran the whole workload: its figures are what the check judged.
-    ran = [r.outcome in (Outcome.PASS, Outcome.FAIL) for r in runs]
+    ran = [r.outcome in MEASURED for r in runs]
     behind = [not_comparable(r.metrics) is not None for r in runs]
     metrics = {
         name: tuple(v if (v := r.metric(name)) is not None and ok and not (late and client_timed(name))
@@ -254,7 +254,7 @@ def compare_cases(
     ``elsewhere`` (an executor: harness.executor) every run goes there at once, given the report folder as
     the output root, and comes back as records by (case name, role)."""
     builds = builds or Builds()
-    report_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{loaded.scenario.name[:40]}-{secrets.token_hex(2)}"
+    report_id = f"{folder_stamp()}-{loaded.scenario.name[:40]}-{secrets.token_hex(2)}"
     report_dir = (out_root or reports_root()) / "compare" / report_id
     report_dir.mkdir(parents=True)
     options = RunOptions(out_root=report_dir, progress=False)

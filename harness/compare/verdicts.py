@@ -28,15 +28,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 from harness import __version__
 from harness.measure import statistics as st
 from harness.measure.expectation import ExpectationCheck
 from harness.records.metric_definitions import COMPARED, Metric
-from harness.records.outcome import Outcome, most_telling, parse_outcome
+from harness.records.outcome import MEASURED, Outcome, most_telling, parse_outcome
 from harness.sim import REFERENCE_SERVER_LABEL
+from harness.util.clock import now_iso
 from harness.util.str_enum import StrEnum
 
 __all__ = [
@@ -337,7 +337,7 @@ class RoleResult:
         values = self.metrics.get(metric, ())
         return tuple(
             v for v, outcome in zip(values, self.outcomes)
-            if outcome in (Outcome.PASS, Outcome.FAIL) and math.isfinite(v)
+            if outcome in MEASURED and math.isfinite(v)
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -555,7 +555,7 @@ def build_report(
         id=id,
         scenario=scenario,
         file=file,
-        created_at=created_at or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created_at=created_at or now_iso(),
         cases=tuple(cases),
         all_expectations_held=all(c.expectations_held for c in cases),
         harness_version=harness_version,

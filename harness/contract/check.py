@@ -23,6 +23,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from harness.contract.facts import FACTS, VERSIONS, Cite, Fact, Later
+from harness.util.bounded_read import read_bytes
 from harness.util.errors import InfraError
 
 __all__ = ["Drift", "applies", "check_package", "contract_table", "sglang_package_of", "wordings"]
@@ -107,7 +108,7 @@ def _check_form(fact: Fact, file: str, text: str, package: Path, expect: int | N
         if expect is None:
             return None
         return Drift(fact.name, file, "file", text, (), scope or "the file is missing")
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    lines = read_bytes(path, "source").decode("utf-8", errors="replace").splitlines()
     found = tuple(i + 1 for i, line in enumerate(lines) if text in line)
     if expect is None:
         return Drift(fact.name, file, "absent", text, found, scope) if found else None

@@ -19,7 +19,6 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from harness.records.artifacts import write_record
 from harness.records.outcome import Outcome
 from harness.records.run_record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo
 from harness.scenario.model import Hardware
+from harness.util.clock import now_iso
 from harness.util.errors import InfraError, UserError
 from harness.util.interrupts import sigterm_as_ctrl_c, taken
 from harness.util.text import first_line
@@ -327,7 +327,7 @@ def lost_record(job: RunJob, reason: str, folder: Path, *, outcome: Outcome = Ou
         metrics={},
         server=ServerInfo(),
         host=HostInfo(),
-        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        started_at=now_iso(),
         duration_s=0.0,
         harness_version=__version__,
         artifacts=str(folder),

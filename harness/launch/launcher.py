@@ -21,6 +21,7 @@ from harness.scenario.model import TokenRange
 from harness.server import hardware
 from harness.server.http import get_json, post
 from harness.sim import REFERENCE_SERVER_LABEL
+from harness.util.bounded_read import read_text
 from harness.util.errors import InfraError
 from harness.util.paths import resolve_fixture
 from harness.util.text import last_line
@@ -77,7 +78,7 @@ def _fixture_text(case: Case) -> str:
     fixture = resolve_fixture(spec.fixture or "", relative_to=case.file.parent)
     if fixture is None:
         raise InfraError(f"prompt fixture {spec.fixture!r} not found")
-    return fixture.read_text()
+    return read_text(fixture, "source")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import pytest
 from harness.measure.expectation import run_holds
 from harness.pytest_plugin import gating, leasing, reporting, runner
 from harness.pytest_plugin.options import settings
-from harness.records.outcome import Outcome
+from harness.records.outcome import NOT_TRIED, Outcome
 from harness.scenario import Case
 from harness.scenario.model import Expectation
 from harness.server import hardware
@@ -97,7 +97,7 @@ class ScenarioItem(pytest.Item):
                     problem = judge(result, expectation)
                     if problem is None:
                         continue
-                    if result.outcome in (Outcome.INFRA, Outcome.INTERRUPTED):
+                    if result.outcome in NOT_TRIED:
                         pytest.skip(f"{result.outcome.value}: {result.reason} (trial {trial + 1} of {trials})")
                     if expectation is not None and expectation.status == "hypothesis":
                         # A hypothesis that did not hold is an observation: shown, never a failure.

@@ -38,7 +38,10 @@ __all__ = [
     "PHASE_SEPARATOR",
     "REQUESTS_FAILED",
     "REQUESTS_OK",
+    "READY_S",
     "REQUEST_THROUGHPUT",
+    "RUN_FIGURES",
+    "SERVER_TRIAL",
     "SHOWN",
     "TTFT_P50",
     "Better",
@@ -173,6 +176,12 @@ PHASE_COMPARED: tuple[Metric, ...] = (ACCEPT_LENGTH, ACCEPT_RATE, CACHE_HIT_RATE
 KEY: tuple[Metric, ...] = (ACCEPT_LENGTH, ACCEPT_LENGTH_SERVER, OUTPUT_THROUGHPUT, REQUESTS_OK, REQUESTS_FAILED)
 # What a cross-phase check may compare (``checks.across_phases[].metric``), both phases of one run.
 CROSS_PHASE: tuple[Metric, ...] = (ACCEPT_LENGTH, CACHE_HIT_RATE, OUTPUT_THROUGHPUT, ACCEPT_RATE)
+
+# The run's own figures, recorded beside the workload's (not judged, not compared): how long the server took
+# to become ready (a fresh start), and which trial of a shared server this was (a reused one).
+READY_S = "ready_s"
+SERVER_TRIAL = "server_trial"
+RUN_FIGURES: tuple[str, ...] = (READY_S, SERVER_TRIAL)
 
 # The acceptance length a check bounds, by the source it names (``checks.accept_length.source``).
 ACCEPT_LENGTH_BY_SOURCE: Mapping[Source, Metric] = {

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from harness.compare.verdicts import ComparisonReport
+from harness.util.bounded_read import read_text
 from harness.util.errors import UserError
 
 __all__ = ["render_json", "load_report"]
@@ -19,7 +20,7 @@ def render_json(report: ComparisonReport) -> str:
 def load_report(path: Path) -> ComparisonReport:
     """Read a report.json back; a file that is not one is a ``UserError`` naming it."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_text(Path(path), "record"))
     except OSError as exc:
         raise UserError(f"{path}: cannot read comparison report: {exc.strerror}") from None
     except json.JSONDecodeError as exc:

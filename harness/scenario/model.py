@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from harness.build import BUILD_KINDS
 from harness.records.metric_definitions import ACCEPT_LENGTH_BY_SOURCE, CROSS_PHASE
+from harness.records.outcome import SIGNED
 from harness.scenario.errors import excerpt
 from harness.sim import REVISIONS
 
@@ -503,7 +504,7 @@ class Expectation(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Expectation:
-        if self.signature is not None and not set(self.outcomes) & {"crash", "infra"}:
+        if self.signature is not None and not set(self.outcomes) & {o.value for o in SIGNED}:
             raise ValueError(
                 f"a signature is only expected with outcome crash or infra, not {'/'.join(self.outcomes)}"
             )

@@ -101,7 +101,7 @@ def _after(previous: Any) -> Any:
 class Shield:
     """Defer SIGINT/SIGTERM in the main thread while the block runs; elsewhere (a worker thread) a no-op."""
 
-    def __init__(self, *, on_signal: Callable[[], None] | None = None, reraise: bool = True) -> None:
+    def __init__(self, *, on_signal: Callable[[], object] | None = None, reraise: bool = True) -> None:
         self.on_signal = on_signal
         self.reraise = reraise
         self.count = 0
