@@ -20,6 +20,7 @@ from typing import NoReturn
 from harness import __version__
 from harness.commands import COMMANDS, find
 from harness.util.errors import EXIT_INFRA, EXIT_USAGE, HarnessError
+from harness.util.interrupts import command_signals
 
 __all__ = ["entry", "main", "make_parser"]
 
@@ -91,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from harness.server.hardware import injected_inventory
 
             injected_inventory()  # a malformed value is bad input before anything starts, not a traceback later
-        return int(args._main(args))
+        with command_signals():  # once the command takes its first interrupt, later signals only count
+            return int(args._main(args))
     except HarnessError as exc:
         # Errors that already name their file and line (scenario problems) stand alone, one per line.
         for line in getattr(exc, "lines", None) or [f"sglang-repro: {exc}"]:

@@ -26,17 +26,16 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from harness import __version__
 from harness.build import Build, BuildFailure, Builds, describe_environment
-from harness.compare.expectation import judge_run
 from harness.contract import facts as contract
 from harness.launch.build_profile import build_profile
 from harness.launch.launcher import Launcher, hardware_gap, launcher_for
 from harness.measure.acceptance import accept_by_position
+from harness.measure.expectation import judge_run
 from harness.measure.server_side import (
     AttentionBackends,
     aggregate,
@@ -47,7 +46,14 @@ from harness.measure.server_side import (
 )
 from harness.records.artifacts import new_run_dir, write_env, write_record, write_repro
 from harness.records.manifest import Manifest
-from harness.records.metric_definitions import OUTPUT_THROUGHPUT, REQUESTS_FAILED, REQUESTS_OK, position_metric
+from harness.records.metric_definitions import (
+    OUTPUT_THROUGHPUT,
+    READY_S,
+    REQUESTS_FAILED,
+    REQUESTS_OK,
+    SERVER_TRIAL,
+    position_metric,
+)
 from harness.records.outcome import Outcome, Phase
 from harness.records.request_log import RequestRecord
 from harness.records.run_record import (
@@ -67,11 +73,14 @@ from harness.scenario.model import Bound, Checks, Scenario
 from harness.server import hardware
 from harness.server.auth import admin_headers, request_headers
 from harness.server.lease import DEFAULT_GPU_LEASE_TIMEOUT_S, gpu_env, lease_gpus, lease_port
-from harness.server.pool import LiveServer, ServerPool, pool_key, teardown_info
+from harness.server.pool import LiveServer, ServerPool, pool_key
 from harness.server.process import ServerDied, ServerProcess, StartupTimeout
 from harness.signatures.catalogue import Catalogue, Match, last_traceback
+from harness.util.atomic import write_atomic_bytes
+from harness.util.bounded_read import ReadRefused, read_from, read_head
+from harness.util.clock import now_iso
 from harness.util.errors import HarnessError, UserError
-from harness.util.interrupts import Shield, sigterm_as_ctrl_c
+from harness.util.interrupts import Shield, sigterm_as_ctrl_c, taken
 from harness.util.redact import redact_argv, redact_env, redact_log
 from harness.util.text import first_line
 from harness.workload.phases import PhasePlan, drive_phases, evaluate_phase_checks, phase_plans, refuse_flush
@@ -375,7 +384,7 @@ def _serve(resolved: Resolved, ctx: RunContext, trail: Trail) -> RunVerdict:
                                   plan.port, ready_s, needed, trials=1)
                 pool.add(live)
                 handed_over = True
-            trail.ready = Ready({"ready_s": round(ready_s, 3)}, live)
+            trail.ready = Ready({READY_S: round(ready_s, 3)}, live)
             with trail.timed("workload"):
                 return _workload(server, resolved, plan, ctx, trail)
         finally:
@@ -421,7 +430,7 @@ def _serve_reused(live: LiveServer, resolved: Resolved, prompts: list[Prompt], c
     trail.plan = plan = Plan(prompts, live.port, live.flags, live.argv, dict(live.env_overlay))
     offset = server.log_path.stat().st_size if server.log_path.exists() else 0
     trail.launched = Launched(server, dict(live.env_overlay), offset)
-    trail.ready = Ready({"server_trial": float(live.trials)}, live)
+    trail.ready = Ready({SERVER_TRIAL: float(live.trials)}, live)
     live.trials += 1
     problem = resolved.launcher.begin_trial(server.url, admin_headers(resolved.case.scenario.server.args))
     if problem:
@@ -544,15 +553,14 @@ def _backends(trail: Trail, paths: RunPaths, sc: Scenario) -> AttentionBackends 
     if trail.backends is not None or trail.plan is None:
         return trail.backends
     try:
-        with open(paths.log, "rb") as fh:
-            head = fh.read(_LOG_HEAD_BYTES).decode("utf-8", errors="replace")
-    except OSError:
+        head = read_head(paths.log, "log", _LOG_HEAD_BYTES).decode("utf-8", errors="replace")
+    except (OSError, ReadRefused):
         head = ""
     return attention_from_start(trail.plan.flags, head, speculative=_speculative(sc.server.args))
 
 
 def _teardown(server: ServerProcess) -> TeardownInfo:
-    return teardown_info(server.stop())
+    return server.stop()
 
 
 # --------------------------------------------------------------------------- 4. judge
@@ -680,9 +688,7 @@ def _copy_log_slice(source: Path, offset: int, target: Path) -> None:
     log is redacted as it is written (``harness.server.process``), so the slice is too."""
     if not source.exists():
         return
-    with open(source, "rb") as f:
-        f.seek(offset)
-        target.write_bytes(f.read())
+    write_atomic_bytes(target, read_from(source, "log", offset))
 
 
 def _request_body(prompt: Prompt, case: Case) -> dict[str, Any]:
@@ -718,6 +724,7 @@ def _serve_guarded(resolved: Resolved, ctx: RunContext, trail: Trail) -> RunVerd
         phase = Phase.PREFLIGHT if trail.launched is None else Phase.STARTUP
         return RunVerdict(Outcome.INFRA, f"{phase.value}: {first_line(exc)}", phase)
     except KeyboardInterrupt as exc:
+        taken()  # the command's first interrupt is this run's verdict; a second signal only hurries now
         return RunVerdict(Outcome.INTERRUPTED, f"interrupted ({first_line(exc) or 'SIGINT'}); "
                           "the server was torn down", _phase_reached(trail))
     except OSError as exc:
@@ -745,7 +752,7 @@ def execute_run(
     """
     opts = options or RunOptions()
     started = time.monotonic()
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started_at = now_iso()
     resolved = _resolve(case, resolve_for(case, build, Builds()) if isinstance(build, str) else build)
     trail = Trail(timings={"resolve": round(time.monotonic() - started, 4)})
     sc = resolved.case.scenario
@@ -768,5 +775,6 @@ def execute_run(
             record = _record(resolved, trail, verdict, checks, paths, role=role, trial=trial, started=started,
                              started_at=started_at)
     if served.outcome is Outcome.INTERRUPTED or late.count:
+        taken()  # a signal the late shield deferred is the command's first interrupt too
         raise RunInterrupted(record)
     return record

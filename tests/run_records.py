@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.compare.expectation import ExpectationCheck, judge_role
 from harness.compare.verdicts import RoleResult
+from harness.measure.expectation import ExpectationCheck, judge_role
 from harness.records.run_record import RunRecord, record_from_dict
 from harness.scenario.model import Expectation
 
@@ -23,7 +23,7 @@ def make_record(outcome: str, *, signature: str | None = None, phase: str | None
 
 
 def judged(roles: Sequence[RoleResult], expected: Mapping[str, tuple[str, str | None]]) -> list[ExpectationCheck]:
-    """The one judge (harness.compare.expectation) over the trials a RoleResult summarises."""
+    """The one judge (harness.measure.expectation) over the trials a RoleResult summarises."""
     by_name = {r.role: r for r in roles}
     out = []
     for role, (outcome, signature) in expected.items():

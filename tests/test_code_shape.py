@@ -1,4 +1,5 @@
-"""Rules of shape the harness keeps (issue 19): no function longer than 60 lines, and one run record only.
+"""Rules of shape the harness keeps (issue 19): no function longer than 60 lines, and one run record only;
+and one owner per concept (issue 31, docs/owners.md): each test below fails when a second owner appears.
 
 The rules are read off the real source with ``ast``; each is first shown to catch a planted offender, so
 a walker that silently finds nothing cannot pass.
@@ -89,14 +90,16 @@ def metric_name_literals(source: str, where: str, names: frozenset[str]) -> list
 
 
 def _registered() -> frozenset[str]:
-    from harness.records.metric_definitions import METRICS, PHASE_ONLY
+    from harness.records.metric_definitions import METRICS, PHASE_ONLY, RUN_FIGURES
 
-    return frozenset(METRICS) | frozenset(PHASE_ONLY)
+    return frozenset(METRICS) | frozenset(PHASE_ONLY) | frozenset(RUN_FIGURES)
 
 
 def test_the_walker_finds_a_planted_metric_name() -> None:
     planted = 'def f(m):\n    """accept_length in a docstring is prose."""\n    return m["accept_length"], m["x"]\n'
     assert metric_name_literals(planted, "p.py", _registered()) == ["p.py:3 accept_length"]
+    assert metric_name_literals('k = {"ready_s", "server_trial"}\n', "p.py", _registered()) == [
+        "p.py:1 ready_s", "p.py:1 server_trial"]
     assert metric_name_literals("from harness.records.metric_definitions import ACCEPT_LENGTH\nn = ACCEPT_LENGTH.name\n",
                                 "ok.py", _registered()) == []
 
@@ -106,3 +109,195 @@ def test_metric_names_are_spelled_by_the_registry_only() -> None:
     found = [hit for where, text in _harness_sources() if not where.startswith(_NAME_OWNERS)
              for hit in metric_name_literals(text, where, names)]
     assert not found, "read these names from harness.records.metric_definitions:\n" + "\n".join(found)
+
+
+# -- one owner per concept (issue 31) -----------------------------------------------------------------------
+# Each rule: a walker over the real source, first shown a planted second owner. ``EXEMPT`` names, per rule,
+# the files that may do it anyway and why; the reference server (harness/sim) models SGLang's own code and is
+# never held to the harness's owners. harness/history is exempt where marked "pending": issue 35 rewrites
+# those modules, and their two sites move to the owners when it lands.
+
+def _call_name(node: ast.Call) -> str:
+    """``os.kill``, ``.write_text`` (a method on anything but a module-like name), or ``open``."""
+    func = node.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        if isinstance(func.value, ast.Name) and func.value.id in ("os", "time", "datetime", "json", "shutil"):
+            return f"{func.value.id}.{func.attr}"
+        if isinstance(func.value, ast.Attribute) and func.value.attr == "datetime" and func.attr in ("now", "utcnow"):
+            return f"datetime.{func.attr}"
+        return f".{func.attr}"
+    return ""
+
+
+def _owned_calls(source: str, where: str, names: frozenset[str], *, skip=lambda node: False) -> list[str]:
+    return sorted({f"{where}:{node.lineno} {_call_name(node)}" for node in ast.walk(ast.parse(source))
+                   if isinstance(node, ast.Call) and _call_name(node) in names and not skip(node)},
+                  key=lambda hit: (hit.split()[0].rsplit(":", 1)[0], int(hit.split()[0].rsplit(":", 1)[1])))
+
+
+def _sources_but(exempt: tuple[str, ...]) -> list[tuple[str, str]]:
+    return [(where, text) for where, text in _harness_sources()
+            if not where.startswith(("harness/sim/", *exempt))]
+
+
+# Ending processes: harness/util/kill.py (signals, group TERM-then-KILL, a child's end, a watcher's release);
+# a run's processes: harness.server.reaper.kill_run, built on it.
+_KILL_CALLS = frozenset({"os.kill", "os.killpg", ".terminate", ".kill", ".send_signal"})
+
+
+def _to_self(node: ast.Call) -> bool:
+    """``os.kill(os.getpid(), ...)``: a process signalling itself ends no one else's process."""
+    return bool(node.args) and isinstance(node.args[0], ast.Call) and _call_name(node.args[0]) == "os.getpid"
+
+
+def test_the_walker_finds_a_planted_second_killer() -> None:
+    planted = "import os\ndef f(p):\n    os.killpg(p.pid, 9)\n    p.kill()\n    os.kill(os.getpid(), 15)\n"
+    assert _owned_calls(planted, "p.py", _KILL_CALLS, skip=_to_self) == ["p.py:3 os.killpg", "p.py:4 .kill"]
+
+
+def test_processes_are_ended_by_the_one_owner() -> None:
+    found = [hit for where, text in _sources_but(("harness/util/kill.py",))
+             for hit in _owned_calls(text, where, _KILL_CALLS, skip=_to_self)]
+    assert not found, "end processes through harness.util.kill (or harness.server.reaper.kill_run):\n" + "\n".join(found)
+
+
+# Reading a file: harness/util/bounded_read.py (regular files only, capped, one tail reader).
+_READ_CALLS = frozenset({".read_text", ".read_bytes", "open", ".open", "json.load"})
+_READ_EXEMPT = (
+    "harness/util/bounded_read.py",  # the owner
+    "harness/server/hardware.py",  # the kernel's /proc files, read with a bound of their own
+    "harness/server/reaper.py",  # /proc/<pid>/stat and environ: the kernel's, a few hundred bytes
+    "harness/history/detections.py",  # pending (issue 35): hashes the module's own source
+)
+
+
+def _writes_or_not_a_file(node: ast.Call) -> bool:
+    """An ``open`` for writing or appending (a stream the harness writes), or a call that opens no file
+    (``os.open`` of a lock, an URL opener, a zip member)."""
+    modes = [a.value for a in [*node.args[1:], *[k.value for k in node.keywords if k.arg == "mode"]]
+             if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    if _call_name(node) == ".open":
+        modes += [a.value for a in node.args[:1] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        target = node.func.value if isinstance(node.func, ast.Attribute) else None
+        if isinstance(target, ast.Name) and target.id.startswith("_"):  # _OPENER.open(request): a URL
+            return True
+    return any(set(m) & set("wax") for m in modes)
+
+
+def test_the_walker_finds_a_planted_unbounded_read() -> None:
+    planted = ("import json\ndef f(p, q):\n    a = p.read_text()\n    with open(q) as fh:\n        b = json.load(fh)\n"
+               "    with q.open('a') as log:\n        log.write(a)\n    return read_text(p, 'log')\n")
+    assert _owned_calls(planted, "p.py", _READ_CALLS, skip=_writes_or_not_a_file) == [
+        "p.py:3 .read_text", "p.py:4 open", "p.py:5 json.load"]
+
+
+def test_files_are_read_by_the_one_bounded_reader() -> None:
+    found = [hit for where, text in _sources_but(_READ_EXEMPT)
+             for hit in _owned_calls(text, where, _READ_CALLS, skip=_writes_or_not_a_file)]
+    assert not found, "read files through harness.util.bounded_read (read_text, read_json, iter_lines, " \
+                      "tail_lines):\n" + "\n".join(found)
+
+
+# Writing a file another process (or a resumed command) reads: harness/util/atomic.py (a temporary file and a
+# rename, never through a link or device).
+_WRITE_CALLS = frozenset({".write_text", ".write_bytes", "os.replace", "os.rename", ".rename", "shutil.move"})
+_WRITE_EXEMPT = (
+    "harness/util/atomic.py",  # the owner
+    "harness/contract/wheels.py",  # moves a downloaded wheel, whole, from its staging folder into the cache
+)
+
+
+def test_the_walker_finds_a_planted_torn_write() -> None:
+    planted = "import os\ndef f(p, t):\n    p.write_text('x')\n    os.replace(t, p)\n    write_atomic(p, 'x')\n"
+    assert _owned_calls(planted, "p.py", _WRITE_CALLS) == ["p.py:3 .write_text", "p.py:4 os.replace"]
+
+
+def test_files_are_written_by_the_one_atomic_writer() -> None:
+    found = [hit for where, text in _sources_but(_WRITE_EXEMPT) for hit in _owned_calls(text, where, _WRITE_CALLS)]
+    assert not found, "write through harness.util.atomic (write_atomic, write_atomic_bytes, replace_with):\n" + \
+        "\n".join(found)
+
+
+# Timestamps: harness/util/clock.py (UTC, one format for folder names, one for records).
+_CLOCK_CALLS = frozenset({"time.strftime", "time.localtime", "time.gmtime", "time.ctime", "datetime.now",
+                          "datetime.utcnow", "datetime.today"})
+_CLOCK_EXEMPT = (
+    "harness/util/clock.py",  # the owner
+    "harness/history/detections.py", "harness/history/alerts.py",  # pending (issue 35): UTC already, same format
+)
+
+
+def test_the_walker_finds_a_planted_local_clock() -> None:
+    planted = ("import time\nfrom datetime import datetime, timezone\n"
+               "a = time.strftime('%Y')\nb = datetime.now(timezone.utc)\nc = folder_stamp()\n")
+    assert _owned_calls(planted, "p.py", _CLOCK_CALLS) == ["p.py:3 time.strftime", "p.py:4 datetime.now"]
+
+
+def test_timestamps_come_from_the_one_clock() -> None:
+    found = [hit for where, text in _sources_but(_CLOCK_EXEMPT) for hit in _owned_calls(text, where, _CLOCK_CALLS)]
+    assert not found, "take the time from harness.util.clock (folder_stamp, now_iso):\n" + "\n".join(found)
+
+
+def test_the_one_clock_is_utc_in_one_format_each() -> None:
+    import re
+
+    from harness.util.clock import folder_stamp, now_iso, now_iso_exact
+
+    assert re.fullmatch(r"\d{8}T\d{6}Z", folder_stamp())
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", now_iso())
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00", now_iso_exact())
+
+
+# Outcome sets: harness/records/outcome.py (MEASURED, MISBEHAVED, UNDECIDED, NOT_TRIED, SIGNED and the orders).
+_OUTCOME_EXEMPT = (
+    "harness/records/outcome.py",  # the owner
+    "harness/history/series.py", "harness/history/alerts.py",  # pending (issue 35): MEASURED, MISBEHAVED
+)
+
+
+def _outcome_name(node: ast.AST) -> str | None:
+    from harness.records.outcome import Outcome
+
+    if isinstance(node, ast.Attribute) and node.attr == "value":
+        node = node.value  # Outcome.PASS.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Outcome":
+        return node.attr
+    if isinstance(node, ast.Constant) and node.value in {o.value for o in Outcome}:
+        return str(node.value)
+    return None
+
+
+def outcome_sets(source: str, where: str) -> list[str]:
+    """``where:line`` for each tuple, set or list literal of two or more outcomes (members or names), outside a
+    type's subscript (``Literal["pass", "fail"]`` is a type, not a set the harness asks about)."""
+    tree = ast.parse(source)
+    in_types = {id(n) for sub in ast.walk(tree) if isinstance(sub, ast.Subscript) for n in ast.walk(sub.slice)}
+    return sorted({f"{where}:{node.lineno}" for node in ast.walk(tree)
+                   if isinstance(node, (ast.Tuple, ast.Set, ast.List)) and id(node) not in in_types
+                   and len(node.elts) >= 2 and all(_outcome_name(e) for e in node.elts)})
+
+
+def test_the_walker_finds_a_planted_outcome_set() -> None:
+    planted = ("def f(r):\n    a = r.outcome in (Outcome.PASS, Outcome.FAIL)\n    b = {Outcome.CRASH.value, 'infra'}\n"
+               "    c = Literal['pass', 'fail']\n    return r.outcome in MEASURED\n")
+    assert outcome_sets(planted, "p.py") == ["p.py:2", "p.py:3"]
+
+
+def test_outcome_sets_are_named_by_the_one_owner() -> None:
+    found = [hit for where, text in _sources_but(_OUTCOME_EXEMPT) for hit in outcome_sets(text, where)]
+    assert not found, "name the set in harness.records.outcome and use it:\n" + "\n".join(found)
+
+
+# The teardown record: harness.records.run_record.TeardownInfo, returned by ServerProcess.stop and kept as is.
+def teardown_records(source: str, where: str) -> list[str]:
+    return sorted(f"{where}:{node.lineno} {node.name}" for node in ast.walk(ast.parse(source))
+                  if isinstance(node, ast.ClassDef) and node.name.startswith("Teardown"))
+
+
+def test_there_is_one_teardown_record() -> None:
+    assert teardown_records("class TeardownReport:\n    pass\n", "p.py") == ["p.py:1 TeardownReport"]
+    found = [hit for where, text in _harness_sources() for hit in teardown_records(text, where)]
+    assert [hit.split()[1] for hit in found] == ["TeardownInfo"], found
+    assert found[0].startswith("harness/records/run_record.py:")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from harness.contract import facts as contract
 from harness.contract.check import check_package, check_sources, contract_table
 from harness.contract.locate import reference_of, wordings
 from harness.contract.sources import DirSources
+from tests.helpers import copy_cited
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX_CITE = contract.FACTS[[f.name for f in contract.FACTS].index("FIX_MARKER")].cites[0]
@@ -21,15 +21,6 @@ FIX_CITE = contract.FACTS[[f.name for f in contract.FACTS].index("FIX_MARKER")].
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "harness", "contract", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=600, check=False)
-
-
-def _copy_cited(package: Path, dest: Path) -> Path:
-    for name in {c.file for f in contract.FACTS for c in f.cites}:
-        if not (package / name).is_file():  # cited for the other release only
-            continue
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(package / name, dest / name)
-    return dest
 
 
 def test_another_release_is_compared_with_the_nearer_cited_one() -> None:
@@ -46,7 +37,7 @@ def test_the_cited_releases_hold_and_a_changed_one_names_the_fact(version: str, 
 
     package = real_sglang(version).package
     assert check_package(package, version) == ([], len(contract.FACTS))
-    changed = _copy_cited(package, tmp_path / "sglang")
+    changed = copy_cited(package, tmp_path / "sglang")
     http = changed / "srt/entrypoints/http_server.py"
     http.write_text(http.read_text().replace(contract.READY_LINE, "The server is up."))
     # on its line; anywhere, for an uncited release on the same side of the fix
@@ -68,7 +59,7 @@ def test_the_cited_releases_hold_and_a_changed_one_names_the_fact(version: str, 
 def test_a_line_pushed_down_is_moved_not_drifted(tmp_path: Path) -> None:
     from tests.real_sglang import real_sglang
 
-    changed = _copy_cited(real_sglang("0.5.15").package, tmp_path / "sglang")
+    changed = copy_cited(real_sglang("0.5.15").package, tmp_path / "sglang")
     http = changed / "srt/entrypoints/http_server.py"
     http.write_text("# one more line\n" + http.read_text())
     located = [loc for loc in check_sources(DirSources(changed), "0.5.15") if loc.fact == "READY_LINE"]
@@ -108,7 +99,7 @@ def test_a_reworded_line_is_looked_for_in_its_new_wording_from_its_release_on() 
 def test_a_rewording_holds_from_its_release_on_and_nowhere_else(tmp_path: Path) -> None:
     from tests.real_sglang import real_sglang
 
-    changed = _copy_cited(real_sglang("0.5.15").package, tmp_path / "sglang")
+    changed = copy_cited(real_sglang("0.5.15").package, tmp_path / "sglang")
     sched = changed / "srt/managers/scheduler.py"
     text = sched.read_text()
     for old, new in (('f" DP{dp_rank}"', 'f" DP{shown_dp}"'), ('f" TP{tp_rank}"', 'f" TP{shown_tp}"'),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.compare.expectation import judge_role, run_holds
+from harness.measure.expectation import judge_role, run_holds
 from harness.records.outcome import Outcome, Phase
 from harness.scenario.model import Expectation
 from tests.run_records import make_record
@@ -61,7 +61,7 @@ def test_expectation_lists_cannot_be_empty() -> None:
 
 def test_a_role_cut_short_by_an_interrupt_is_not_run_even_after_a_passing_trial() -> None:
     """Issue 24: compare interrupted in its second trial exited 1 (a role 'failed'), not 3 (an interrupt)."""
-    from harness.compare.expectation import judge_role
+    from harness.measure.expectation import judge_role
     from harness.scenario.model import Expectation
     from tests.run_records import make_record
 

@@ -12,6 +12,7 @@ import pytest
 from harness.build import Build, ensure_pip_env, resolve_build
 from harness.launch.preflight import check_flags, model_gap
 from harness.util.errors import InfraError
+from tests.helpers import free_port
 from tests.process_marks import MARK_VAR, marked
 
 RELEASES = ("0.5.14", "0.5.15")
@@ -44,12 +45,6 @@ def test_known_flags_parse_in_the_real_release(version: str, real_builds: dict[s
     assert version in check.message
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("version", RELEASES)
 def test_unknown_flag_is_rejected_with_the_parsers_message_and_nothing_started(
@@ -59,7 +54,7 @@ def test_unknown_flag_is_rejected_with_the_parsers_message_and_nothing_started(
     # env), so "nothing left" is checked on what this call started, not on whatever else the worker runs.
     mark = f"preflight-{uuid.uuid4().hex}"
     monkeypatch.setenv(MARK_VAR, mark)
-    port = _free_port()
+    port = free_port()
     argv = ["--model-path", "m", "--port", str(port), "--definitely-not-a-flag"]
     check = check_flags(real_builds[version], argv, timeout_s=120)
     assert not check.ok

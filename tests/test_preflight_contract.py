@@ -16,6 +16,7 @@ from harness.launch.contract_gate import contract_gap, needed_by
 from harness.records.outcome import Outcome, Phase
 from harness.run import RunOptions, execute_run
 from harness.scenario import load_file, select_cases
+from tests.helpers import copy_cited
 
 REPO = Path(__file__).resolve().parent.parent
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
@@ -33,15 +34,6 @@ def _scenario_with(tmp_path: Path, **args: object) -> Path:
     path = tmp_path / "changed.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
-
-
-def _copy_cited(package: Path, dest: Path) -> Path:
-    for name in {c.file for f in contract.FACTS for c in f.cites}:
-        if not (package / name).is_file():  # cited for the other release only
-            continue
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(package / name, dest / name)
-    return dest
 
 
 def _build_at(package: Path, version: str) -> Build:
@@ -79,7 +71,7 @@ def test_a_drifted_fact_is_named_only_for_the_cases_that_depend_on_it(tmp_path: 
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.real_sglang import real_sglang
 
-    package = _copy_cited(real_sglang("0.5.15").package, tmp_path / "sglang")
+    package = copy_cited(real_sglang("0.5.15").package, tmp_path / "sglang")
     monkeypatch.setenv("SGLANG_REPRO_CACHE", str(tmp_path / "cache"))
     _replace(package / "srt/observability/metrics_collector.py", 'name="sglang:spec_accept_length"',
              'name="sglang:spec_decode_accept_length"')  # a release renames the gauge
@@ -95,7 +87,7 @@ def test_the_answer_is_kept_per_build_until_a_cited_file_changes(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.real_sglang import real_sglang
 
-    package = _copy_cited(real_sglang("0.5.14").package, tmp_path / "sglang")
+    package = copy_cited(real_sglang("0.5.14").package, tmp_path / "sglang")
     monkeypatch.setenv("SGLANG_REPRO_CACHE", str(tmp_path / "cache"))
     calls: list[str] = []
     real_check = preflight_contract.check_sources
@@ -151,7 +143,7 @@ def test_what_a_build_is_never_gates_a_run(tmp_path: Path, monkeypatch: pytest.M
     "profile", harness.contract.profile), so a release without them is a release to test, not to refuse."""
     from tests.real_sglang import real_sglang
 
-    package = _copy_cited(real_sglang("0.5.15").package, tmp_path / "sglang")
+    package = copy_cited(real_sglang("0.5.15").package, tmp_path / "sglang")
     monkeypatch.setenv("SGLANG_REPRO_CACHE", str(tmp_path / "cache"))
     _replace(package / "srt/speculative/frozen_kv_mtp_worker_v2.py", contract.FIX_MARKER, "forward_batch.out_cache_loc = ()")
     assert contract.needs(contract.FACTS[[f.name for f in contract.FACTS].index("FIX_MARKER")]) == "profile"

@@ -15,6 +15,7 @@ from harness.measure.server_side import aggregate
 from harness.util.errors import UserError
 from harness.workload.driver import ErrorKind, ids_digest, run_workload, run_workload_sync
 from harness.workload.prompts import Prompt, random_id_prompts
+from tests.helpers import free_port
 from tests.peers.sglang_peer import PeerConfig, PeerServer
 
 BASE: dict[str, Any] = dict(
@@ -281,14 +282,6 @@ def test_a_failing_should_abort_propagates_and_cancels_requests() -> None:
 READY_LINE = "The server is fired up and ready to roll!"
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get_json(url: str) -> dict:
     import urllib.request
 
@@ -309,7 +302,7 @@ def test_against_the_cpu_reference_server(tmp_path: Path) -> None:
         pytest.skip("harness.sim.server is not there yet")
     from harness.measure.server_side import metric_value, scrape_metrics, server_accept_length
 
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path / "server.log"
     argv = [
         sys.executable, "-m", "harness.sim.server",

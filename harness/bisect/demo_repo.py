@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.util.atomic import write_atomic
+from harness.util.bounded_read import read_text
 from harness.util.proc import git
 
 __all__ = ["STEP_COST_MS", "Layout", "make_demo_repo", "random_layout"]
@@ -73,10 +75,10 @@ def random_layout(seed: int, commits: int = 72) -> Layout:
 
 
 def _edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
+    text = read_text(path, "source")
     if old not in text:
         raise RuntimeError(f"{path}: {old!r} not found; the demo repository no longer matches harness/sim")
-    path.write_text(text.replace(old, new, 1))
+    write_atomic(path, text.replace(old, new, 1))
 
 
 def make_demo_repo(root: Path, layout: Layout = Layout(), *, step_cost_ms: float = STEP_COST_MS) -> dict[str, str]:
@@ -88,12 +90,12 @@ def make_demo_repo(root: Path, layout: Layout = Layout(), *, step_cost_ms: float
     git(root, "init", "-q", "-b", "main", env=_IDENTITY)
     git(root, "config", "commit.gpgsign", "false", env=_IDENTITY)
     (root / "harness").mkdir()
-    (root / "harness" / "__init__.py").write_text('"""sglang-repro (a generated history for bisection tests)."""\n')
+    write_atomic((root / "harness" / "__init__.py"), '"""sglang-repro (a generated history for bisection tests)."""\n')
     shutil.copytree(_SIM, root / "harness" / "sim", ignore=shutil.ignore_patterns("__pycache__"))
     sim = root / "harness" / "sim"
     _edit(sim / "cli_args.py", '"step-cost-ms": {"type": float, "default": 0.0,',
           f'"step-cost-ms": {{"type": float, "default": {step_cost_ms},')
-    (root / "CHANGELOG.md").write_text("# Changelog\n")
+    write_atomic((root / "CHANGELOG.md"), "# Changelog\n")
     scheduler, init, sampling = sim / "scheduler.py", sim / "__init__.py", sim / "sampling.py"
     named: dict[str, str] = {}
     broken_text = ""
@@ -120,12 +122,12 @@ def make_demo_repo(root: Path, layout: Layout = Layout(), *, step_cost_ms: float
             _edit(scheduler, "cost = s.step_cost_ms / 1000.0", "cost = s.step_cost_ms * 1.2 / 1000.0")
             subject = "scheduler: synchronise after every target step (20% slower)"
         if broken_text:
-            sampling.write_text(broken_text)
+            write_atomic(sampling, broken_text)
             broken_text = ""
             subject = "sampling: repair the syntax error"
         if i in layout.broken:
-            broken_text = sampling.read_text()
-            sampling.write_text(broken_text + "\ndef broken(:\n")
+            broken_text = read_text(sampling, "source")
+            write_atomic(sampling, broken_text + "\ndef broken(:\n")
             subject = "sampling: work in progress (does not import)"
         git(root, "add", "-A", env=_IDENTITY)
         git(root, "commit", "-q", "-m", subject, env=_IDENTITY)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from harness.bisect.oracle import Limits, Target, Trial, Verdict, decide
 from harness.bisect.sequential import endpoint_difference, without_stalls
-from harness.records.outcome import Outcome
+from harness.records.outcome import UNDECIDED, Outcome
 from harness.signatures.catalogue import Catalogue
 from harness.util.errors import HarnessError, InfraError
 
@@ -50,7 +50,7 @@ def _bug_signatures(trials: Sequence[Trial], catalogue: Catalogue) -> Counter[st
 
 
 def _all_infra(trials: Sequence[Trial], which: str) -> None:
-    infra = [t for t in trials if t.outcome in (Outcome.INFRA, Outcome.TIMEOUT, Outcome.INTERRUPTED)]
+    infra = [t for t in trials if t.outcome in UNDECIDED]
     if infra and len(infra) == len(trials):
         raise InfraError(f"the {which} endpoint could not be tried: {infra[-1].reason}")
 

@@ -52,7 +52,10 @@ from harness.executor.slurm import SlurmExecutor, SlurmOptions
 from harness.records.outcome import Outcome
 from harness.scenario.model import Hardware
 from harness.signatures.catalogue import Catalogue
+from harness.util.atomic import write_atomic, write_atomic_bytes
+from harness.util.bounded_read import read_bytes, read_text, tail_lines
 from harness.util.errors import InfraError
+from harness.util.kill import end_child
 from harness.util.proc import git
 
 __all__ = ["LocalProbes", "ProbeAnswer", "ProbeJob", "ProbeRunner", "SlurmProbes", "bisect_commits_kary",
@@ -157,7 +160,7 @@ class LocalProbes:
         try:
             for job in jobs:
                 base = self.folder / job.name
-                base.with_suffix(".job").write_bytes(pickle.dumps(job))
+                write_atomic_bytes(base.with_suffix(".job"), pickle.dumps(job))
                 with base.with_suffix(".log").open("wb") as log:
                     proc = subprocess.Popen([sys.executable, "-P", "-m", "harness.bisect.fleet", str(base)],
                                             stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -180,12 +183,11 @@ class LocalProbes:
     def _answer(job: ProbeJob, proc: subprocess.Popen[bytes], base: Path) -> ProbeAnswer:
         out = base.with_suffix(".answer")
         if proc.returncode == 0 and out.is_file():
-            answer = pickle.loads(out.read_bytes())
+            answer = pickle.loads(read_bytes(out, "state"))
             if isinstance(answer, ProbeAnswer):
                 return answer
         log = base.with_suffix(".log")
-        tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-1:] \
-            if log.is_file() else []
+        tail = tail_lines(log, 1, skip_blank=True)
         why = f"probe process exited {proc.returncode}" + (f": {tail[0][:300]}" if tail else "")
         if proc.returncode == EXIT_ORACLE_FAILED:  # a broken oracle must not steer the search
             raise InfraError(f"bisect: the oracle failed at {job.revision[:12]}, stopping the search "
@@ -198,12 +200,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.stdin is not None:
         with contextlib.suppress(OSError):
             proc.stdin.close()
-    proc.terminate()
-    try:
-        proc.wait(timeout=_JOB_GRACE_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
+    end_child(proc, grace_s=_JOB_GRACE_S)
 
 
 class SlurmProbes:
@@ -288,7 +285,7 @@ def bisect_commits_kary(request: Request, repo: Path, good_rev: str, bad_rev: st
         target=Target(), limits=request.limits, find=request.find, report_dir=str(report_dir.absolute()),
         store=request.store, batch=request.batch,
         # the experiment of git bisect run's steps too: a revision's known trials serve either search
-        experiment=experiment_key(request.scenario.read_text(), case.name, f"{layout}-tree"),
+        experiment=experiment_key(read_text(request.scenario, "source"), case.name, f"{layout}-tree"),
         expected_steps=rounds_expected, started=started, out_root=str(report_dir.absolute()))
     scenario_s = float(case.scenario.timeouts.scenario_s)
 
@@ -306,7 +303,7 @@ def bisect_commits_kary(request: Request, repo: Path, good_rev: str, bad_rev: st
                           threshold=request.threshold, limits=request.limits, catalogue=Catalogue.load())
     state = replace(state, target=endpoints.target)
     record_endpoints(report_dir, state, ends, endpoints)
-    (report_dir / "state.json").write_text(state.to_json())
+    write_atomic(report_dir / "state.json", state.to_json())  # a resumed search reads it: never half of it
     probe = probe_of(state)
     progress(f"searching {count} commits ({old[:12]}..{new[:12]}, first parents) for "
              f"{endpoints.target.describe()}, {k} at once: about {rounds_expected} rounds")
@@ -375,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _watch_parent()
     try:
         with sigterm_as_ctrl_c():
-            job = pickle.loads(base.with_suffix(".job").read_bytes())
+            job = pickle.loads(read_bytes(base.with_suffix(".job"), "state"))
             answer = probe_job(job)
     except KeyboardInterrupt:
         sys.stderr.write("bisect: probe stopped by a signal\n")
@@ -383,9 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # the oracle itself failed: the search must stop (as step.py's 128 stops git)
         sys.stderr.write(f"bisect: the oracle failed: {type(exc).__name__}: {exc}\n")
         return EXIT_ORACLE_FAILED
-    tmp = base.with_suffix(".answer.tmp")
-    tmp.write_bytes(pickle.dumps(answer))
-    tmp.replace(base.with_suffix(".answer"))
+    write_atomic_bytes(base.with_suffix(".answer"), pickle.dumps(answer))  # the fleet reads it once it appears
     return 0
 
 

@@ -15,6 +15,7 @@ from harness.bisect.oracle import Find, Target
 from harness.bisect.probe import SearchState
 from harness.bisect.session import CommitResult
 from harness.bisect.step import expected_steps, read_steps
+from harness.util.bounded_read import read_bytes, read_text
 from harness.util.proc import commit_of, git
 
 __all__ = ["INTERRUPTED_EXIT", "interrupted_commits", "interrupted_summary"]
@@ -33,9 +34,9 @@ def interrupted_commits(folder: Path, repo: Path, good_rev: str, bad_rev: str, f
     count = int(counted) if counted and counted.isdigit() else 0
     state = folder / "state.json"
     if state.is_file():  # written once the endpoints held: the target the search was after
-        target = SearchState.from_json(state.read_text()).target
+        target = SearchState.from_json(read_text(state, "state")).target
     run_log = folder / "git-bisect-run.log"
-    output = run_log.read_text(errors="replace") if run_log.is_file() else ""
+    output = read_bytes(run_log, "log").decode("utf-8", errors="replace") if run_log.is_file() else ""
     layout = "sglang" if git(repo, "cat-file", "-t", f"{bad}:python/sglang", check=False) == "tree" else "sglang-repro"
     return CommitResult(repo=str(repo), layout=layout, good=good, bad=bad,
                         terms=("good", "bad") if find is Find.REGRESSION else ("broken", "fixed"), target=target,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.bisect.sequential import Side, sequential_test, without_stalls
-from harness.records.outcome import Outcome
+from harness.records.outcome import MEASURED, Outcome
 from harness.records.run_record import RunRecord
 from harness.util.str_enum import StrEnum
 
@@ -162,7 +162,7 @@ def decide(trials: Sequence[Trial], target: Target, limits: Limits, *, min_trial
     infra = next((t for t in done if t.outcome is Outcome.INFRA), None)
     if infra is not None:
         return Decision(Verdict.SKIP, f"infra: {infra.reason}", done)
-    inconclusive = [t for t in done if t.outcome not in (Outcome.PASS, Outcome.FAIL)
+    inconclusive = [t for t in done if t.outcome not in MEASURED
                     and not (target.signature and t.signature == target.signature)]
     if target.signature:
         clean = len(done) - len(inconclusive)
@@ -172,7 +172,7 @@ def decide(trials: Sequence[Trial], target: Target, limits: Limits, *, min_trial
                             done)
     else:
         assert target.metric
-        raw = [v for t in done if t.outcome in (Outcome.PASS, Outcome.FAIL)
+        raw = [v for t in done if t.outcome in MEASURED
                for v in [t.value(target.metric)] if v is not None]
         samples = without_stalls(raw)
         # At least 3 samples: one stalled trial must not decide a step (later trials share the server: cheap).

@@ -16,6 +16,7 @@ from typing import Any
 from harness.bisect.oracle import Find, Target, Verdict
 from harness.bisect.probe import StepRecord
 from harness.bisect.session import CommitResult
+from harness.util.atomic import write_atomic
 from harness.util.redact import redact_log
 
 __all__ = ["REPORT_SCHEMA_VERSION", "BisectReport", "write_report"]
@@ -126,7 +127,7 @@ def write_report(report: BisectReport, folder: Path) -> tuple[Path, Path]:
 
     make_folder(folder, "the bisect report folder")
     js = folder / "report.json"
-    js.write_text(redact_log(json.dumps(report_dict(report), indent=2, default=str)) + "\n")
+    write_atomic(js, redact_log(json.dumps(report_dict(report), indent=2, default=str)) + "\n")
     md = folder / "report.md"
-    md.write_text(report_markdown(report))
+    write_atomic(md, report_markdown(report))
     return md, js

@@ -25,8 +25,9 @@ from harness.bisect.step import expected_steps
 from harness.executor.slurm import SlurmOptions
 from harness.signatures.catalogue import Catalogue
 from harness.store.store import new_batch
+from harness.util.bounded_read import read_text
 from harness.util.errors import UserError
-from harness.util.interrupts import Shield, sigterm_as_ctrl_c
+from harness.util.interrupts import Shield, sigterm_as_ctrl_c, taken
 from harness.util.paths import reports_root
 from harness.util.proc import git
 from harness.util.text import first_line
@@ -73,7 +74,7 @@ def _release_phase(args: BisectArgs, request: Request) -> tuple[list[str], tuple
         scenario=str(args.scenario.absolute()), case=case.name, build_template=args.release_build, target=Target(),
         limits=args.limits, find=args.find, report_dir=str(request.report_dir.absolute()),
         store=request.store, batch=request.batch,
-        experiment=experiment_key(args.scenario.read_text(), case.name, args.release_build),
+        experiment=experiment_key(read_text(args.scenario, "source"), case.name, args.release_build),
         expected_steps=expected_steps(len(versions) - 1), started=args.started,
         out_root=str(request.report_dir.absolute()))
     probe = Probe(state, case)
@@ -165,6 +166,7 @@ def run_bisect(args: BisectArgs) -> BisectReport:
     except EndpointError as exc:
         status, summary, code = "endpoints-disagree", str(exc), exc.exit_code
     except KeyboardInterrupt as exc:  # issue 24: the report as far as it got, exit 3 (a second signal waits)
+        taken()
         with Shield(reraise=False):
             if args.repo is not None and commit_ends is not None:
                 commits = interrupted_commits(folder, args.repo, *commit_ends, args.find, target)

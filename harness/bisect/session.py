@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import secrets
@@ -33,15 +34,18 @@ from harness.bisect.worktree import (
     PACKAGE_ROOT,
     BisectWorktree,
     argv_of_step,
-    kill_group,
     layout_of,
     resolve_commit,
 )
 from harness.signatures.catalogue import Catalogue
 from harness.store.store import Batch, new_batch
 from harness.store.url import STORE_ENV
+from harness.util.atomic import write_atomic
+from harness.util.bounded_read import read_bytes, read_text
+from harness.util.clock import folder_stamp
 from harness.util.errors import UserError
 from harness.util.interrupts import Shield
+from harness.util.kill import end_group, signal_group
 from harness.util.proc import git, is_ancestor
 
 __all__ = ["CommitResult", "Request", "bisect_commits", "confirm_culprit", "culprit_of", "new_bisect_id", "ordered_ends",
@@ -108,7 +112,7 @@ class Checkout(Protocol):
 
 
 def new_bisect_id(scenario: str) -> str:
-    return f"{time.strftime('%Y%m%dT%H%M%S')}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', scenario)[:40]}-{secrets.token_hex(2)}"
+    return f"{folder_stamp()}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', scenario)[:40]}-{secrets.token_hex(2)}"
 
 
 def _template(layout: str, tree: Path, base: str | None) -> str:
@@ -155,7 +159,7 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
             scenario=str(request.scenario.absolute()), case=case.name, build_template=template, target=Target(),
             limits=request.limits, find=request.find, report_dir=str(report_dir.absolute()),
             store=request.store, batch=request.batch,
-            experiment=experiment_key(request.scenario.read_text(), case.name, f"{layout}-tree"),
+            experiment=experiment_key(read_text(request.scenario, "source"), case.name, f"{layout}-tree"),
             expected_steps=steps_expected, started=started, out_root=str(report_dir.absolute()),
         )
         probe = Probe(state, case)
@@ -174,7 +178,7 @@ def bisect_commits(request: Request, repo: Path, good_rev: str, bad_rev: str, *,
         state = replace(state, target=endpoints.target)
         record_endpoints(report_dir, state, ends, endpoints)
         state_path = report_dir / "state.json"
-        state_path.write_text(state.to_json())
+        write_atomic(state_path, state.to_json())  # a resumed search reads it: never half of it
         progress(f"searching {count} commits ({old[:12]}..{new[:12]}) for {endpoints.target.describe()}: "
                  f"about {steps_expected} steps")
         git(wt.path, "bisect", "start", f"--term-old={terms[0]}", f"--term-new={terms[1]}", new, old)
@@ -244,11 +248,11 @@ def _bisect_run(wt: BisectWorktree, state_path: Path, tag: str, store: str | Non
         except BaseException:  # Ctrl-C: the search and its servers go with the harness
             # A second signal only hurries it (issue 24): passed on to the step, whose run then SIGKILLs its
             # server at once and still writes its record; the interrupt still ends in the report.
-            with Shield(on_signal=lambda: os.killpg(proc.pid, signal.SIGTERM), reraise=False):
-                kill_group(proc.pid)
+            with Shield(on_signal=functools.partial(signal_group, proc.pid, signal.SIGTERM), reraise=False):
+                end_group(proc.pid)
                 proc.wait()
             raise
-    return log_path.read_text()
+    return read_bytes(log_path, "log").decode("utf-8", errors="replace")
 
 
 def confirm_culprit(probe: Probe, wt: Checkout, culprit: Culprit, state: SearchState, started: float,

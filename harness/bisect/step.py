@@ -19,6 +19,7 @@ from pathlib import Path
 
 from harness.bisect.probe import Probe, SearchState, StepRecord, load_case, progress
 from harness.store.url import STORE_ENV
+from harness.util.bounded_read import read_text
 from harness.util.proc import git
 
 __all__ = ["EXIT_ABORT", "STEPS_FILE", "main", "read_steps"]
@@ -31,7 +32,7 @@ def read_steps(report_dir: Path) -> list[StepRecord]:
     path = report_dir / STEPS_FILE
     if not path.is_file():
         return []
-    return [StepRecord.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    return [StepRecord.from_dict(json.loads(line)) for line in read_text(path, "state").splitlines() if line.strip()]
 
 
 def append_step(report_dir: Path, record: StepRecord) -> None:
@@ -50,7 +51,7 @@ def elapsed(state: SearchState) -> str:
 def read_state(path: Path) -> SearchState:
     """The search state; its store is the one the search named (``$SGLANG_REPRO_STORE``, which the search
     sets for ``git bisect run``: ``state.json`` never holds a password)."""
-    state = SearchState.from_json(path.read_text())
+    state = SearchState.from_json(read_text(path, "state"))
     if state.store is not None:
         state = replace(state, store=os.environ.get(STORE_ENV) or state.store)
     return state

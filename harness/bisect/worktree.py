@@ -14,11 +14,9 @@ search's processes and removes the folder.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,8 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+from harness.util.atomic import write_atomic
 from harness.util.bounded_read import ReadRefused, read_text
 from harness.util.errors import UserError
+from harness.util.kill import release_watcher
 from harness.util.proc import commit_of, git
 
 __all__ = ["BisectWorktree", "clean_stale", "layout_of", "remove_tree", "resolve_commit"]
@@ -71,7 +71,7 @@ class BisectWorktree:
         # The lock tells a later bisect this clone is alive; the kernel drops it when this process dies.
         self._lock_fd: int | None = os.open(self.path.parent / _LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        (self.path.parent / _ORIGIN).write_text(str(_objects(repo)), encoding="utf-8")
+        write_atomic(self.path.parent / _ORIGIN, str(_objects(repo)))
         env = {k: v for k, v in os.environ.items() if k != "SGLANG_REPRO_RUN"}  # never reap itself
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
         env["PYTHONSAFEPATH"] = "1"
@@ -116,14 +116,7 @@ class BisectWorktree:
         if guard is not None:
             self.tell_guard("disarm")
             self._guard = None
-            if guard.stdin is not None:
-                with contextlib.suppress(BrokenPipeError):
-                    guard.stdin.close()
-            try:
-                guard.wait(10)
-            except subprocess.TimeoutExpired:
-                guard.kill()
-                guard.wait(5)
+            release_watcher(guard, timeout_s=10)
 
     def __enter__(self) -> BisectWorktree:
         return self
@@ -215,8 +208,8 @@ def _objects(repo: Path) -> Path:
 def _drop_empty_packed_refs(repo: Path) -> None:
     packed = _common_dir(repo) / "packed-refs"
     try:
-        lines = packed.read_text().splitlines()
-    except OSError:
+        lines = read_text(packed, "source").splitlines()
+    except (OSError, ReadRefused):  # none (git packs refs only when asked), or not a file to touch
         return
     if all(line.startswith("#") for line in lines):
         packed.unlink(missing_ok=True)
@@ -239,29 +232,11 @@ def remove_worktree(repo: Path, path: Path, new_packed_refs: Path | None = None)
         shutil.rmtree(path.parent, ignore_errors=True)
     if new_packed_refs is not None and new_packed_refs.name == "packed-refs":
         try:
-            lines = new_packed_refs.read_text().splitlines()
-        except OSError:
+            lines = read_text(new_packed_refs, "source").splitlines()
+        except (OSError, ReadRefused):
             return
         if all(line.startswith("#") for line in lines):
             new_packed_refs.unlink(missing_ok=True)
-
-
-def kill_group(pgid: int, *, grace_s: float = 5.0) -> None:
-    """TERM, then KILL, a process group (the ``git bisect run`` and its step)."""
-    import time
-
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(pgid, 0)
-            except (ProcessLookupError, PermissionError):
-                return
-            time.sleep(0.05)
 
 
 def argv_of_step(state: Path) -> Sequence[str]:

@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 from harness.build.environments import default_cache_dir
 from harness.build.resolve import Build
 from harness.util.atomic import write_atomic
+from harness.util.bounded_read import ReadRefused, read_json
 
 __all__ = ["cache_file", "cached_answer", "cached_environment", "cached_flag_checks", "file_stamps", "flag_set_key"]
 
@@ -118,8 +119,8 @@ def _locked(path: Path) -> Iterator[dict[str, Any] | None]:
         return
     try:
         try:
-            data = json.loads(path.read_text()) if path.exists() else {}
-        except (OSError, ValueError):
+            data = read_json(path, "state") if path.exists() else {}
+        except (OSError, ValueError, ReadRefused):
             data = {}  # a torn or foreign file: start over
         yield data if isinstance(data, dict) else {}
     finally:

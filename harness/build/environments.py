@@ -21,7 +21,10 @@ from pathlib import Path
 
 from harness.build.probes import PINS, PROBE_TIMEOUT_S, read_answer
 from harness.build.spec import BuildSpec, bad_spec
+from harness.util.atomic import write_atomic
+from harness.util.bounded_read import read_bytes, read_json
 from harness.util.errors import InfraError, UserError
+from harness.util.paths import default_cache_dir
 from harness.util.proc import run_bounded
 from harness.util.text import last_line
 
@@ -43,12 +46,6 @@ _ENV_MARKER = "sglang-repro-env.json"
 _PIP_TIMEOUT_S = {"full": 3600.0, "none": 1200.0}
 
 
-def default_cache_dir() -> Path:
-    """``$SGLANG_REPRO_CACHE``, else ``~/.cache/sglang-repro``."""
-    root = os.environ.get("SGLANG_REPRO_CACHE")
-    return Path(root).expanduser() if root else Path.home() / ".cache" / "sglang-repro"
-
-
 def venv_python(venv: Path) -> Path:
     return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
@@ -57,7 +54,7 @@ def _stubs_digest() -> str:
     digest = hashlib.sha256()
     for path in sorted(_STUBS_DIR.rglob("*.py")):
         digest.update(path.relative_to(_STUBS_DIR).as_posix().encode())
-        digest.update(path.read_bytes())
+        digest.update(read_bytes(path, "source"))
     return digest.hexdigest()[:16]
 
 
@@ -107,7 +104,7 @@ def ensure_pip_env(
 
     with filelock.FileLock(str(envs / f"{name}.lock"), timeout=_PIP_TIMEOUT_S[deps] + 600):
         if marker.is_file():
-            if deps == "none" and json.loads(marker.read_text()).get("stubs") != _stubs_digest():
+            if deps == "none" and read_json(marker, "state").get("stubs") != _stubs_digest():
                 _install_stubs(venv_python(venv))
                 _write_marker(marker, version, deps)
             return venv
@@ -149,7 +146,7 @@ def pip_env_ready(spec: BuildSpec, *, cache_dir: Path | None = None) -> bool:
 
 def _write_marker(marker: Path, version: str, deps: str) -> None:
     record = {"sglang": version, "deps": deps, "stubs": _stubs_digest() if deps == "none" else None}
-    marker.write_text(json.dumps(record) + "\n")
+    write_atomic(marker, json.dumps(record) + "\n")  # the marker says the environment is whole: never half
 
 
 def short_hash(text: str) -> str:

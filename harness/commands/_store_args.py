@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from harness.store.url import default_store, redact_url, store_url
-from harness.store.writer import DeferredWriter
-from harness.util.errors import EXIT_INFRA
 
-__all__ = ["add_store_arguments", "finish_store", "store_choice"]
+__all__ = ["add_store_arguments", "store_choice"]
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,12 +33,3 @@ def check_store_value(value: str) -> None:
     url = store_url(value)
     if url.drivername == "sqlite":
         check_sqlite_file(Path(url.database or ""), redact_url(url))
-
-
-def finish_store(writer: DeferredWriter, exit_code: int) -> int:
-    """The command's exit code once the store has had its say: a store that failed makes it infra."""
-    writer.close()
-    if writer.error is None:
-        return exit_code
-    print(f"sglang-repro: {writer.error} (the run artifacts are written)", file=sys.stderr)
-    return EXIT_INFRA

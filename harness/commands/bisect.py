@@ -78,9 +78,9 @@ def known_metrics() -> frozenset[str]:
     """Every metric name a run record can carry: the workload's (derive_metrics), the server's figures,
     and the run's own timings."""
     from harness.measure.client_side import derive_metrics
-    from harness.records.metric_definitions import METRICS
+    from harness.records.metric_definitions import METRICS, RUN_FIGURES
 
-    return frozenset(derive_metrics([])) | frozenset(METRICS) | {"ready_s", "server_trial"}
+    return frozenset(derive_metrics([])) | frozenset(METRICS) | frozenset(RUN_FIGURES)
 
 
 def _check_target(args: argparse.Namespace) -> None:

@@ -7,7 +7,7 @@ import sys
 
 from harness.build import Builds, parse_build_spec
 from harness.commands._common import add_scenario_arguments, selected_cases
-from harness.commands._store_args import add_store_arguments, finish_store, store_choice
+from harness.commands._store_args import add_store_arguments, store_choice
 from harness.compare.runner import compare_cases, role_specs
 from harness.compare.verdicts import ComparisonReport, MetricVerdict
 from harness.executor.options import add_executor_arguments
@@ -16,7 +16,7 @@ from harness.records.run_record import RunRecord
 from harness.report import write_reports
 from harness.scenario import Case
 from harness.store.store import new_batch
-from harness.store.writer import DeferredWriter
+from harness.store.writer import DeferredWriter, finish_store
 from harness.util.errors import EXIT_INFRA, UserError
 from harness.util.interrupts import Shield
 from harness.util.progress import NO_PROGRESS_HELP, Progress

@@ -7,7 +7,7 @@ import sys
 
 from harness.build import Builds
 from harness.commands._common import add_scenario_arguments, selected_cases
-from harness.commands._store_args import add_store_arguments, finish_store, store_choice
+from harness.commands._store_args import add_store_arguments, store_choice
 from harness.executor.options import add_executor_arguments
 from harness.launch.preflight_batch import check_flags_up_front
 from harness.records.metric_definitions import ACCEPT_LENGTH, OUTPUT_THROUGHPUT
@@ -17,7 +17,7 @@ from harness.run import RunDiskFull, RunInterrupted, RunOptions, execute_run, re
 from harness.scenario.roles import resolve_role
 from harness.server.pool import ServerPool
 from harness.store.store import new_batch
-from harness.store.writer import DeferredWriter
+from harness.store.writer import DeferredWriter, finish_store
 from harness.util.errors import EXIT_INFRA
 from harness.util.interrupts import Shield
 from harness.util.paths import reports_root

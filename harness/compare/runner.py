@@ -2,7 +2,7 @@
 
 Trials run A B A B ... (trial 0 of every role, then trial 1, ...) so that drift of the machine
 during the comparison hits every build alike; trial t of every role gets the same seeded prompts.
-Expectations are judged by :mod:`harness.compare.expectation`, numbers by :mod:`harness.compare.verdicts`; the
+Expectations are judged by :mod:`harness.measure.expectation`, numbers by :mod:`harness.compare.verdicts`; the
 command writes the reports (:mod:`harness.report`), as asv keeps publishing apart from running.
 An interrupted comparison returns what it finished, marked partial.
 """
@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import logging
 import secrets
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.build import Builds
-from harness.compare.expectation import ExpectationCheck, judge_role
 from harness.compare.verdicts import (
     DEFAULT_METRICS,
     CaseComparison,
@@ -31,22 +29,25 @@ from harness.compare.verdicts import (
 )
 from harness.contract.profile import describe_profile
 from harness.measure.client_side import not_comparable
+from harness.measure.expectation import ExpectationCheck, judge_role
 from harness.records.manifest import Manifest, manifest_mismatch
 from harness.records.metric_definitions import (
     COMPARED,
     METRICS,
     PHASE_COMPARED,
     SHOWN,
+    client_timed,
     measured_positions,
     position_figure,
     relative_tolerances,
 )
-from harness.records.outcome import Outcome
+from harness.records.outcome import MEASURED, Outcome
 from harness.records.run_record import RunRecord
 from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario import Case, LoadedScenario
 from harness.scenario.model import RelativeChecks
 from harness.server.pool import ServerPool
+from harness.util.clock import folder_stamp
 from harness.util.errors import UserError
 from harness.util.interrupts import Shield
 from harness.util.output_path import make_folder
@@ -118,12 +119,16 @@ def _role_result(role: str, spec: str, runs: Sequence[RunRecord], report_dir: Pa
     # A stateful workload's per-phase figures (NAME@PHASE) are shown and kept beside the run-level ones.
     phased = {name for r in runs for name in r.metrics if "@" in name}
     names = sorted({m.name for m in DEFAULT_METRICS} | {m.name for m in SHOWN} | phased)
-    # A trial that crashed or never ran its workload has no meaningful speed (a crash "measures" 0 tok/s), and
-    # one whose client fell behind measured the client: leave both blank. A failed check ran the whole workload:
-    # its figures are what the check judged (the store keeps pass and fail runs' metrics alike).
-    usable = [r.outcome in (Outcome.PASS, Outcome.FAIL) and not_comparable(r.metrics) is None for r in runs]
+    # A trial that crashed or never ran its workload has no meaningful speed (a crash "measures" 0 tok/s): leave
+    # it blank. One whose client fell behind measured the client's lateness in its timed figures (rates,
+    # latencies): leave those blank, but its counts (tokens per verify step, hit rates) are the server's and
+    # stay -- blanking them too turned a loaded machine's stateful comparison into "not enough data".
+    # A failed check ran the whole workload: its figures are what the check judged.
+    ran = [r.outcome in MEASURED for r in runs]
+    behind = [not_comparable(r.metrics) is not None for r in runs]
     metrics = {
-        name: tuple(v if (v := r.metric(name)) is not None and ok else float("nan") for r, ok in zip(runs, usable))
+        name: tuple(v if (v := r.metric(name)) is not None and ok and not (late and client_timed(name))
+                    else float("nan") for r, ok, late in zip(runs, ran, behind))
         for name in names
     }
     first = runs[0]
@@ -262,7 +267,7 @@ def compare_cases(
     ``elsewhere`` (an executor: harness.executor) every run goes there at once, given the report folder as
     the output root, and comes back as records by (case name, role)."""
     builds = builds or Builds()
-    report_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{loaded.scenario.name[:40]}-{secrets.token_hex(2)}"
+    report_id = f"{folder_stamp()}-{loaded.scenario.name[:40]}-{secrets.token_hex(2)}"
     report_dir = (out_root or reports_root()) / "compare" / report_id
     make_folder(report_dir.parent, "the compare folder")
     make_folder(report_dir, "the compare report folder", exist_ok=False)

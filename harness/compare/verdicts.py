@@ -20,7 +20,7 @@ MetricVerdict of one metric (``compare_metric``), in this order:
 MetricVerdict of a case: ``worse`` if any metric is worse (a regression outweighs an improvement),
 else ``better`` if any is better, else ``same`` if any is same, else ``not enough data``.
 
-Expectations are judged by :mod:`harness.compare.expectation` (one judge); this module only holds the result.
+Expectations are judged by :mod:`harness.measure.expectation` (one judge); this module only holds the result.
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 from harness import __version__
-from harness.compare.expectation import ExpectationCheck
 from harness.measure import statistics as st
+from harness.measure.expectation import ExpectationCheck
 from harness.records.metric_definitions import COMPARED, Metric
-from harness.records.outcome import Outcome, most_telling, parse_outcome
+from harness.records.outcome import MEASURED, Outcome, most_telling, parse_outcome
 from harness.sim import REFERENCE_SERVER_LABEL
+from harness.util.clock import now_iso
 from harness.util.str_enum import StrEnum
 
 __all__ = [
@@ -339,7 +339,7 @@ class RoleResult:
         values = self.metrics.get(metric, ())
         return tuple(
             v for v, outcome in zip(values, self.outcomes)
-            if outcome in (Outcome.PASS, Outcome.FAIL) and math.isfinite(v)
+            if outcome in MEASURED and math.isfinite(v)
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -450,7 +450,7 @@ def compare_case(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> CaseComparison:
-    """Compare the metrics of one case; ``expectations`` were judged by :mod:`harness.compare.expectation`.
+    """Compare the metrics of one case; ``expectations`` were judged by :mod:`harness.measure.expectation`.
 
     ``roles[0]`` is the baseline; every later role is compared with it.
     """
@@ -558,7 +558,7 @@ def build_report(
         id=id,
         scenario=scenario,
         file=file,
-        created_at=created_at or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created_at=created_at or now_iso(),
         cases=tuple(cases),
         all_expectations_held=all(c.expectations_held for c in cases),
         harness_version=harness_version,

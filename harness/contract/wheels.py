@@ -18,8 +18,8 @@ from pathlib import Path
 from filelock import FileLock
 from packaging.version import InvalidVersion, Version
 
-from harness.build.environments import default_cache_dir
 from harness.util.errors import InfraError
+from harness.util.paths import default_cache_dir
 
 __all__ = ["WheelSources", "cached_wheel", "fetch_wheel", "index_versions", "main", "wheel_dir"]
 

@@ -17,7 +17,7 @@ from harness.records.outcome import exit_code_for
 from harness.records.run_record import RunRecord
 from harness.scenario import Case
 from harness.store.store import Batch, new_batch
-from harness.store.writer import DeferredWriter, StoreWriter
+from harness.store.writer import DeferredWriter, StoreWriter, finish_store
 from harness.util.paths import reports_root
 
 __all__ = ["compare_on_slurm", "nightly_on_slurm", "run_on_slurm", "runs_on_slurm"]
@@ -47,8 +47,6 @@ def run_on_slurm(args: argparse.Namespace, planned: Planned, store: str | None,
 
     records, _ = runs_on_slurm(args, planned, store=server, batch=writer.batch, out_root=args.out,
                                on_record=arrived)
-    from harness.commands._store_args import finish_store
-
     return finish_store(writer, exit_code_for([r.outcome for r in records]))
 
 

@@ -20,7 +20,6 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +30,9 @@ from harness.records.artifacts import write_record
 from harness.records.outcome import Outcome
 from harness.records.run_record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo
 from harness.scenario.model import Hardware
+from harness.util.clock import now_iso
 from harness.util.errors import InfraError, UserError
-from harness.util.interrupts import sigterm_as_ctrl_c
+from harness.util.interrupts import sigterm_as_ctrl_c, taken
 from harness.util.text import first_line
 
 __all__ = ["ExecutorInterrupted", "SlurmExecutor", "SlurmOptions", "gres_for"]
@@ -184,11 +184,13 @@ class SlurmExecutor:
             try:
                 tracked = self._submit(jobs, submitted)
             except KeyboardInterrupt:  # between two arrays: what was submitted already is cancelled too
+                taken()
                 tracked = [_Tracked(job, submitted[i]) for i, job in enumerate(jobs) if i in submitted]
                 raise ExecutorInterrupted(self._cancel(tracked, on_record)) from None
             try:
                 self._wait(tracked, on_record)
             except KeyboardInterrupt:
+                taken()
                 raise ExecutorInterrupted(self._cancel(tracked, on_record)) from None
         return [t.record for t in tracked if t.record is not None]
 
@@ -381,7 +383,7 @@ def lost_record(job: RunJob, reason: str, folder: Path, *, outcome: Outcome = Ou
         metrics={},
         server=ServerInfo(),
         host=HostInfo(),
-        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        started_at=now_iso(),
         duration_s=0.0,
         harness_version=__version__,
         artifacts=str(folder),

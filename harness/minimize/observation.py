@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.records.outcome import Outcome, Phase
+from harness.records.outcome import MISBEHAVED, Outcome, Phase
 from harness.records.run_record import RunRecord
 
 __all__ = ["Observation", "Target", "frames_of", "observe"]
@@ -40,7 +40,7 @@ class Observation:
 
     @property
     def failed(self) -> bool:
-        return self.outcome in (Outcome.CRASH, Outcome.FAIL)
+        return self.outcome in MISBEHAVED
 
     @property
     def undecided(self) -> bool:

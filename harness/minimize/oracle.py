@@ -39,6 +39,8 @@ from harness.records.run_record import RunRecord
 from harness.scenario import Case, ScenarioError, load_file, server_flags
 from harness.scenario.model import Timeouts
 from harness.store.searches import SearchRuns
+from harness.util.atomic import write_atomic
+from harness.util.bounded_read import read_bytes
 from harness.util.str_enum import StrEnum
 
 __all__ = ["Attempt", "BudgetSpent", "Oracle", "RepetitionRule", "Runner", "Verdict", "repetition_rule"]
@@ -107,7 +109,7 @@ def _reference_code_digest() -> str:
 
     h = hashlib.sha256()
     for path in sorted(Path(harness.sim.__file__).parent.glob("*.py")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+        h.update(path.name.encode() + b"\0" + read_bytes(path, "source"))
     return h.hexdigest()[:16]
 
 
@@ -160,7 +162,7 @@ class Oracle:
         data = to_mapping(self.base, cand)
         path = self.work_dir / "candidates" / f"{name or self.digest(cand)}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        write_atomic(path, yaml.safe_dump(data, sort_keys=False))
         return path
 
     def materialize(self, cand: Candidate) -> Case | str:

@@ -22,6 +22,8 @@ from harness.minimize.atoms import Candidate, to_mapping
 from harness.minimize.observation import Observation, Target
 from harness.scenario import Case, sglang_argv
 from harness.scenario.argv import DEFAULT_PORT
+from harness.util.atomic import write_atomic
+from harness.util.bounded_read import ReadRefused, read_json
 from harness.util.redact import redact_text
 
 if TYPE_CHECKING:
@@ -86,7 +88,7 @@ def write_minimal(path: Path, mapping: dict[str, Any], *, case: Case, build: Bui
         "# Written by `sglang-repro minimize`: the smallest configuration found that still fails the same way",
         f"# ({target.describe()}) on {build.spec}. Minimized from {case.file}, case {case.name}.",
     ]
-    path.write_text("\n".join(header) + "\n" + yaml.safe_dump(mapping, sort_keys=False))
+    write_atomic(path, "\n".join(header) + "\n" + yaml.safe_dump(mapping, sort_keys=False))
 
 
 def launch_line(argv: Sequence[str]) -> str:
@@ -107,8 +109,8 @@ def curl_line(request: Any, host: str = "127.0.0.1") -> str:
 def first_request(obs: Observation) -> Any:
     path = Path(obs.artifacts) / "first_failing_request.json"
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return read_json(path, "record")
+    except (OSError, ValueError, ReadRefused):
         return None
 
 

@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +50,7 @@ from harness.scenario.model import Timeouts
 from harness.store.searches import SearchRuns
 from harness.store.store import new_batch
 from harness.util.atomic import replace_with
+from harness.util.clock import folder_stamp
 from harness.util.paths import reports_root
 
 __all__ = ["MinimizeOptions", "MinimizeResult", "minimize"]
@@ -95,7 +95,7 @@ class MinimizeResult:
 
 
 def _session_dir(root: Path | None, case: Case) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = folder_stamp()
     base = (root or reports_root()) / "minimize" / f"{stamp}-{case.scenario.name}"[:80]
     path, n = base, 1
     while path.exists():

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness.compare.expectation import run_holds
+from harness.measure.expectation import run_holds
 from harness.pytest_plugin import gating, leasing, references, reporting, runner
 from harness.pytest_plugin.options import settings
-from harness.records.outcome import Outcome
+from harness.records.outcome import NOT_TRIED, Outcome
 from harness.scenario import Case
 from harness.scenario.model import Expectation
 from harness.server import hardware
@@ -31,7 +31,7 @@ __all__ = ["HypothesisNotConfirmed", "ScenarioFailure", "ScenarioItem", "judge"]
 
 
 def judge(result: RunRecord, expectation: Expectation | None) -> str | None:
-    """Why ``result`` does not do what the item expects, or None when it does (:mod:`harness.compare.expectation`)."""
+    """Why ``result`` does not do what the item expects, or None when it does (:mod:`harness.measure.expectation`)."""
     got = result.outcome.value + (f" {result.signature}" if result.signature else "")
     if result.phase and expectation is not None and expectation.phases:
         got += f" at {result.phase.value}"
@@ -99,7 +99,7 @@ class ScenarioItem(pytest.Item):
                     problem = judge(result, expectation)
                     if problem is None:
                         continue
-                    if result.outcome in (Outcome.INFRA, Outcome.INTERRUPTED):
+                    if result.outcome in NOT_TRIED:
                         pytest.skip(f"{result.outcome.value}: {result.reason} (trial {trial + 1} of {trials})"
                                     f"{gating.model_hint(result.reason or '')}")
                     if expectation is not None and expectation.status == "hypothesis":

@@ -12,13 +12,13 @@ import os
 import re
 import secrets
 import shlex
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.records.run_record import RunRecord, record_to_dict
 from harness.util.atomic import write_atomic
+from harness.util.clock import folder_stamp
 from harness.util.net import url_host
 from harness.util.output_path import make_folder
 from harness.util.paths import reports_root
@@ -45,7 +45,7 @@ def _slug(text: str, limit: int = 40) -> str:
 
 def new_run_dir(scenario: str, case: str, label: str, trial: int, root: Path | None = None) -> Path:
     """A fresh folder ``<root>/runs/<time>-<scenario>-<case>-<label>-t<trial>-<random>``."""
-    stamp = time.strftime("%Y%m%dT%H%M%S")
+    stamp = folder_stamp()
     name = f"{stamp}-{_slug(scenario, 32)}-{_slug(case)}-{_slug(label, 24)}-t{trial}-{secrets.token_hex(2)}"
     path = (root or reports_root()) / "runs" / name
     make_folder(path.parent, "the runs folder")
@@ -162,7 +162,7 @@ def write_repro(
         "done",
     ]
     if request is not None:
-        (run_dir / "first_failing_request.json").write_text(redact_log(json.dumps(request)) + "\n")
+        write_atomic(run_dir / "first_failing_request.json", redact_log(json.dumps(request)) + "\n")
         lines += [
             'HERE="$(cd "$(dirname "$0")" && pwd)"',
             (f'{auth[0]}curl -sS -N --max-time "$REQUEST_TIMEOUT" "http://$HOST:$PORT/generate"{auth[1]} '
@@ -172,6 +172,6 @@ def write_repro(
     # Bounded: the server is stopped on exit (the trap); KEEP_SERVER=1 keeps it until it exits or Ctrl-C.
     lines.append('[ "${KEEP_SERVER:-0}" != 1 ] || wait "$SERVER_PID"')
     path = run_dir / "repro.sh"
-    path.write_text("\n".join(lines) + "\n")
+    write_atomic(path, "\n".join(lines) + "\n")
     os.chmod(path, 0o755)
     return path

@@ -38,12 +38,16 @@ __all__ = [
     "PHASE_SEPARATOR",
     "REQUESTS_FAILED",
     "REQUESTS_OK",
+    "READY_S",
     "REQUEST_THROUGHPUT",
+    "RUN_FIGURES",
+    "SERVER_TRIAL",
     "SHOWN",
     "TTFT_P50",
     "Better",
     "Metric",
     "Source",
+    "client_timed",
     "figure",
     "metric",
     "measured_positions",
@@ -83,6 +87,9 @@ class Metric:
     relative_check: str | None = None
     # A table column's heading where the label is too long (the dashboard's overview, CI's step summary).
     short: str = ""
+    # Timed by the client's clock (a rate, a latency): a trial whose client fell behind measured its own lateness
+    # in these, and they are left out of a comparison; counts (tokens per step, hit rates) are still the server's.
+    client_timed: bool = False
 
     @property
     def higher_is_better(self) -> bool:
@@ -101,12 +108,15 @@ ACCEPT_LENGTH_SERVER = Metric("accept_length_server", "Acceptance length (server
 ACCEPT_LENGTH_GAUGE = Metric("accept_length_gauge", "Acceptance length (/metrics gauge)", "tokens/step",
                              Better.HIGHER, Source.GAUGE)
 OUTPUT_THROUGHPUT = Metric("output_throughput_tok_s", "Output throughput", "tok/s", Better.HIGHER,
-                           Source.REQUESTS, 0.05, "output_throughput_max_regression", "output tok/s")
+                           Source.REQUESTS, 0.05, "output_throughput_max_regression", "output tok/s", client_timed=True)
 REQUEST_THROUGHPUT = Metric("request_throughput_rps", "Request throughput", "req/s", Better.HIGHER, Source.REQUESTS,
-                            0.05)
-TTFT_P50 = Metric("ttft_ms_p50", "Time to first token (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05)
-ITL_P50 = Metric("itl_ms_p50", "Inter-token latency (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05)
-E2E_P50 = Metric("e2e_ms_p50", "End-to-end latency (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05)
+                            0.05, client_timed=True)
+TTFT_P50 = Metric("ttft_ms_p50", "Time to first token (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05,
+                  client_timed=True)
+ITL_P50 = Metric("itl_ms_p50", "Inter-token latency (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05,
+                 client_timed=True)
+E2E_P50 = Metric("e2e_ms_p50", "End-to-end latency (p50)", "ms", Better.LOWER, Source.REQUESTS, 0.05,
+                 client_timed=True)
 REQUESTS_OK = Metric("requests_ok", "Requests that succeeded", "requests", Better.HIGHER, Source.REQUESTS)
 REQUESTS_FAILED = Metric("requests_failed", "Requests that failed", "requests", Better.LOWER, Source.REQUESTS)
 
@@ -167,6 +177,12 @@ KEY: tuple[Metric, ...] = (ACCEPT_LENGTH, ACCEPT_LENGTH_SERVER, OUTPUT_THROUGHPU
 # What a cross-phase check may compare (``checks.across_phases[].metric``), both phases of one run.
 CROSS_PHASE: tuple[Metric, ...] = (ACCEPT_LENGTH, CACHE_HIT_RATE, OUTPUT_THROUGHPUT, ACCEPT_RATE)
 
+# The run's own figures, recorded beside the workload's (not judged, not compared): how long the server took
+# to become ready (a fresh start), and which trial of a shared server this was (a reused one).
+READY_S = "ready_s"
+SERVER_TRIAL = "server_trial"
+RUN_FIGURES: tuple[str, ...] = (READY_S, SERVER_TRIAL)
+
 # The acceptance length a check bounds, by the source it names (``checks.accept_length.source``).
 ACCEPT_LENGTH_BY_SOURCE: Mapping[Source, Metric] = {
     m.source: m for m in (ACCEPT_LENGTH, ACCEPT_LENGTH_SERVER, ACCEPT_LENGTH_GAUGE)}
@@ -197,6 +213,13 @@ class _RelativeChecks(Protocol):
 
     accept_length_max_regression: float | None
     output_throughput_max_regression: float | None
+
+
+def client_timed(name: str) -> bool:
+    """Whether a stored figure (``NAME`` or ``NAME@PHASE``) is timed by the client's clock; an unregistered name
+    is taken as timed, so a client that fell behind never lends it a comparison."""
+    found = figure(name)
+    return found is None or found.client_timed
 
 
 def relative_tolerances(relative: _RelativeChecks | None) -> dict[str, float]:

@@ -24,9 +24,14 @@ from harness.util.str_enum import StrEnum
 __all__ = [
     "EXIT_CODE",
     "EXIT_ORDER",
+    "MEASURED",
+    "MISBEHAVED",
+    "NOT_TRIED",
     "Outcome",
     "Phase",
+    "SIGNED",
     "TELLING_ORDER",
+    "UNDECIDED",
     "exit_code_for",
     "most_telling",
     "parse_outcome",
@@ -60,6 +65,18 @@ class Phase(str, Enum):
     def __str__(self) -> str:
         return self.value
 
+
+# The sets of outcomes the harness asks about, each named once (a code-shape test keeps them here):
+# ran the whole workload, so its figures are measurements (a failed check judged those very figures);
+MEASURED: frozenset[Outcome] = frozenset({Outcome.PASS, Outcome.FAIL})
+# the product misbehaved (a nightly alert, a minimize observation worth keeping);
+MISBEHAVED: frozenset[Outcome] = frozenset({Outcome.CRASH, Outcome.FAIL})
+# nothing was decided about the product (the complement of ``Outcome.decided``);
+UNDECIDED: frozenset[Outcome] = frozenset(o for o in Outcome if not o.decided)
+# the product was not even tried: the harness could not, or was stopped (an expectation is not judged on it);
+NOT_TRIED: frozenset[Outcome] = frozenset({Outcome.INFRA, Outcome.INTERRUPTED})
+# may carry a signature (a crash's traceback, an infra failure's known cause).
+SIGNED: frozenset[Outcome] = frozenset({Outcome.CRASH, Outcome.INFRA})
 
 EXIT_ORDER: tuple[Outcome, ...] = (
     Outcome.INTERRUPTED, Outcome.INFRA, Outcome.TIMEOUT, Outcome.CRASH, Outcome.FAIL, Outcome.PASS)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.records.manifest import Manifest
+from harness.util.bounded_read import ReadRefused, iter_lines
 from harness.util.errors import UserError
 
 __all__ = [
@@ -337,9 +338,12 @@ def read_manifest(path: Path) -> Manifest | None:
     if path.is_dir():
         path = path / "requests.jsonl"
     try:
-        with path.open(encoding="utf-8") as fh:
-            first = json.loads(fh.readline() or "null")
-    except (OSError, ValueError):
+        lines = iter_lines(path, "requests")
+        try:
+            first = json.loads(next(lines, b"null"))
+        finally:
+            lines.close()  # only the first line is read: the file is closed now, not when collected
+    except (OSError, ValueError, ReadRefused):
         return None
     raw = first.get("manifest") if isinstance(first, Mapping) and first.get("kind") == "workload" else None
     return Manifest.from_dict(raw) if isinstance(raw, Mapping) else None

@@ -79,13 +79,17 @@ class BuildRef:
 
 @dataclass(frozen=True)
 class TeardownInfo:
+    """What a server's teardown found and did: returned by ``ServerProcess.stop`` and kept in the run record
+    as it is (the one teardown record; a code-shape test keeps it one)."""
+
     exit_code: int | None = None
-    killed: tuple[int, ...] = ()
-    escaped: tuple[int, ...] = ()
-    leftover: tuple[int, ...] = ()
+    killed: tuple[int, ...] = ()  # still alive after the grace period, sent SIGKILL
+    escaped: tuple[int, ...] = ()  # found by the run tag outside the process group
+    leftover: tuple[int, ...] = ()  # survived even SIGKILL (should be empty)
     port_freed: bool | None = None
-    gpu_released: bool | None = None
+    gpu_released: bool | None = None  # None when the server had no GPUs
     duration_s: float = 0.0
+    terminated: tuple[int, ...] = ()  # every process of the run that was sent SIGTERM
 
 
 @dataclass(frozen=True)
@@ -253,6 +257,7 @@ def _teardown(data: Any) -> TeardownInfo | None:
         port_freed=data.get("port_freed"),
         gpu_released=data.get("gpu_released"),
         duration_s=float(data.get("duration_s") or 0.0),
+        terminated=tuple(data.get("terminated") or ()),
     )
 
 

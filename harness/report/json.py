@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from harness.compare.verdicts import ComparisonReport
+from harness.util.bounded_read import ReadRefused, read_text
 from harness.util.errors import UserError
 
 __all__ = ["render_json", "load_report"]
@@ -19,7 +20,9 @@ def render_json(report: ComparisonReport) -> str:
 def load_report(path: Path) -> ComparisonReport:
     """Read a report.json back; a file that is not one is a ``UserError`` naming it."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_text(Path(path), "record"))
+    except ReadRefused as exc:  # absent, a folder, a FIFO, over the cap: the reader says which
+        raise UserError(f"{path}: cannot read comparison report: {str(exc).removeprefix(f'{path}: ')}") from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read comparison report: {exc.strerror}") from None
     except json.JSONDecodeError as exc:

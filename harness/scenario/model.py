@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from harness.build import BUILD_KINDS
 from harness.records.metric_definitions import ACCEPT_LENGTH_BY_SOURCE, CROSS_PHASE
+from harness.records.outcome import SIGNED
 from harness.scenario.errors import excerpt
 from harness.sim import REVISIONS
 
@@ -514,7 +515,7 @@ class BuildRole(_Strict):
 class Expectation(_Strict):
     """What a role should end in: one outcome or a list of acceptable ones, optionally which
     signature(s) (``unknown`` for a crash that matches nothing in the catalogue) and in which phase(s),
-    and how sure the scenario is (judged by :mod:`harness.compare.expectation`)."""
+    and how sure the scenario is (judged by :mod:`harness.measure.expectation`)."""
 
     outcome: ExpectedOutcome | list[ExpectedOutcome]
     signature: str | list[str] | None = None
@@ -554,7 +555,7 @@ class Expectation(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Expectation:
-        if self.signature is not None and not set(self.outcomes) & {"crash", "infra"}:
+        if self.signature is not None and not set(self.outcomes) & {o.value for o in SIGNED}:
             raise ValueError(
                 f"a signature is only expected with outcome crash or infra, not {'/'.join(self.outcomes)}"
             )

@@ -19,18 +19,11 @@ from pathlib import Path
 from types import TracebackType
 
 from harness.records.run_record import TeardownInfo
-from harness.server.process import ServerProcess, TeardownReport
+from harness.server.process import ServerProcess
 
-__all__ = ["LiveServer", "ServerPool", "pool_key", "teardown_info"]
+__all__ = ["LiveServer", "ServerPool", "pool_key"]
 
 log = logging.getLogger(__name__)
-
-
-def teardown_info(report: TeardownReport) -> TeardownInfo:
-    """What a run record keeps of a server's teardown."""
-    return TeardownInfo(exit_code=report.exit_code, killed=tuple(report.killed), escaped=tuple(report.escaped),
-                        leftover=tuple(report.leftover), port_freed=report.port_freed,
-                        gpu_released=report.gpu_released, duration_s=round(report.duration_s, 3))
 
 
 def pool_key(build_spec: str, flags_without_port: list[str], env: dict[str, str]) -> str:
@@ -61,7 +54,7 @@ class LiveServer:
     def close(self) -> TeardownInfo:
         if self.teardown is None:
             try:
-                self.teardown = teardown_info(self.server.stop())
+                self.teardown = self.server.stop()
             finally:
                 self.leases.close()
         return self.teardown

@@ -4,7 +4,7 @@
       .start()                  RUNNING   own session, log to file, log watched live, watchdog armed
       .wait_ready() -> seconds            health 200 or the ready line; ServerDied / StartupTimeout fail fast
       .failure() -> reason|None           cheap check for the workload loop
-      .stop() -> TeardownReport STOPPED   TERM, grace, KILL group + tagged escapees, port free, GPUs released
+      .stop() -> TeardownInfo STOPPED   TERM, grace, KILL group + tagged escapees, port free, GPUs released
 
 A ``ServerProcess`` is used once; calling ``start`` again (or ``wait_ready`` after ``stop``) raises.
 ``with ServerProcess(...) as server:`` starts it and stops it on exit; the caller still calls ``wait_ready``.
@@ -26,7 +26,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -34,11 +33,15 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from harness.contract.facts import HEALTH_PATH, HEALTH_PROBE_TIMEOUT_S, READY_LINE
+from harness.records.run_record import TeardownInfo
 from harness.server import hardware, http
 from harness.server.lease import port_is_free
 from harness.server.reaper import TAG_VAR, Watchdog, kill_run
+from harness.util.atomic import write_atomic
+from harness.util.bounded_read import tail_lines
 from harness.util.errors import EXIT_INFRA, HarnessError, InfraError
 from harness.util.interrupts import Shield
+from harness.util.kill import signal_group
 from harness.util.net import url_for
 from harness.util.redact import redact_text, redact_values, register_secrets, secret_flag_values, secret_values
 from harness.util.text import last_line
@@ -49,7 +52,6 @@ if TYPE_CHECKING:  # the catalogue (and yaml) load only where a matcher is made
 __all__ = [
     "ServerProcess",
     "ServerState",
-    "TeardownReport",
     "ServerDied",
     "StartupTimeout",
     "READY_LINE",
@@ -92,20 +94,6 @@ class ServerState(enum.Enum):
     NEW = "new"
     RUNNING = "running"
     STOPPED = "stopped"
-
-
-@dataclass(frozen=True)
-class TeardownReport:
-    """What ``stop`` found and did."""
-
-    exit_code: int | None
-    terminated: tuple[int, ...]  # every process of the run that was sent SIGTERM
-    killed: tuple[int, ...]  # those still alive after the grace period, sent SIGKILL
-    escaped: tuple[int, ...]  # found by the run tag outside the process group
-    leftover: tuple[int, ...]  # survived even SIGKILL (should be empty)
-    port_freed: bool
-    gpu_released: bool | None  # None when the server had no GPUs
-    duration_s: float
 
 
 def _load_prctl() -> Callable[..., int] | None:
@@ -210,7 +198,7 @@ class ServerProcess:
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._gpu_baseline: dict[int, float] = {}
-        self._report: TeardownReport | None = None
+        self._report: TeardownInfo | None = None
         self._lock = threading.Lock()
         self._secrets: frozenset[str] = frozenset()
         self._log_done = threading.Event()
@@ -257,7 +245,7 @@ class ServerProcess:
         # leaves no secret (SGLang logs its whole server_args, --api-key included) in server.log.
         self._secrets = secret_values(self.env) | secret_flag_values(self.argv)
         register_secrets(self._secrets)  # and every later artifact of this process drops them by value
-        self.log_path.write_bytes(b"")
+        write_atomic(self.log_path, "")  # a fresh log; never through a link or device left at its name
         try:
             self._proc = subprocess.Popen(
                 list(self.argv),
@@ -313,7 +301,7 @@ class ServerProcess:
 
     def stop(
         self, grace_s: float = 5.0, port_free_timeout_s: float = 30, gpu_release_timeout_s: float = 60
-    ) -> TeardownReport:
+    ) -> TeardownInfo:
         """TERM the run, KILL what is left after ``grace_s``, then wait for the port and GPUs to be free.
 
         Idempotent: a second call returns the first report. A SIGINT or SIGTERM that arrives meanwhile does not
@@ -326,7 +314,7 @@ class ServerProcess:
             began = time.monotonic()
             if self.state is ServerState.NEW or self._proc is None:
                 self.state = ServerState.STOPPED
-                self._report = TeardownReport(None, (), (), (), (), True, None, 0.0)
+                self._report = TeardownInfo(port_freed=True)
                 return self._report
             self.state = ServerState.STOPPED
             proc = self._proc
@@ -351,7 +339,7 @@ class ServerProcess:
                     (proc.pid, *result.terminated), self.gpu_indices, gpu_release_timeout_s,
                     baseline_used_mib=self._gpu_baseline,
                 )
-            self._report = TeardownReport(
+            self._report = TeardownInfo(
                 exit_code=self._exit_code,
                 terminated=result.terminated,
                 killed=result.killed,
@@ -368,22 +356,13 @@ class ServerProcess:
         """A later signal during teardown: no more grace, SIGKILL the server's process group now."""
         proc = self._proc
         if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            signal_group(proc.pid, signal.SIGKILL)
 
     # ----- log and health -----
 
     def log_tail(self, n_lines: int = 40) -> str:
         """The last ``n_lines`` lines of the server log (reads at most the last 256 KiB)."""
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                size = f.tell()
-                f.seek(max(0, size - 256 * 1024))
-                data = f.read()
-        except OSError:
-            return ""
-        lines = data.decode(errors="replace").splitlines()
-        return "\n".join(lines[-n_lines:])
+        return "\n".join(tail_lines(self.log_path, n_lines))
 
     def _mark_died(self) -> None:
         if not self.died.is_set():

@@ -13,7 +13,6 @@ watchdog TERMs, then KILLs, the run's processes and exits.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import signal
@@ -24,6 +23,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
+
+from harness.util.kill import release_watcher, signal_group, signal_process
 
 __all__ = ["TAG_VAR", "KillResult", "run_pids", "kill_run", "read_watch_pipe", "Watchdog", "main"]
 
@@ -85,14 +86,10 @@ def run_pids(tag: str, pgids: Collection[int] = ()) -> dict[int, bool]:
 
 
 def _signal_all(pids: Collection[int], pgids: Collection[int], sig: int) -> None:
-    own_group = os.getpgrp()
     for pgid in pgids:
-        if pgid > 1 and pgid != own_group:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, sig)
+        signal_group(pgid, sig)
     for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
+        signal_process(pid, sig)
 
 
 def _wait_gone(tag: str, pgids: Collection[int], timeout_s: float) -> dict[int, bool]:
@@ -165,14 +162,7 @@ class Watchdog:
         """Stop the watchdog without it killing anything (the harness has torn down itself)."""
         if self._proc.poll() is None:
             self._send("disarm")
-        if self._proc.stdin is not None:
-            with contextlib.suppress(BrokenPipeError):
-                self._proc.stdin.close()
-        try:
-            self._proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait(timeout_s)
+        release_watcher(self._proc, timeout_s=timeout_s)
 
 
 def read_watch_pipe(stream: BinaryIO) -> set[int] | None:

@@ -224,8 +224,9 @@ class Catalogue:
     def match_file(self, path: Path, only: Iterable[str] | None = None) -> Match | None:
         """Like :meth:`match_text` over a file, streamed (logs can be large); bad bytes are replaced."""
         # binary lines split on b"\n" only, as match_text does: a progress bar's lone "\r" is no new line
-        with open(path, "rb") as fh:
-            return self.match_lines((raw.decode("utf-8", errors="replace") for raw in fh), only)
+        from harness.util.bounded_read import iter_lines  # a regular file, capped, read a bounded line at a time
+
+        return self.match_lines((raw.decode("utf-8", errors="replace") for raw in iter_lines(Path(path), "log")), only)
 
     def scan_file(self, path: Path, only: Iterable[str] | None = None) -> tuple[Match | None, StreamMatcher]:
         """Like :meth:`match_file`, also returning the matcher (its ``rejected`` near misses explain a miss)."""

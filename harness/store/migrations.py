@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 from sqlalchemy import (
     Column,
@@ -31,6 +30,7 @@ from sqlalchemy import (
 )
 
 from harness.store.schema import store_version
+from harness.util.clock import now_iso
 from harness.util.errors import InfraError, UserError
 
 __all__ = ["MIGRATIONS", "Migration", "current_version", "latest_version", "migrate"]
@@ -171,6 +171,6 @@ def migrate(engine: Engine, *, target: int | None = None, where: str = "") -> in
                 migration.apply(conn)
                 conn.execute(store_version.insert().values(
                     version=migration.version, description=migration.description,
-                    applied_at=datetime.now(timezone.utc).isoformat(timespec="seconds")))
+                    applied_at=now_iso()))
                 version = migration.version
         return version

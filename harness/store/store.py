@@ -15,7 +15,6 @@ import secrets
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ from harness.records.run_record import RunRecord, record_from_dict, record_to_di
 from harness.store.migrations import migrate
 from harness.store.schema import alerts, batches, builds, detections, hosts, metrics, runs
 from harness.store.url import check_libpq_files, redact_url, store_url
+from harness.util.clock import now_iso_exact
 from harness.util.errors import InfraError, UserError
 from harness.util.redact import redact_everywhere, secret_flag_values, secret_values, shape_values
 
@@ -41,7 +41,7 @@ _SQLITE_BUSY_MS = 60_000
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return now_iso_exact()
 
 
 @dataclass(frozen=True)

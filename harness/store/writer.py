@@ -7,11 +7,13 @@ naming the store (password redacted).
 
 from __future__ import annotations
 
+import sys
+
 from harness.records.run_record import RunRecord
 from harness.store.store import Batch, Store, new_batch, open_store
-from harness.util.errors import InfraError
+from harness.util.errors import EXIT_INFRA, InfraError
 
-__all__ = ["DeferredWriter", "StoreWriter", "record_run"]
+__all__ = ["DeferredWriter", "StoreWriter", "finish_store", "record_run"]
 
 
 class StoreWriter:
@@ -72,3 +74,12 @@ class DeferredWriter(StoreWriter):
         except InfraError as exc:
             self.error = exc
             return False
+
+
+def finish_store(writer: DeferredWriter, exit_code: int) -> int:
+    """The command's exit code once the store has had its say: a store that failed makes it infra."""
+    writer.close()
+    if writer.error is None:
+        return exit_code
+    print(f"sglang-repro: {writer.error} (the run artifacts are written)", file=sys.stderr)
+    return EXIT_INFRA

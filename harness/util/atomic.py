@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.util.errors import UserError
 
-__all__ = ["replace_with", "write_atomic"]
+__all__ = ["replace_with", "write_atomic", "write_atomic_bytes"]
 
 
 def _refuse_special(path: Path) -> None:
@@ -49,3 +49,8 @@ def replace_with(path: Path, write: Callable[[Path], object]) -> None:
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file beside it (one per process) and a rename."""
     replace_with(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_atomic_bytes(path: Path, data: bytes) -> None:
+    """``write_atomic`` for bytes (a pickled answer a waiting process reads as soon as it appears)."""
+    replace_with(path, lambda tmp: tmp.write_bytes(data))

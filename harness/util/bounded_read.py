@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 from harness.util.errors import UserError
 
 __all__ = ["CAPS", "JSON_MAX_DEPTH", "WALK_MAX_DEPTH", "WALK_MAX_ENTRIES", "ReadRefused", "iter_lines", "kind_of_mode",
-           "load_json", "read_bytes", "read_json", "read_text", "walk_files"]
+           "load_json", "read_bytes", "read_head", "read_json", "read_tail", "read_text", "tail_lines", "walk_files"]
 
 # Caps per kind of file, in bytes: each is well above what the harness itself writes (a result.json is a
 # few kB, a catalogue tens of kB, a requests.jsonl of a long workload tens of MB) and far below memory.
@@ -31,6 +31,7 @@ CAPS: dict[str, int] = {
     "log": 1 << 30,  # server.log (scanned as a stream, line by line, elsewhere; this cap is for whole reads)
     "state": 16 << 20,  # bisect state, caches
     "fixture": 16 << 20,  # a prompt fixture text (the project's are a few kB; a long context is about 1 MB)
+    "source": 16 << 20,  # a build's source files, fixtures, scenarios read whole
 }
 JSON_MAX_DEPTH = 64  # the harness's own JSON nests at most 6 levels
 WALK_MAX_ENTRIES = 200_000  # folder entries looked at by one walk (a reports tree of a year is ~50k)
@@ -50,9 +51,10 @@ def kind_of_mode(mode: int) -> str:
     return "not a regular file or folder"
 
 
-def _open_regular(path: Path, kind: str) -> int:
-    """A descriptor of ``path`` once it is known to be a regular file within the cap of its kind."""
-    cap = CAPS[kind]
+def _open_regular(path: Path, kind: str, *, whole: bool = True) -> int:
+    """A descriptor of ``path`` once it is known to be a regular file within the cap of its kind (only when it is
+    to be read ``whole``: a window of it is bounded by the window)."""
+    cap = CAPS[kind] if whole else None
     try:
         # O_NONBLOCK: opening a FIFO would otherwise wait for a writer; O_NOCTTY: a terminal never becomes ours.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
@@ -64,7 +66,7 @@ def _open_regular(path: Path, kind: str) -> int:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ReadRefused(f"{path}: {kind_of_mode(info.st_mode)}, not a regular file; refused")
-        if info.st_size > cap:
+        if cap is not None and info.st_size > cap:
             raise ReadRefused(f"{path}: {info.st_size} bytes, over the {cap}-byte cap for a {kind} file")
     except BaseException:
         os.close(fd)
@@ -72,7 +74,7 @@ def _open_regular(path: Path, kind: str) -> int:
     return fd
 
 
-def iter_lines(path: Path, kind: str, *, max_line: int = 1 << 20) -> Iterator[bytes]:
+def iter_lines(path: Path, kind: str, *, max_line: int = 1 << 20) -> Generator[bytes, None, None]:
     """The lines of a regular file of at most ``CAPS[kind]`` bytes, each cut at ``max_line`` bytes (a log
     with no newline in a gigabyte is read a megabyte at a time, never whole)."""
     cap = CAPS[kind]
@@ -112,6 +114,63 @@ def read_bytes(path: Path, kind: str) -> bytes:
     if size > cap:
         raise ReadRefused(f"{path}: grew past the {cap}-byte cap for a {kind} file while being read")
     return b"".join(chunks)
+
+
+def _read_window(path: Path, kind: str, max_bytes: int, *, from_end: bool = False, start: int = 0) -> bytes:
+    """At most ``max_bytes`` from the start or the end of ``path`` (no cap on the file itself: only the window is
+    read, so a log of any size is fine); the open refuses what is not a regular file, as every read here does."""
+    fd = _open_regular(path, kind, whole=False)  # the window bounds the read, not the file (a log keeps growing)
+    try:
+        if from_end:
+            size = os.fstat(fd).st_size
+            os.lseek(fd, max(0, size - max_bytes), os.SEEK_SET)
+        elif start:
+            os.lseek(fd, start, os.SEEK_SET)
+        chunks: list[bytes] = []
+        left = max_bytes
+        while left > 0:
+            chunk = os.read(fd, min(1 << 20, left))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise ReadRefused(f"{path}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def read_tail(path: Path, kind: str, max_bytes: int = 256 << 10) -> bytes:
+    """The last ``max_bytes`` of a regular file (a log's tail); ReadRefused for anything else."""
+    return _read_window(path, kind, max_bytes, from_end=True)
+
+
+def read_from(path: Path, kind: str, offset: int) -> bytes:
+    """A regular file from byte ``offset`` on, at most ``CAPS[kind]`` bytes (a trial's part of a shared log)."""
+    fd = _open_regular(path, kind, whole=False)
+    os.close(fd)
+    return _read_window(path, kind, CAPS[kind], start=offset)
+
+
+def read_head(path: Path, kind: str, max_bytes: int) -> bytes:
+    """The first ``max_bytes`` of a regular file (a log's start-up lines); ReadRefused for anything else."""
+    return _read_window(path, kind, max_bytes, from_end=False)
+
+
+def tail_lines(path: Path, n_lines: int, *, kind: str = "log", max_bytes: int = 256 << 10,
+               skip_blank: bool = False) -> list[str]:
+    """The one log-tail reader: the last ``n_lines`` lines of a file (only its last ``max_bytes`` are read),
+    decoded with bad bytes replaced; ``[]`` when the file is absent or not a regular file (a tail explains
+    a failure; it must never become one)."""
+    try:
+        data = read_tail(path, kind, max_bytes)
+    except (ReadRefused, OSError):
+        return []
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if skip_blank:
+        lines = [line for line in lines if line.strip()]
+    return lines[-n_lines:] if n_lines > 0 else []
 
 
 def read_text(path: Path, kind: str) -> str:

@@ -1,11 +1,11 @@
-"""Where the project's own data lives: the fixtures folder and the default reports root."""
+"""Where the project's own data lives: the fixtures folder, the default reports root and the build cache."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-__all__ = ["FIXTURES", "REPO_ROOT", "reports_root", "resolve_fixture"]
+__all__ = ["FIXTURES", "REPO_ROOT", "default_cache_dir", "reports_root", "resolve_fixture"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = REPO_ROOT / "fixtures"
@@ -18,6 +18,12 @@ def reports_root() -> Path:
 
 def _inside(path: Path, root: Path) -> bool:
     return os.path.commonpath([path, root]) == str(root)
+
+
+def default_cache_dir() -> Path:
+    """``$SGLANG_REPRO_CACHE``, else ``~/.cache/sglang-repro``: builds' environments and the release wheels."""
+    root = os.environ.get("SGLANG_REPRO_CACHE")
+    return Path(root).expanduser() if root else Path.home() / ".cache" / "sglang-repro"
 
 
 def resolve_fixture(name: str, *, relative_to: Path | None = None) -> Path | None:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness.util.errors import InfraError
+from harness.util.kill import signal_group
 from harness.util.text import last_line
 
 __all__ = ["GIT_TIMEOUT_S", "commit_of", "git", "is_ancestor", "run_bounded"]
@@ -39,12 +40,12 @@ def run_bounded(
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        signal_group(proc.pid, signal.SIGKILL)
         proc.communicate()
         raise InfraError(f"{' '.join(argv[:4])} ... took longer than {timeout:.0f} s") from None
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
     return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 

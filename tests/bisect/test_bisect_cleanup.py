@@ -7,7 +7,6 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -15,31 +14,25 @@ import pytest
 
 from harness.bisect.worktree import BisectWorktree, clean_stale
 from harness.cli import main
-
-
-def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@x.invalid"}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=env).stdout.strip()
+from tests.helpers import git
 
 
 def _repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     for i in range(3):
         (repo / "f").write_text(str(i))
-        _git(repo, "add", "f")
-        _git(repo, "commit", "-qm", f"c{i}")
+        git(repo, "add", "f")
+        git(repo, "commit", "-qm", f"c{i}")
     return repo
 
 
 def _left_behind(repo: Path) -> Path:
     """What a SIGKILLed bisect and guard leave: a worktree in a sglang-repro-bisect- folder, mid-bisect."""
     tree = Path(tempfile.mkdtemp(prefix="sglang-repro-bisect-")) / "tree"
-    _git(repo, "worktree", "add", "--detach", str(tree), "HEAD")
-    _git(tree, "bisect", "start", "HEAD", "HEAD~2")
+    git(repo, "worktree", "add", "--detach", str(tree), "HEAD")
+    git(tree, "bisect", "start", "HEAD", "HEAD~2")
     (tree.parent / "session.lock").write_text("")  # its owner is dead: nobody holds the lock
     return tree
 
@@ -55,7 +48,7 @@ def test_the_next_bisect_or_cleanup_removes_what_a_killed_one_left(tmp_path: Pat
         assert len(list((repo / ".git" / "worktrees").iterdir())) == 2
         assert main(["bisect", "--cleanup", "--repo", str(repo)]) == 0
         assert "1 stale bisect worktree(s) removed" in capsys.readouterr().out
-        listing = _git(repo, "worktree", "list", "--porcelain")
+        listing = git(repo, "worktree", "list", "--porcelain")
         assert str(stale) not in listing and str(alive) in listing
         assert not stale.parent.exists()
         assert len(list((repo / ".git" / "worktrees").iterdir())) == 1  # its BISECT_* and refs/bisect went with it
@@ -63,7 +56,7 @@ def test_the_next_bisect_or_cleanup_removes_what_a_killed_one_left(tmp_path: Pat
         os.close(fd)
     assert clean_stale(repo) == [str(alive)]  # its owner gone now: the next bisect cleans it
     assert not (repo / ".git" / "worktrees").exists() or not list((repo / ".git" / "worktrees").iterdir())
-    assert _git(repo, "status", "--porcelain") == ""  # the user's checkout untouched
+    assert git(repo, "status", "--porcelain") == ""  # the user's checkout untouched
 
 
 def test_a_folder_without_its_clone_is_claimed_only_by_the_repository_it_names(tmp_path: Path) -> None:
@@ -74,7 +67,7 @@ def test_a_folder_without_its_clone_is_claimed_only_by_the_repository_it_names(t
     mine, theirs = _repo(tmp_path / "a"), _repo(tmp_path / "b")
     folders = {}
     for name, repo in (("mine", mine), ("theirs", theirs)):
-        with BisectWorktree(repo, _git(repo, "rev-parse", "HEAD"), tag=f"cleanup-{name}") as tree:
+        with BisectWorktree(repo, git(repo, "rev-parse", "HEAD"), tag=f"cleanup-{name}") as tree:
             folder = tree.path.parent
             shutil.copytree(folder, tmp_path / name, ignore=shutil.ignore_patterns("tree"))
         folders[name] = folder

@@ -25,25 +25,20 @@ import pytest
 from harness.bisect.worktree import BisectWorktree, clean_stale
 from harness.cli import main
 from tests.checkout_digest import checkout_digest
+from tests.helpers import GIT_IDENTITY, git
 from tests.process_marks import command_line
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x.invalid", "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@x.invalid"}
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=_ENV).stdout.strip()
+_ENV = {**os.environ, **GIT_IDENTITY}
 
 
 def _repo(path: Path) -> Path:
     path.mkdir()
-    _git(path, "init", "-q")
+    git(path, "init", "-q")
     for i in range(4):
         (path / "f").write_text(str(i))
-        _git(path, "add", "f")
-        _git(path, "commit", "-qm", f"c{i}")
+        git(path, "add", "f")
+        git(path, "commit", "-qm", f"c{i}")
     return path
 
 
@@ -61,7 +56,7 @@ sys.stdin.read()  # until killed
 
 def _killed_bisect(repo: Path, before: str) -> Path:
     """A bisect (in a child) and its guard SIGKILLed together mid-bisect; the tree of its clone."""
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(repo), _git(repo, "rev-parse", "HEAD")],
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(repo), git(repo, "rev-parse", "HEAD")],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
                              env={**_ENV, "PYTHONPATH": str(REPO_ROOT)})
     try:
@@ -90,7 +85,7 @@ def test_a_bisect_killed_with_its_guard_leaves_the_users_git_as_it_was(tmp_path:
     time.sleep(0.2)
     assert tree.is_dir(), "nothing removed it: the guard died with the harness"
     assert checkout_digest(repo) == before, "a killed bisect left something in the user's repository"
-    live = BisectWorktree(other, _git(other, "rev-parse", "HEAD"), tag="live")  # another repository's, alive
+    live = BisectWorktree(other, git(other, "rev-parse", "HEAD"), tag="live")  # another repository's, alive
     try:
         assert clean_stale(other) == [], "another repository's stale clone is not this one's to remove"
         assert tree.is_dir()
@@ -111,8 +106,8 @@ def test_a_legacy_worktree_and_the_packed_refs_its_bisect_made_are_removed(tmp_p
     assert not (repo / ".git" / "packed-refs").exists()
     before = checkout_digest(repo)
     tree = Path(tempfile.mkdtemp(prefix="sglang-repro-bisect-")) / "tree"
-    _git(repo, "worktree", "add", "--detach", str(tree), "HEAD")
-    _git(tree, "bisect", "start", "HEAD", "HEAD~2")
+    git(repo, "worktree", "add", "--detach", str(tree), "HEAD")
+    git(tree, "bisect", "start", "HEAD", "HEAD~2")
     (tree.parent / "session.lock").write_text("")  # its owner is dead: nobody holds the lock
     packed = repo / ".git" / "packed-refs"
     if not packed.exists():  # git versions differ in whether bisect start makes it; make it as 2.39 does
@@ -133,7 +128,7 @@ def test_the_next_bisect_of_the_repository_removes_it(tmp_path: Path, capsys: py
     before = checkout_digest(repo)
     tree = _killed_bisect(repo, before)
     assert tree.is_dir()
-    nxt = BisectWorktree(repo, _git(repo, "rev-parse", "HEAD~1"), tag="next")
+    nxt = BisectWorktree(repo, git(repo, "rev-parse", "HEAD~1"), tag="next")
     try:
         assert not tree.parent.exists()
         assert f"removed what an earlier, killed bisect of {repo} left: {tree}" in capsys.readouterr().err

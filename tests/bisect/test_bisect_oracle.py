@@ -27,6 +27,7 @@ from harness.bisect.sequential import Side, endpoint_difference, sequential_test
 from harness.build import parse_build_spec, resolve_build
 from harness.records.outcome import Outcome
 from harness.util.errors import InfraError, UserError
+from tests.helpers import GIT_IDENTITY, git
 
 SIG = "frozen-kv-mtp-stale-out-cache-loc"
 OTHER = "cuda-illegal-memory-access"
@@ -144,9 +145,7 @@ def test_release_search_steps_over_untestable_releases():
 
 
 def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@x", "PATH": "/usr/bin:/bin"})
+    git(repo, *args, env={**GIT_IDENTITY, "PATH": "/usr/bin:/bin"})  # a bare environment: no HOME, so no ~/.gitconfig
 
 
 def test_simsrc_build_runs_the_checkouts_own_reference_server(tmp_path):

@@ -5,13 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.bisect.kary import NEW, OLD, SKIP, expected_rounds, next_round, result_of, search
+from tests.helpers import git
 
 
 def _history(n: int, first_new: int, skipped: frozenset[int]) -> Callable[[int], str]:
@@ -88,11 +88,6 @@ def test_an_old_after_a_new_is_resolved_towards_the_first_new() -> None:
     assert result_of(16, {**known, 0: OLD, 1: OLD, 2: OLD}).first_new == 3
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
-                          timeout=60).stdout.strip()
-
-
 @settings(max_examples=6, deadline=None)
 @given(case=st.integers(min_value=2, max_value=40).flatmap(
     lambda n: st.tuples(st.just(n), st.integers(0, n - 1), st.frozensets(st.integers(0, n - 2)))),
@@ -103,18 +98,18 @@ def test_same_answer_as_git_bisect_run_on_a_real_history(case: tuple[int, int, f
     commit says old/new/skip) against the K-ary search over ``git rev-list --reverse``."""
     n, first, skipped = case
     repo = tmp_path_factory.mktemp("hist")
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "t@example.com")
-    _git(repo, "config", "user.name", "t")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "t@example.com")
+    git(repo, "config", "user.name", "t")
     answers = [SKIP if i in skipped and i != n - 1 else NEW if i >= first else OLD for i in range(n)]
     for i, answer in enumerate([OLD, *answers]):
         (repo / "answer").write_text(f"{answer}\n{i}\n")
-        _git(repo, "add", "answer")
-        _git(repo, "commit", "-q", "-m", f"c{i}")
-    commits = _git(repo, "rev-list", "--reverse", "HEAD").split()
+        git(repo, "add", "answer")
+        git(repo, "commit", "-q", "-m", f"c{i}")
+    commits = git(repo, "rev-list", "--reverse", "HEAD").split()
     good, revs = commits[0], commits[1:]
     script = "import sys; a = open('answer').read().split()[0]; sys.exit({'old': 0, 'new': 1, 'skip': 125}[a])"
-    _git(repo, "bisect", "start", revs[-1], good)
+    git(repo, "bisect", "start", revs[-1], good)
     done = subprocess.run(["git", "-C", str(repo), "bisect", "run", sys.executable, "-c", script],
                           capture_output=True, text=True, timeout=120)
     result = search(n, k, lambda i: answers[i])

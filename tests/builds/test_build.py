@@ -21,6 +21,7 @@ from harness.build import (
     resolve_build,
 )
 from harness.util.errors import InfraError, UserError
+from tests.helpers import git
 
 RELEASES = ("0.5.14", "0.5.15")
 
@@ -125,14 +126,6 @@ def test_nodeps_env_carries_the_stubs_not_real_gpu_packages(nodeps_env: dict[str
 # --------------------------------------------------------------------------- src builds
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=60, env=env)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
 @pytest.fixture
 def fake_checkout(tmp_path: Path) -> tuple[Path, list[str]]:
     """A tiny git repo shaped like sglang's (tests the worktree/PYTHONPATH mechanics only)."""
@@ -141,13 +134,13 @@ def fake_checkout(tmp_path: Path) -> tuple[Path, list[str]]:
     (package / "srt").mkdir(parents=True)
     (package / "srt" / "__init__.py").write_text("")
     (package / "srt" / "server_args.py").write_text("class ServerArgs:\n    pass\n")
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     commits = []
     for version in ("9.9.1", "9.9.2"):
         (package / "__init__.py").write_text(f'__version__ = "{version}"\n')
-        _git(repo, "add", "-A")
-        _git(repo, "commit", "-q", "-m", version)
-        commits.append(_git(repo, "rev-parse", "HEAD"))
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", version)
+        commits.append(git(repo, "rev-parse", "HEAD"))
     return repo, commits
 
 
@@ -172,7 +165,7 @@ def test_src_build_at_a_rev_uses_a_worktree_under_the_cache(fake_checkout, tmp_p
     assert _imported_from(build).split() == ["9.9.1", str(tree / "python" / "sglang" / "__init__.py")]
     # Resolving again reuses the worktree; the checkout itself is untouched.
     assert resolve_build(f"src:{repo}@{first}", cache_dir=cache).env == build.env
-    assert _git(repo, "rev-parse", "HEAD") == second
+    assert git(repo, "rev-parse", "HEAD") == second
 
 
 @pytest.mark.slow
@@ -234,11 +227,3 @@ def test_prepare_is_a_command_of_the_one_cli(run_cli, tmp_path: Path) -> None:
     assert printed["launcher"][1:] == ["-m", "harness.sim.server", "--sim-revision", "post-fix", "--sim-seed", "3"]
     bad = run_cli("prepare", "pip:numpy==1.0")
     assert bad.returncode == 2 and "is not sglang==VERSION" in bad.stderr
-
-
-def test_the_older_spelling_of_prepare_still_works(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "harness.build", "describe", "sim:pre-fix"], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "SGLANG_REPRO_CACHE": str(tmp_path / "cache")})
-    assert done.returncode == 0, done.stderr
-    described = json.loads(done.stdout)
-    assert described["reference_model"] is True and described["build"]["spec"] == "sim:pre-fix"

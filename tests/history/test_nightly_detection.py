@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.history.anchors import Replay, _edivisive_split, sglang_rule
-from harness.history.grid import QUIET_KINDS, GridHistory, grid
-from harness.history.scoring import DELAY_BOUND, score_history, summarise
 from harness.history.steps import Rule, Tracker, detect
+from tests.history.anchors import Replay, _edivisive_split, sglang_rule
+from tests.history.grid import QUIET_KINDS, GridHistory, grid
+from tests.history.scoring import DELAY_BOUND, score_history, summarise
 
 RULE = Rule(0.02)
 

@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
+from tests.helpers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 READY = "The server is fired up and ready to roll!"
@@ -27,12 +28,6 @@ EAGER_28264 = [*SPEC_31B, "--speculative-num-steps", "1", "--speculative-num-dra
                "--context-length", "8192"]
 GRAPH_28264 = [*SPEC_31B, "--speculative-num-steps", "5", "--speculative-num-draft-tokens", "6", "--tp-size", "4",
                "--enable-hierarchical-cache", "--hicache-ratio", "2", "--context-length", "8192"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

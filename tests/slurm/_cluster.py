@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.helpers import free_port
+
 __all__ = ["CONF_ENV", "GPUS", "GPU_TYPE", "missing_binaries", "start", "stop"]
 
 CONF_ENV = "SLURM_CONF"
@@ -42,12 +44,6 @@ def missing_binaries() -> list[str]:
     """The binaries this cluster needs that are not installed (Debian: slurm-wlm slurmdbd munge mariadb-server)."""
     path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
     return [b for b in _BINARIES if shutil.which(b, path=path) is None]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _spawn(root: Path, name: str, argv: list[str], env: dict[str, str]) -> None:
@@ -162,7 +158,7 @@ def start(root: Path, *, timeout_s: float = 90.0) -> str:
     home = Path(tempfile.mkdtemp(prefix="repro-slurm-"))
     home.chmod(0o755)  # munged wants its socket's folder searchable by every client
     (root / "cluster").write_text(str(home))
-    ports = {"ctld": _free_port(), "slurmd": _free_port(), "dbd": _free_port(), "db": _free_port()}
+    ports = {"ctld": free_port(), "slurmd": free_port(), "dbd": free_port(), "db": free_port()}
     _write_config(home, ports)
     env = {**os.environ, CONF_ENV: str(home / "slurm.conf"), "PATH": os.environ.get("PATH", "") + ":/usr/sbin"}
     key = home / "munge.key"

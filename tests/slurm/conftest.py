@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.slurm import _cluster
-from tests.store.conftest import _fresh_pg_database, pg_server
+from tests.store.conftest import pg_server, pg_url
 
 __all__ = ["pg_server", "pg_url", "slurm_conf"]
 
@@ -40,7 +40,3 @@ def slurm_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         _cluster.stop(root)
 
 
-@pytest.fixture
-def pg_url(pg_server: str) -> str:
-    """A fresh database on the session's PostgreSQL."""
-    return _fresh_pg_database(pg_server)

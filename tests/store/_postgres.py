@@ -10,11 +10,12 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from tests.helpers import free_port
 
 __all__ = ["PG_ENV", "pg_bindir", "start", "stop"]
 
@@ -34,12 +35,6 @@ def _as_owner(argv: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start(root: Path, *, timeout_s: float = 60.0) -> str:
     """Make and start a cluster under ``root``; the URL of its ``postgres`` database."""
     bindir = pg_bindir()
@@ -56,7 +51,7 @@ def start(root: Path, *, timeout_s: float = 60.0) -> str:
     if os.geteuid() == 0:
         shutil.chown(cluster, "postgres")
         shutil.chown(sock, "postgres")
-    port = _free_port()
+    port = free_port()
     subprocess.run(_as_owner([str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
                               "--no-sync", "-E", "UTF8"]),
                    check=True, capture_output=True, timeout=timeout_s)

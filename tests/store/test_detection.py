@@ -1,4 +1,4 @@
-"""Change detection on seeded synthetic histories (harness.history.synthetic), also kept as fixtures."""
+"""Change detection on seeded synthetic histories (tests.history.synthetic), also kept as fixtures."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from harness.history.alerts import case_alerts
-from harness.history.scoring import TOLERANCE
 from harness.history.series import CasePoints, Point
 from harness.history.steps import Rule, detect
-from harness.history.synthetic import KINDS, generate
 from harness.records.outcome import Outcome
+from tests.history.scoring import TOLERANCE
+from tests.history.synthetic import KINDS, generate
 
 THROUGHPUT = Rule(0.05)  # the strictest minimum effect the issue names: 5% throughput
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "histories"

@@ -22,20 +22,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.records.outcome import Outcome, Phase, most_telling
+from harness.records.outcome import NOT_TRIED, SIGNED, Outcome, Phase, most_telling
 from harness.records.run_record import ExpectationResult, RunRecord
 from harness.scenario.model import Expectation
 
 __all__ = ["ExpectationCheck", "judge_role", "judge_run", "run_holds"]
 
-_NOT_TRIED = (Outcome.INFRA, Outcome.INTERRUPTED)
-
-
 def run_holds(exp: Expectation, outcome: Outcome, signature: str | None, phase: Phase | None) -> bool:
     """Whether one run's outcome, signature and phase are what ``exp`` expects."""
     if outcome.value not in exp.outcomes:
         return False
-    if outcome in (Outcome.CRASH, Outcome.INFRA) and exp.signatures and (signature or "unknown") not in exp.signatures:
+    if outcome in SIGNED and exp.signatures and (signature or "unknown") not in exp.signatures:
         return False
     return not exp.phases or (phase is not None and phase.value in exp.phases)
 
@@ -131,9 +128,9 @@ def judge_role(role: str, exp: Expectation, runs: Sequence[RunRecord]) -> Expect
     outcome = most_telling(r.outcome for r in runs) if runs else Outcome.INFRA
     signature = next((r.signature for r in runs if r.signature), None)
     not_run = ""
-    expected_not_tried = any(o in exp.outcomes for o in (Outcome.INFRA.value, Outcome.INTERRUPTED.value))
+    expected_not_tried = any(o.value in exp.outcomes for o in NOT_TRIED)
     interrupted = next((r for r in runs if r.outcome is Outcome.INTERRUPTED), None)
-    if not held and not expected_not_tried and (not runs or all(r.outcome in _NOT_TRIED for r in runs)):
+    if not held and not expected_not_tried and (not runs or all(r.outcome in NOT_TRIED for r in runs)):
         not_run = runs[0].reason if runs else "no trial ran"
     elif not held and not expected_not_tried and interrupted is not None:
         # An interrupted trial cut the role short: what ran does not decide it (exit 3, as any interrupt),

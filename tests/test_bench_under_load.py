@@ -1,0 +1,28 @@
+"""benchmarks/bench_under_load.py counts failures beside its burners, and leaves no burner behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_under_load.py"
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_load_benchmark_counts_a_failure_and_a_pass_and_stops_its_burners(tmp_path: Path) -> None:
+    tests = tmp_path / "test_planted.py"
+    tests.write_text("def test_holds():\n    assert True\n\n\ndef test_breaks():\n    assert False\n")
+    done = subprocess.run([sys.executable, str(BENCH), "--rounds", "2", "--burners", "1", "--timeout-s", "120",
+                           str(tests)], capture_output=True, text=True, timeout=300, check=False)
+    result = json.loads(done.stdout)
+    assert done.returncode == 1, done.stderr
+    assert result["failures"] == 2 and result["rounds_clean"] == 0 and result["burners"] == 1
+    assert [[t.rsplit("/", 1)[-1] for t in r["failed"]] for r in result["rounds"]] == [["test_planted.py::test_breaks"]] * 2
+    burning = [p for p in psutil.process_iter(["cmdline"]) if "while True" in " ".join(p.info["cmdline"] or [])]
+    assert not burning, "a burner outlived the benchmark"
