@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.history.incidents import stored_incidents
@@ -13,6 +12,7 @@ from harness.store.schema import RESOLUTIONS
 from harness.store.store import open_store
 from harness.store.transfer import EXPORT_FORMATS, export_store, import_folders
 from harness.store.url import default_store, store_url
+from harness.util.clock import now_iso
 from harness.util.errors import InfraError, UserError, disk_full
 from harness.util.output_path import check_output_file
 
@@ -87,6 +87,6 @@ def main(args: argparse.Namespace) -> int:
                                                                       if len(missing) > 5 else "")
             raise UserError(f"store {store.where}: no incident or alert {shown} (see: sglang-repro store alerts)")
         chosen = sorted({incident_of[f] for f in args.fingerprints})
-        n = store.resolve_incidents(chosen, args.state, f"{args.action} {datetime.now(timezone.utc):%Y-%m-%d}")
+        n = store.resolve_incidents(chosen, args.state, f"{args.action} {now_iso()[:10]}")
         print(f"{len(chosen)} incident(s) resolved: {args.state} ({n} open alert(s))")
         return 0

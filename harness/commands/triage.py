@@ -14,6 +14,8 @@ from harness.signatures.catalogue import Catalogue
 from harness.signatures.frame_evidence import Evidence
 from harness.signatures.levels import LEVELS, Candidate, rank
 from harness.signatures.verdicts import FileVerdict, Group, Judged, frames_label, triage_text
+from harness.util.atomic import write_atomic
+from harness.util.bounded_read import read_bytes
 from harness.util.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK, UserError
 
 __all__ = ["DESCRIPTION", "add_arguments", "main", "triage"]
@@ -250,14 +252,14 @@ def _bless(args: argparse.Namespace, catalogue: Catalogue) -> int:
     if os.path.lexists(target):
         raise UserError(f"{target}: a fixture of that name exists; rename FILE or remove it")
     triage([args.bless], catalogue, releases=False)  # refused as any input is (missing, not a regular file, huge)
-    text = args.bless.read_text(encoding="utf-8", errors="replace")
+    text = read_bytes(args.bless, "log").decode("utf-8", errors="replace")
 
     def render(line: int | None) -> str:
         return render_fixture(text, source=args.source, expect=args.expect, line=line, title=args.title,
                               version=args.sglang_version)
 
     folder.mkdir(parents=True, exist_ok=True)
-    target.write_text(render(0), encoding="utf-8")  # "# line: 0" holds the header's final length
+    write_atomic(target, render(0))  # "# line: 0" holds the header's final length
     fixture = read_fixture(target)
     verdict = triage_text(target, fixture.text, catalogue, title=fixture.title, version=fixture.version,
                           releases=not args.no_releases)
@@ -265,7 +267,7 @@ def _bless(args: argparse.Namespace, catalogue: Catalogue) -> int:
     got_id = best.finding.signature.id if best is not None and best.finding.signature is not None else None
     got_level = best.finding.level if best is not None else "none"
     line = best.finding.line_no if best is not None else None
-    target.write_text(render(line if line is not None else 0), encoding="utf-8")
+    write_atomic(target, render(line if line is not None else 0))
     said = f"{got_id}:{got_level}" if got_id else "none"
     if (got_id, got_level) != (sig_id, level):
         print(f"{target}: written; triage says {said} now, not {args.expect}: the fixture test fails until it does")

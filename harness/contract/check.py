@@ -44,7 +44,7 @@ def reference_sources(version: str, fetch: bool = False) -> Sources | None:
         if fetch:
             return WheelSources.of(ref)
         wheel = cached_wheel(ref)
-        return WheelSources.open(wheel) if wheel else None
+        return WheelSources.from_wheel(wheel) if wheel else None
     except InfraError:
         return None
 

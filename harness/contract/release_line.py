@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness.build.environments import default_cache_dir
 from harness.contract import check, locate, profile
 from harness.contract.check import check_sources, contract_counts, fact_statuses, reference_sources
 from harness.contract.facts import FACTS, NEEDS, NEVER_GATES
 from harness.contract.locate import Located
 from harness.contract.profile import BuildProfile, ProfileUnavailable, compute_profile
 from harness.contract.wheels import WheelSources, index_versions
+from harness.util.atomic import write_atomic
+from harness.util.bounded_read import ReadRefused, read_bytes, read_json
+from harness.util.paths import default_cache_dir
 
 __all__ = ["FIRST_RELEASE", "ReleaseRow", "markdown", "release_line", "release_row"]
 
@@ -36,7 +37,7 @@ def _digest() -> str:
     """What a cached row depends on besides the wheel: the facts and the code that reads them."""
     h = hashlib.sha256(repr(FACTS).encode())
     for module in (check, locate, profile):
-        h.update(Path(str(module.__file__)).read_bytes())
+        h.update(read_bytes(Path(str(module.__file__)), "source"))
     return h.hexdigest()[:16]
 
 
@@ -73,11 +74,11 @@ def _cache_file(version: str, cache_dir: Path | None) -> Path:
 
 def _load(path: Path, version: str) -> ReleaseRow | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, "state")
         located = tuple(Located(**{**d, "found": tuple(d["found"])}) for d in data["located"])
         prof = BuildProfile.from_json(data["profile"]) if data.get("profile") else None
         return ReleaseRow(version, prof, data.get("unavailable"), located, float(data["seconds"]), cached=True)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ReadRefused, ValueError, KeyError, TypeError):
         return None  # absent or unreadable: computed again
 
 
@@ -97,10 +98,9 @@ def release_row(version: str, cache_dir: Path | None = None) -> ReleaseRow:
         prof, why = None, str(exc)
     row = ReleaseRow(version, prof, why, located, time.monotonic() - start)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"located": [asdict(loc) for loc in located], "profile": prof.to_json() if prof else None,
-                               "unavailable": why, "seconds": row.seconds}), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps({"located": [asdict(loc) for loc in located],
+                                   "profile": prof.to_json() if prof else None, "unavailable": why,
+                                   "seconds": row.seconds}))
     return row
 
 

@@ -7,6 +7,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
+from harness.util.bounded_read import read_bytes
+
 __all__ = ["DirSources", "Sources", "lines_of"]
 
 
@@ -24,7 +26,7 @@ class DirSources:
 
     def text(self, path: str) -> str | None:
         file = self.package / path
-        return file.read_text(encoding="utf-8", errors="replace") if file.is_file() else None
+        return read_bytes(file, "source").decode("utf-8", errors="replace") if file.is_file() else None
 
 
 @lru_cache(maxsize=256)

@@ -127,7 +127,7 @@ class WheelSources:
         return _open(str(fetch_wheel(version, cache_dir)))
 
     @classmethod
-    def open(cls, wheel: Path) -> WheelSources:
+    def from_wheel(cls, wheel: Path) -> WheelSources:
         """The sources of a wheel on disk (one reader per wheel per process)."""
         return _open(str(wheel))
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.records.metric_definitions import ACCEPT_LENGTH, ACCEPT_LENGTH_SERVER, OUTPUT_THROUGHPUT, position_metric
-from harness.records.outcome import Outcome
+from harness.records.outcome import MEASURED
 from harness.records.run_record import RunRecord
 from harness.references.check import DEFAULT_FALSE_FAILURE_RATE, Band, Summary, band, summarise
 from harness.references.model import Entry, Figure
@@ -65,7 +65,7 @@ class ReferenceVerdict:
 
 
 def measured_trials(runs: Sequence[RunRecord]) -> list[RunRecord]:
-    return [r for r in runs if r.outcome in (Outcome.PASS, Outcome.FAIL)]
+    return [r for r in runs if r.outcome in MEASURED]
 
 
 def trial_values(runs: Sequence[RunRecord], metric_name: str) -> list[float]:

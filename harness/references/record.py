@@ -19,6 +19,7 @@ from harness.references.check import summarise
 from harness.references.files import dump, load, render_diff, save
 from harness.references.judge import measured_trials, trial_values
 from harness.references.model import Entry, Figure, ReferenceFile, ReplacedEntry
+from harness.util.bounded_read import read_text
 from harness.util.errors import UserError
 
 __all__ = ["Change", "apply", "build_text", "entry_from_runs", "plan"]
@@ -92,7 +93,7 @@ class Change:
 def plan(path: Path, scenario: str, entries: Sequence[Entry], *, why: str | None = None) -> Change:
     """The change recording ``entries`` makes to ``path`` (read and validated first; nothing written)."""
     current = load(path)
-    old_text = path.read_text(encoding="utf-8") if current is not None else ""
+    old_text = read_text(path, "source") if current is not None else ""
     if current is not None and current.scenario != scenario:
         raise UserError(f"{path}: holds the references of scenario {current.scenario!r}, not {scenario!r}")
     kept = list(current.references) if current is not None else []

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from harness.util.bounded_read import ReadRefused, read_text
+
 __all__ = ["comment_hazards"]
 
 _GLUED_COMMENT = re.compile(r"^\s+#\S")
@@ -35,9 +37,9 @@ def comment_hazards(path: Path) -> list[str]:
     """``FILE:LINE:COL: field: warning: ...`` for each plain scalar followed on its line by `` #word``.
     The file is one ``validate`` has already read and bounded; an unreadable one gives no warning."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, "source")
         root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    except (OSError, ReadRefused, yaml.YAMLError):
         return []
     found: list[tuple[int, int, str, str]] = []
     if root is not None:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.signatures.levels import LEVELS, Level
+from harness.util.atomic import write_atomic
+from harness.util.bounded_read import read_text
 from harness.util.errors import UserError
 
 __all__ = ["TriageFixture", "parse_expect", "read_fixture", "render_fixture", "rewrite_expectation", "split_header"]
@@ -71,7 +73,7 @@ def split_header(text: str) -> tuple[dict[str, str], str]:
 
 
 def read_fixture(path: Path) -> TriageFixture:
-    fields, text = split_header(path.read_text(encoding="utf-8"))
+    fields, text = split_header(read_text(path, "source"))
     for key in ("source", "expect"):
         if key not in fields:
             raise UserError(f"{path}:1: missing '# {key}: ...' header line (a fixture needs source and expect)")
@@ -96,7 +98,7 @@ def render_fixture(body: str, *, source: str, expect: str, line: int | None, tit
 
 def rewrite_expectation(path: Path, expect: str, line: int | None) -> None:
     """Replace the ``expect`` and ``line`` header lines of a fixture, keeping everything else byte for byte."""
-    lines = path.read_text(encoding="utf-8").split("\n")
+    lines = read_text(path, "source").split("\n")
     n = 0
     while n < len(lines) and _HEADER.match(lines[n]):
         n += 1
@@ -105,4 +107,4 @@ def rewrite_expectation(path: Path, expect: str, line: int | None) -> None:
     if line is not None:
         # ``line`` counts the old header's lines; the body moves by as many lines as the header grew
         head.append(f"# line: {line + len(head) + 1 - n if line > 0 else 0}")
-    path.write_text("\n".join(head + lines[n:]), encoding="utf-8")
+    write_atomic(path, "\n".join(head + lines[n:]))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import time
 from collections.abc import Sequence
@@ -23,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.signatures.frame_evidence import FILE_LINE
+from harness.util.atomic import write_atomic
+from harness.util.bounded_read import ReadRefused, read_json
 
 __all__ = ["Frame", "ReleaseFit", "fit_releases", "sglang_frames"]
 
@@ -103,7 +104,7 @@ def fit_releases(frames: Sequence[Frame], cache_dir: Path | None = None,
 
 
 def _cache_root(cache_dir: Path | None) -> Path:
-    from harness.build.environments import default_cache_dir
+    from harness.util.paths import default_cache_dir
 
     return (cache_dir or default_cache_dir()) / "triage-frames"
 
@@ -116,11 +117,11 @@ def _release_list(cache_dir: Path | None) -> tuple[str, ...]:
     path = _cache_root(cache_dir) / "releases.json"
     kept: list[str] | None = None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, "state")
         kept = [str(v) for v in data["releases"]]
         if time.time() - float(data["at"]) < _RELEASE_LIST_TTL_S:
             return tuple(kept)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ReadRefused, ValueError, KeyError, TypeError):
         pass
     try:
         found = index_versions(_FIRST_RELEASE)
@@ -140,8 +141,8 @@ class _Profile:
         self.cache_dir = cache_dir
         self.path = _cache_root(cache_dir) / f"{version}.json"
         try:
-            self.files: dict[str, dict[str, object] | None] = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            self.files: dict[str, dict[str, object] | None] = read_json(self.path, "state")
+        except (OSError, ReadRefused, ValueError):
             self.files = {}
 
     def fits(self, frame: Frame) -> bool:
@@ -196,6 +197,4 @@ def _digest(line: str) -> str:
 
 def _write_json(path: Path, data: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, path)  # whole or not at all; two triages writing at once cost a recomputation, not a torn file
+    write_atomic(path, json.dumps(data))  # two triages writing at once cost a recomputation, not a torn file
