@@ -36,6 +36,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as `python benchmarks/x.py` from any directory
     sys.path.insert(0, str(REPO))
 
+from _common import emit  # noqa: E402
+
 from harness.history.series import stored_case_points  # noqa: E402
 from harness.nightly import PlannedCase, run_nightly  # noqa: E402
 from harness.scenario import load_paths, select_cases  # noqa: E402
@@ -185,11 +187,7 @@ def main() -> None:
     if not args.score_only:
         summary.update(_record(s, store, args.trials))
     summary.update(_scored(s, store))
-    text = json.dumps(summary, indent=1)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    emit(summary, args.out)
 
 
 if __name__ == "__main__":

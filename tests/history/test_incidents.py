@@ -16,29 +16,10 @@ from tests.history.nights import CASES, record_slowdown
 from tests.store.records import make_record
 
 
-def _night(store, night: int, slow: bool, rng: random.Random):
-    batch = new_batch("nightly", f"night-{night:02d}", started_at=f"2026-11-{night:02d}T02:00:00+00:00")
-    spec = "sim:post-fix,step-cost-ms=20" if slow else "sim:post-fix"
-    factor = 0.75 if slow else 1.0
-    records = []
-    for case in CASES:
-        for t in range(3):
-            def noisy(v: float) -> float:
-                return v * (1 + 0.02 * rng.gauss(0, 1))
-            records.append(make_record(f"n{night}-{case}-t{t}", case=case, spec=spec, trial=t,
-                                       started_at=batch.started_at,
-                                       metrics={"accept_length": noisy(1.84),
-                                                "output_throughput_tok_s": noisy(200.0 * factor),
-                                                "itl_ms_p50": noisy(20.0 / factor),
-                                                "e2e_ms_p50": noisy(700.0 / factor)}))
-    store.record_many(records, batch)
-    return review(store, batch.id)
-
-
 def test_a_slowdown_of_one_build_on_three_cases_is_one_incident_with_a_runnable_next_step(tmp_path) -> None:
     rng = random.Random(3)
     with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
-        reviews = [_night(store, n, n >= 7, rng) for n in range(1, 14)]
+        reviews = record_slowdown(store, range(1, 14), lambda n: n >= 7, rng)
     incidents = [i for r in reviews for i in r.incidents]
     assert len(incidents) == 1, [i.describe() for i in incidents]
     (incident,) = incidents
