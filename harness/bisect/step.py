@@ -21,6 +21,7 @@ from harness.bisect.probe import Probe, SearchState, StepRecord, load_case, prog
 from harness.store.url import STORE_ENV
 from harness.util.bounded_read import read_text
 from harness.util.proc import git
+from harness.util.progress import fmt_duration
 
 __all__ = ["EXIT_ABORT", "STEPS_FILE", "main", "read_steps"]
 
@@ -74,9 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         record = probe.judge(kind="step", revision=commit, label=label, spec=state.build_template, index=k)
         append_step(report_dir, record)
         launched = record.launched
+        left = time_left(time.time() - state.started, k, state.expected_steps)
         progress(f"{step_of(k, state.expected_steps)}: {commit[:12]} is {record.term} ({record.reason}; "
                  f"{len(record.trials)} trial(s): {launched} new server(s), {record.cached} cached)  "
-                 f"(elapsed {elapsed(state)})")
+                 f"(elapsed {elapsed(state)}{left})")
         return state.exit_code(record.verdict)
     except KeyboardInterrupt:
         return EXIT_ABORT
@@ -88,6 +90,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def expected_steps(count: int) -> int:
     """About ceil(log2 N) decisions for N revisions between the endpoints."""
     return max(1, math.ceil(math.log2(max(count, 2))))
+
+
+def time_left(elapsed_s: float, steps_done: int, expected: int) -> str:
+    """``, ~3:20 left``: the mean time of the probes so far (both endpoints and ``steps_done`` steps) times the
+    steps still expected and the culprit's confirmation; rough, as the estimate of steps is (skips add steps)."""
+    probes_left = max(expected - steps_done, 0) + 1
+    return f", ~{fmt_duration(elapsed_s / (2 + steps_done) * probes_left)} left"
 
 
 def step_of(k: int, expected: int) -> str:

@@ -7,7 +7,7 @@ from harness.bisect.probe import StepRecord
 from harness.bisect.report import _steps_table
 from harness.bisect.run import _commit_summary
 from harness.bisect.session import CommitResult, Culprit
-from harness.bisect.step import step_of
+from harness.bisect.step import step_of, time_left
 from harness.records.outcome import Outcome
 
 SIG = "frozen-kv-mtp-stale-out-cache-loc"
@@ -63,3 +63,10 @@ def test_the_steps_table_counts_trials_beside_servers() -> None:
 def test_the_step_count_never_reads_past_its_estimate() -> None:
     assert step_of(3, 6) == "step 3 of ~6"
     assert step_of(7, 6) == "step 7 (past the ~6 estimated: skips add steps)"
+
+
+def test_the_time_left_counts_the_steps_expected_and_the_confirmation() -> None:
+    # Both endpoints and one step took 90 s (30 s a probe): two more steps and the confirmation are left.
+    assert time_left(90.0, 1, 3) == ", ~1:30 left"
+    # Past the estimate (skips add steps) only the confirmation is counted, never a negative time.
+    assert time_left(300.0, 8, 6) == ", ~0:30 left"
