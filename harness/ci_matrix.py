@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.scenario import Case, LoadedScenario
+from harness.scenario import Case, LoadedScenario, SetOverride
 from harness.scenario.model import Hardware
 from harness.util.errors import UserError
 
@@ -84,12 +84,14 @@ RUNNERS = ("nightly", "pytest")
 
 
 def plan_jobs(loaded: Sequence[LoadedScenario], *, max_minutes: float | None, seen: Mapping[tuple[str, str], float],
-              default_minutes: float, build: str, store_arg: str, runner: str = "nightly") -> list[CiJob]:
+              default_minutes: float, build: str, store_arg: str, runner: str = "nightly",
+              sets: Sequence[str] = ()) -> list[CiJob]:
     """The jobs of the matrix, by runner label then shard.
 
     ``runner`` is what each job runs: ``nightly --shard K/N`` (cases dealt round-robin), or ``pytest -m gpu
     --shard K/N`` (the plugin deals its items round-robin in collection order: per case, one item per build
-    role, files in the order given), so each shard's load is computed over the units that job will run."""
+    role, files in the order given), so each shard's load is computed over the units that job will run. ``sets``
+    (``--set FIELD=VALUE``, already applied to ``loaded``) go into every job's command: the job reads the file again."""
     groups: dict[str, list[LoadedScenario]] = {}
     for item in loaded:
         groups.setdefault(_group_key(item), []).append(item)
@@ -106,9 +108,10 @@ def plan_jobs(loaded: Sequence[LoadedScenario], *, max_minutes: float | None, se
         loads = _loads(minutes, n)
         names = tuple(str(it.file) for it in files)
         for k in range(1, n + 1):
-            argv = (["pytest", *names, "-m", "gpu", "--shard", f"{k}/{n}"] if runner == "pytest" else
+            carried = [w for s in sets for w in ("--set", s)]
+            argv = (["pytest", *names, "-m", "gpu", "--shard", f"{k}/{n}", *carried] if runner == "pytest" else
                     ["sglang-repro", "nightly", *names, "--build", build, "--shard", f"{k}/{n}", "--store", store_arg,
-                     "--no-progress"])
+                     "--no-progress", *carried])
             command = " ".join(_quote(a) for a in argv)
             jobs.append(CiJob(runner=label, files=names, shard=(k, n), cases=len(cases[k - 1::n]),
                               minutes=round(loads[k - 1], 1), command=command))
@@ -170,7 +173,7 @@ def render(jobs: Sequence[CiJob], fmt: str, *, max_minutes: float | None) -> str
     raise UserError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
 
 
-def scenario_paths(paths: Sequence[Path]) -> list[LoadedScenario]:
+def scenario_paths(paths: Sequence[Path], overrides: Sequence[SetOverride] = ()) -> list[LoadedScenario]:
     from harness.scenario import load_paths
 
-    return list(load_paths(list(paths)))
+    return list(load_paths(list(paths), overrides=overrides))

@@ -201,3 +201,19 @@ def test_pytest_jobs_use_the_plugins_shard_option_and_their_shards_partition_the
             assert len(items) == job["cases"], (job, items)  # the matrix's count is what the job runs
             seen += items
         assert sorted(seen) == sorted(whole) and len(seen) == len(set(seen))
+
+
+def test_set_overrides_group_by_the_overridden_hardware_and_reach_every_job(tmp_path: Path) -> None:
+    sets = ["hardware.gpu_name=H100", "hardware.gpus=8", "server.model=/models/my gemma"]
+    res = _cli("ci-matrix", LONG, "--format", "github", *(w for s in sets for w in ("--set", s)))
+    jobs = _matrix(res)
+    assert [j["runner"] for j in jobs] == ["gpu-h100-x8"]  # the file says 4 x L40S; the overrides decide
+    words = shlex.split(jobs[0]["command"])
+    # Each job reads the file again, so it gets the same overrides, each one word however it is spelt.
+    assert [words[i + 1] for i, w in enumerate(words) if w == "--set"] == sets
+    # The words parse as the command's own flags: list, given them, finds the overridden model in every case.
+    listed = _cli("list", LONG, *words[words.index("--set"):])
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.count("--model-path '/models/my gemma'") == len(_long_cases())
+    bad = _cli("ci-matrix", LONG, "--format", "github", "--set", "hardware.gpus=eight")
+    assert bad.returncode == 2 and "--set hardware.gpus=eight: hardware.gpus" in bad.stderr
