@@ -92,3 +92,16 @@ def test_compare_on_a_terminal_shows_case_k_of_n_and_each_trial() -> None:
     assert REDRAW in text and "compare: case 1 of 1 · 0 of 2 done" in text
     assert "before   trial 0: crash frozen-kv-mtp-stale-out-cache-loc" in text
     assert "crash -> pass" in text and "crash removed" in text
+
+
+@pytest.mark.slow
+def test_nightly_on_a_terminal_redraws_its_line_and_no_progress_prints_plain_lines(tmp_path: Path) -> None:
+    """The same Progress through nightly: redrawn on a terminal, plain lines with --no-progress on the same one."""
+    argv = [sys.executable, "-m", "harness", "nightly", str(TINY), "--build", "sim:post-fix", "--trials", "1",
+            "--store", str(tmp_path / "s.db"), "--out", str(tmp_path / "out")]
+    rc, text = _on_pty(argv, timeout=400)
+    assert rc == 0, text[-3000:]
+    assert REDRAW in text and "nightly: case 1 of 1" in text
+    rc, text = _on_pty([*argv, "--no-progress"], timeout=400)
+    assert rc == 0, text[-3000:]
+    assert REDRAW not in text and "nightly: case 1 of 1" in text
