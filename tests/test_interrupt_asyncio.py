@@ -10,6 +10,8 @@ and runs several loops in a row; the test signals each once it is running.
 
 from __future__ import annotations
 
+import os
+import select
 import signal
 import subprocess
 import sys
@@ -51,29 +53,63 @@ for _ in range(int(sys.argv[2])):
 """
 
 
+READ_S = 60.0  # a loop that does not end after its signal is a verdict here, never a wait without end
+
+
+class _Lines:
+    """The child's stdout read line by line from its descriptor (no buffer that select cannot see), each line
+    waited for at most READ_S: "" when none came (the child hung)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.buf = fd, b""
+
+    def next(self) -> str:
+        deadline = time.monotonic() + READ_S
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                return ""
+            chunk = os.read(self.fd, 4096)
+            if not chunk:
+                return ""
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line.decode().strip()
+
+
 def _interrupted(how: str) -> tuple[list[str], str]:
-    """The child's stdout lines and stderr after each of its loops got one SIGTERM."""
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, how, str(ATTEMPTS)], cwd=REPO, text=True,
+    """The child's stdout lines and stderr after each of its loops got one SIGTERM; a loop that neither
+    printed nor ended within READ_S stops the child, its line left empty."""
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, how, str(ATTEMPTS)], cwd=REPO,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert child.stdout is not None
+    out = _Lines(child.stdout.fileno())
     lines: list[str] = []
     try:
         for _ in range(ATTEMPTS):
-            lines.append(child.stdout.readline().strip())
+            lines.append(out.next())
             time.sleep(0.2)
             child.send_signal(signal.SIGTERM)
-            lines.append(child.stdout.readline().strip())
+            lines.append(out.next())
+            if not lines[-1]:
+                child.kill()
+                break
         _, stderr = child.communicate(timeout=60)
     finally:
         child.kill()
-    return lines, stderr
+        child.wait(timeout=60)
+    return lines, stderr.decode(errors="replace")
 
 
 def test_a_plain_raising_handler_leaves_a_task_traceback() -> None:
     """The window is real: raised in a task, the interrupt is logged as a never-retrieved task exception."""
     lines, stderr = _interrupted("plain")
-    assert lines == ["running", "interrupted"] * ATTEMPTS
-    assert "Task exception was never retrieved" in stderr
+    # Raised in a task, the interrupt is logged as a never-retrieved task exception; or, as CI once saw, it
+    # lands in the loop's own machinery and the loop never ends (the child stopped after READ_S). Both are
+    # the window sigterm_as_ctrl_c closes.
+    hung = "" in lines
+    assert hung or lines == ["running", "interrupted"] * ATTEMPTS, lines
+    assert hung or "Task exception was never retrieved" in stderr
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.Runner (and its SIGINT handling) is 3.11+")
