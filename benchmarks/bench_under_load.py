@@ -74,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
             end_child(proc, grace_s=2.0)
     result = {
         "benchmark": "under_load", "tests": args.tests, "burners": args.burners, "cores": os.cpu_count(),
+        # so a caller can check that these, and not some other process that loops, are gone
+        "burner_pids": [proc.pid for proc in burners],
         "rounds": rounds, "failures": sum(len(r["failed"]) or int(r["exit_code"] != 0) for r in rounds),
         "rounds_clean": sum(1 for r in rounds if r["exit_code"] == 0),
     }
