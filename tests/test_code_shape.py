@@ -164,7 +164,7 @@ def test_processes_are_ended_by_the_one_owner() -> None:
 
 
 # Reading a file: harness/util/bounded_read.py (regular files only, capped, one tail reader).
-_READ_CALLS = frozenset({".read_text", ".read_bytes", "open", ".open", "json.load"})
+_READ_CALLS = frozenset({".read_text", ".read_bytes", "open", ".open", "json.load", "os.open"})
 _READ_EXEMPT = (
     "harness/util/bounded_read.py",  # the owner
     "harness/server/hardware.py",  # the kernel's /proc files, read with a bound of their own
@@ -176,6 +176,8 @@ _READ_EXEMPT = (
 def _writes_or_not_a_file(node: ast.Call) -> bool:
     """An ``open`` for writing or appending (a stream the harness writes), or a call that opens no file
     (``os.open`` of a lock, an URL opener, a zip member)."""
+    if _call_name(node) == "os.open":  # a descriptor opened to read a file is a reader of its own (os.read follows)
+        return "O_RDONLY" not in ast.unparse(node)
     modes = [a.value for a in [*node.args[1:], *[k.value for k in node.keywords if k.arg == "mode"]]
              if isinstance(a, ast.Constant) and isinstance(a.value, str)]
     if _call_name(node) == ".open":
@@ -188,9 +190,10 @@ def _writes_or_not_a_file(node: ast.Call) -> bool:
 
 def test_the_walker_finds_a_planted_unbounded_read() -> None:
     planted = ("import json\ndef f(p, q):\n    a = p.read_text()\n    with open(q) as fh:\n        b = json.load(fh)\n"
-               "    with q.open('a') as log:\n        log.write(a)\n    return read_text(p, 'log')\n")
+               "    with q.open('a') as log:\n        log.write(a)\n    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)\n"
+               "    lock = os.open(q, os.O_RDWR | os.O_CREAT)\n    return read_text(p, 'log')\n")
     assert _owned_calls(planted, "p.py", _READ_CALLS, skip=_writes_or_not_a_file) == [
-        "p.py:3 .read_text", "p.py:4 open", "p.py:5 json.load"]
+        "p.py:3 .read_text", "p.py:4 open", "p.py:5 json.load", "p.py:8 os.open"]
 
 
 def test_files_are_read_by_the_one_bounded_reader() -> None:

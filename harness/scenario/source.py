@@ -14,9 +14,7 @@ positions counts each alias every time it is used, so such a file stops at the b
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,11 +22,12 @@ from typing import Any
 import yaml
 
 from harness.scenario.errors import excerpt
+from harness.util.bounded_read import CAPS, ReadRefused, read_bytes
 from harness.util.yaml_loaders import LIBYAML
 
 __all__ = ["MAX_BYTES", "MAX_CHARS", "MAX_DEPTH", "MAX_NODES", "Position", "Source", "SourceError", "read_source"]
 
-MAX_BYTES = 1 << 20  # a scenario is a page of YAML; a bigger file is a mistake or an attack
+MAX_BYTES = CAPS["scenario"]
 MAX_NODES = 20_000  # values after alias expansion (the seed scenarios have about 100)
 MAX_DEPTH = 32  # nesting levels (the format itself needs 5)
 MAX_CHARS = 4 * MAX_BYTES  # characters of text after alias expansion
@@ -86,36 +85,12 @@ def _fail(node: yaml.Node, path: Path_, message: str) -> SourceError:
     return SourceError(*_mark(node), message, field=_dotted(path))
 
 
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def _read_bounded(path: Path) -> bytes:
-    """The file's bytes; only a regular file of at most MAX_BYTES is read. Raises SourceError or OSError."""
-    # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+    """The file's bytes, through the one bounded reader: only a regular file of at most MAX_BYTES. Raises SourceError."""
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise SourceError(1, 1, f"{_kind(info.st_mode)}, not a scenario file (a regular *.yaml file)")
-        if info.st_size > MAX_BYTES:
-            raise SourceError(1, 1, f"file is {info.st_size} bytes; a scenario is at most {MAX_BYTES}")
-        chunks, size = [], 0
-        while size <= MAX_BYTES:  # the file may grow while we read it
-            chunk = os.read(fd, MAX_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    finally:
-        os.close(fd)
-    if size > MAX_BYTES:
-        raise SourceError(1, 1, f"file grew past {MAX_BYTES} bytes while being read; a scenario is at most that")
-    return b"".join(chunks)
+        return read_bytes(path, "scenario")
+    except ReadRefused as exc:
+        raise SourceError(1, 1, f"{exc.reason} (a scenario is a regular *.yaml file)") from None
 
 
 def _line_col(text: str, index: int) -> Position:

@@ -32,6 +32,7 @@ CAPS: dict[str, int] = {
     "state": 16 << 20,  # bisect state, caches
     "fixture": 16 << 20,  # a prompt fixture text (the project's are a few kB; a long context is about 1 MB)
     "source": 16 << 20,  # a build's source files, fixtures, scenarios read whole
+    "scenario": 1 << 20,  # a scenario is a page of YAML; a bigger file is a mistake or an attack
 }
 JSON_MAX_DEPTH = 64  # the harness's own JSON nests at most 6 levels
 WALK_MAX_ENTRIES = 200_000  # folder entries looked at by one walk (a reports tree of a year is ~50k)
@@ -39,7 +40,14 @@ WALK_MAX_DEPTH = 16  # folder levels below the root (reports/runs/<id>/result.js
 
 
 class ReadRefused(UserError):
-    """A file the harness was asked to read is not one it will read: one line, exit 2."""
+    """A file the harness was asked to read is not one it will read: one line, exit 2.
+
+    ``reason`` is the line without the file's name, for a caller that names the file its own way (a scenario's
+    errors read ``FILE:LINE:COL: ...``)."""
+
+    def __init__(self, where: object, reason: str) -> None:
+        super().__init__(f"{where}: {reason}")
+        self.reason = reason
 
 
 def kind_of_mode(mode: int) -> str:
@@ -59,15 +67,15 @@ def _open_regular(path: Path, kind: str, *, whole: bool = True) -> int:
         # O_NONBLOCK: opening a FIFO would otherwise wait for a writer; O_NOCTTY: a terminal never becomes ours.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
-        raise ReadRefused(f"{path}: no such file") from None
+        raise ReadRefused(path, "no such file") from None
     except OSError as exc:
-        raise ReadRefused(f"{path}: cannot open ({exc.strerror or exc})") from None
+        raise ReadRefused(path, f"cannot open ({exc.strerror or exc})") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ReadRefused(f"{path}: {kind_of_mode(info.st_mode)}, not a regular file; refused")
+            raise ReadRefused(path, f"{kind_of_mode(info.st_mode)}, not a regular file; refused")
         if cap is not None and info.st_size > cap:
-            raise ReadRefused(f"{path}: {info.st_size} bytes, over the {cap}-byte cap for a {kind} file")
+            raise ReadRefused(path, f"{info.st_size} bytes, over the {cap}-byte cap for a {kind} file")
     except BaseException:
         os.close(fd)
         raise
@@ -85,12 +93,12 @@ def iter_lines(path: Path, kind: str, *, max_line: int = 1 << 20) -> Generator[b
             try:
                 line = fh.readline(max_line)
             except OSError as exc:
-                raise ReadRefused(f"{path}: cannot read ({exc.strerror or exc})") from None
+                raise ReadRefused(path, f"cannot read ({exc.strerror or exc})") from None
             if not line:
                 return
             size += len(line)
             if size > cap:
-                raise ReadRefused(f"{path}: grew past the {cap}-byte cap for a {kind} file while being read")
+                raise ReadRefused(path, f"grew past the {cap}-byte cap for a {kind} file while being read")
             yield line
 
 
@@ -108,11 +116,11 @@ def read_bytes(path: Path, kind: str) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
     except OSError as exc:
-        raise ReadRefused(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise ReadRefused(path, f"cannot read ({exc.strerror or exc})") from None
     finally:
         os.close(fd)
     if size > cap:
-        raise ReadRefused(f"{path}: grew past the {cap}-byte cap for a {kind} file while being read")
+        raise ReadRefused(path, f"grew past the {cap}-byte cap for a {kind} file while being read")
     return b"".join(chunks)
 
 
@@ -135,7 +143,7 @@ def _read_window(path: Path, kind: str, max_bytes: int, *, from_end: bool = Fals
             chunks.append(chunk)
             left -= len(chunk)
     except OSError as exc:
-        raise ReadRefused(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise ReadRefused(path, f"cannot read ({exc.strerror or exc})") from None
     finally:
         os.close(fd)
     return b"".join(chunks)
@@ -179,7 +187,7 @@ def read_text(path: Path, kind: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ReadRefused(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        raise ReadRefused(path, f"not UTF-8 text (byte {exc.start})") from None
 
 
 def _depth(value: Any, limit: int) -> int:
@@ -207,11 +215,11 @@ def load_json(text: str | bytes, source: str, *, max_depth: int = JSON_MAX_DEPTH
     try:
         value = json.loads(text)
     except RecursionError:
-        raise ReadRefused(f"{source}: JSON nested deeper than {max_depth} levels") from None
+        raise ReadRefused(source, f"JSON nested deeper than {max_depth} levels") from None
     except ValueError as exc:
-        raise ReadRefused(f"{source}: not JSON ({exc})") from None
+        raise ReadRefused(source, f"not JSON ({exc})") from None
     if _depth(value, max_depth) > max_depth:
-        raise ReadRefused(f"{source}: JSON nested deeper than {max_depth} levels")
+        raise ReadRefused(source, f"JSON nested deeper than {max_depth} levels")
     return value
 
 
@@ -236,10 +244,10 @@ def walk_files(root: Path, name: str | None = None, *, suffixes: tuple[str, ...]
             with os.scandir(folder) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as exc:
-            raise ReadRefused(f"{folder}: cannot list ({exc.strerror or exc})") from None
+            raise ReadRefused(folder, f"cannot list ({exc.strerror or exc})") from None
         seen += len(entries)
         if seen > max_entries:
-            raise ReadRefused(f"{root}: more than {max_entries} entries below it; give a smaller folder")
+            raise ReadRefused(root, f"more than {max_entries} entries below it; give a smaller folder")
         subfolders = []
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
@@ -247,5 +255,5 @@ def walk_files(root: Path, name: str | None = None, *, suffixes: tuple[str, ...]
             elif (name is not None and entry.name == name) or (suffixes and entry.name.endswith(suffixes)):
                 yield Path(entry.path)  # whatever it is (a link, a FIFO): the reader refuses it, with its reason
         if subfolders and depth + 1 > max_depth:
-            raise ReadRefused(f"{root}: folders nested deeper than {max_depth} levels below it; give a smaller folder")
+            raise ReadRefused(root, f"folders nested deeper than {max_depth} levels below it; give a smaller folder")
         stack.extend((sub, depth + 1) for sub in reversed(subfolders))
