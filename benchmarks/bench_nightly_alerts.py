@@ -38,9 +38,21 @@ RULE = Rule(0.02)
 TUNE_SEED, REPORT_SEED = 1, 2
 
 
+class Issue35(Tracker):
+    """The detector as issue 35 left it, scored beside the current one in the same run: a level change within
+    2 noise units, undecided after 20 nights, and a second change the same way raised as a second alert."""
+
+    level_margin = 2.0
+    level_window = 20
+
+    def _moves_on(self, c: int, z: float) -> bool:
+        return False
+
+
 def detectors() -> dict[str, Callable[[], Online]]:
     return {
         "sglang-repro": lambda: Tracker(RULE),
+        "sglang-repro as issue 35 left it": lambda: Issue35(RULE),
         "SGLang: 10% vs mean of last 10": lambda: Replay(sglang_rule),
         "HUD vLLM: median 3 vs 3, x0.8/x1.2": lambda: Replay(hud_rule),
         "Otava (re-implemented): E-Divisive w50, p<0.001": lambda: Replay(otava_rule),

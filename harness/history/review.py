@@ -5,9 +5,9 @@ alert's series back at its old level for ``K_NIGHTS`` nights, or an event's case
 ``superseded`` (a later change in the same series), ``accepted`` (``store ack``: the new level is
 the baseline) or ``by hand`` (``store resolve``). A level change is renamed in place (``step`` or
 ``drift``) when later nights tell; the incident keeps its fingerprint and every name with its
-night. An excursion that came back within ``K_NIGHTS`` nights is recorded as ``transient`` and
-reaches no one. The review returns the night's transitions only (opened, renamed, resolved): an
-incident still open is never said twice.
+night, also once accepted (the rename is recorded, not said). An excursion that came back within
+``K_NIGHTS`` nights is recorded as ``transient`` and reaches no one. The review returns the night's
+transitions only (opened, renamed, resolved): an incident still open is never said twice.
 """
 
 from __future__ import annotations
@@ -85,6 +85,13 @@ def _back_to_old_level(row: Mapping[str, Any], alert: Alert, cp: CasePoints) -> 
     return len(since) > K_NIGHTS and all(sign * (v - alert.threshold) < 0 for v in since[-K_NIGHTS:])
 
 
+def _accepted(row: Mapping[str, Any]) -> bool:
+    """Resolved by ``store ack`` while the detector may still name it: a person accepted the new level, not
+    the name, so a level change accepted before the nights told a step from a drift is still renamed in
+    the store (its names end with what the data said, as an open one's do); only no message is sent."""
+    return row["state"] == "resolved" and row["resolution"] == "accepted"
+
+
 def _recovered(row: Mapping[str, Any], cp: CasePoints, current: Alert | None) -> bool:
     """An event alert is recovered once the case's latest decided point passes; a step, drift or level change
     once its series is back at the old level for K_NIGHTS nights, or the history no longer supports it."""
@@ -142,16 +149,18 @@ def review(store: Store, batch_id: str, *, tolerances: Mapping[str, Mapping[str,
         by_fp = {a.fingerprint: a for a in found}
         transient_rows += _transient_rows(cp, (tolerances or {}).get(cp.scenario), batch_id)
         for row in known:
-            if (row["state"] != "open" or row["scenario"] != cp.scenario or row["case_name"] != cp.case
-                    or row["hardware_key"] != cp.hardware):
+            if (row["state"] != "open" and not _accepted(row) or row["scenario"] != cp.scenario
+                    or row["case_name"] != cp.case or row["hardware_key"] != cp.hardware):
                 continue
             current = by_fp.get(str(row["fingerprint"]))
             if current is not None and current.kind != row["kind"] and row["kind"] in STEP_KINDS:
                 store.rename_alert(current.fingerprint, current.kind, current.detail, names_json(current.names))
                 evidence = current.names[-1][2] if current.names else ""
-                renamed.append(Renamed(str(row["incident"] or row["fingerprint"]), current.fingerprint, cp.scenario,
-                                       cp.case, current.metric, str(row["kind"]), current.kind, evidence))
-            if _recovered(row, cp, current):
+                if row["state"] == "open":  # an accepted incident's name is recorded, and told to no one
+                    renamed.append(Renamed(str(row["incident"] or row["fingerprint"]), current.fingerprint,
+                                           cp.scenario, cp.case, current.metric, str(row["kind"]), current.kind,
+                                           evidence))
+            if row["state"] == "open" and _recovered(row, cp, current):
                 recovered.append(str(row["fingerprint"]))
     points_of = {(cp.scenario, cp.case, cp.hardware): cp.points for cp in cases}
     fresh = new_alerts(candidates, known, points_of)

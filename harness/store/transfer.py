@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # imported where they are used: a HUD export needs neither (p
     import pyarrow as pa
 
 __all__ = ["EXPORT_FORMATS", "EXPORT_ROWS", "ImportReport", "export_frame", "export_store", "find_records", "hud_incidents",
-           "hud_records",
+           "hud_records", "series_nights",
            "import_folders"]
 
 log = logging.getLogger(__name__)
@@ -206,8 +206,7 @@ def _hud_metric(first: Mapping[Any, Any], values: list[float], outcomes: list[st
                 incidents: Mapping[tuple[str, ...], dict[str, str]] | None = None) -> dict[str, Any]:
     mark = (incidents or {}).get(_incident_key(first, str(first["metric"])))
     return {"name": str(first["metric"]), "benchmark_values": values, "target_value": 0.0,
-            "extra_info": {"outcomes": ",".join(outcomes), **({"incident": mark} if mark else {}),
-                           **_metric_facts(str(first["metric"]))}}
+            "extra_info": {"outcomes": ",".join(outcomes), **(mark or {}), **_metric_facts(str(first["metric"]))}}
 
 
 def _incident_key(fields: Mapping[Any, Any], metric: str) -> tuple[str, ...]:
@@ -215,10 +214,19 @@ def _incident_key(fields: Mapping[Any, Any], metric: str) -> tuple[str, ...]:
             str(fields["hardware_key"]), metric)
 
 
-def hud_incidents(alert_rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, ...], dict[str, str]]:
-    """Per (night, scenario, case, hardware, metric) of an alert's first bad build: its incident, state and
-    names over its nights (``level-change (night-07) -> drift (night-12)``), for the HUD record of that point.
-    A transient reached no one and is not marked."""
+def hud_incidents(alert_rows: Iterable[Mapping[str, Any]],
+                  nights: Mapping[tuple[str, str, str], Sequence[tuple[str, str]]] | None = None,
+                  ) -> dict[tuple[str, ...], dict[str, str]]:
+    """Per (night, scenario, case, hardware, metric) of every night an alert's incident was open: its
+    fingerprint, kind, state and names over its nights (``level-change (night-07) -> drift (night-12)``),
+    for the HUD records of those nights. ``nights``: per (scenario, case, hardware), its nights in order as
+    (label, started at) (``series_nights``); open from the first bad build's night through the night it
+    was resolved on (the newest night while it is open; for ``store ack`` or ``store resolve``, which
+    record a date, the last night started by that date). Without ``nights``, or when the first bad night
+    is not among them, only the first bad night is marked. Where two incidents of a series overlap (a
+    later change superseded an open one), the later one's mark wins. A transient reached no one and is
+    not marked. Every value is a string: the HUD's ``metric.extra_info`` is ``Map(String, String)``
+    (pytorch/test-infra ``clickhouse_db_schema/oss_ci_benchmark_v3/schema.sql``)."""
     out: dict[tuple[str, ...], dict[str, str]] = {}
     for r in alert_rows:
         if r["metric"] is None or r["state"] == "transient":
@@ -230,9 +238,49 @@ def hud_incidents(alert_rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, ..
         except (ValueError, KeyError, TypeError):
             names = []
         state = f"resolved: {r['resolution']}" if r["state"] == "resolved" and r.get("resolution") else str(r["state"])
-        out[(night, str(r["scenario"]), str(r["case_name"]), str(r["hardware_key"]), str(r["metric"]))] = {
-            "fingerprint": str(r["incident"] or r["fingerprint"]), "kind": str(r["kind"]), "state": state,
-            "names": " -> ".join(f"{k} ({n})" for n, k in names) or f"{r['kind']} ({night})"}
+        mark = {"incident": str(r["incident"] or r["fingerprint"]), "incident_kind": str(r["kind"]),
+                "incident_state": state,
+                "incident_names": " -> ".join(f"{k} ({n})" for n, k in names) or f"{r['kind']} ({night})"}
+        series = (str(r["scenario"]), str(r["case_name"]), str(r["hardware_key"]))
+        for label in _open_nights(night, r, (nights or {}).get(series, ())):
+            out[(label, series[0], series[1], series[2], str(r["metric"]))] = mark
+    return out
+
+
+def _open_nights(first: str, row: Mapping[str, Any], nights: Sequence[tuple[str, str]]) -> list[str]:
+    """The labels of the nights an alert's incident was open, from its first bad night ``first``."""
+    labels = [label for label, _ in nights]
+    if first not in labels:
+        return [first]
+    start = labels.index(first)
+    closed = str(row.get("closed_at") or "")
+    if row["state"] == "open":
+        end = len(labels) - 1
+    elif closed in labels:
+        end = labels.index(closed)
+    elif closed.startswith(("ack ", "resolve ")):  # the CLI's close: the day, not a night
+        day = closed.split()[-1]
+        end = max((i for i, (_, at) in enumerate(nights) if str(at)[:10] <= day), default=start)
+    else:
+        end = start
+    return labels[start:max(start, end) + 1]
+
+
+def series_nights(store: Store, series: Iterable[tuple[str, str, str]]) -> dict[tuple[str, str, str], list[tuple[str, str]]]:
+    """Per (scenario, case, hardware) of ``series``: its nights in order as (batch label, batch started at)."""
+    wanted = set(series)
+    if not wanted:
+        return {}
+    base = runs_select().subquery("r")
+    query = (select(base.c.scenario, base.c.case_name, base.c.hardware_key, base.c.batch_label, base.c.batch_started_at)
+             .where(base.c.scenario.in_(sorted({s for s, _, _ in wanted}))).distinct()
+             .order_by(base.c.batch_started_at, base.c.batch_label))
+    out: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+    for part in store.tuples(query):
+        for scenario, case, hardware, label, started in part:
+            key = (str(scenario), str(case), str(hardware))
+            if key in wanted:
+                out.setdefault(key, []).append((str(label), str(started)))
     return out
 
 
@@ -263,7 +311,8 @@ def _hud_groups(rows: Iterable[Mapping[Any, Any]]) -> Iterator[tuple[Mapping[Any
 def hud_records(frame: pd.DataFrame, *, repo: str = "sgl-project/sglang",
                 incidents: Mapping[tuple[str, ...], dict[str, str]] | None = None) -> list[dict[str, Any]]:
     """The ``oss_ci_benchmark_v3`` shape: a record per (batch, case, build, hardware, metric); the record of
-    an alert's first bad build carries its incident (``hud_incidents``) in ``metric.extra_info.incident``."""
+    every night an incident was open carries it (``hud_incidents``) in ``metric.extra_info``: ``incident``,
+    ``incident_kind``, ``incident_state``, ``incident_names``."""
     rows = frame.dropna(subset=["metric", "value"]).sort_values([*_HUD_KEY, "trial"], kind="stable")
     return [{**_hud_common(first, repo), "metric": _hud_metric(first, values, outcomes, incidents)}
             for first, values, outcomes in _hud_groups(rows.to_dict("records"))]
@@ -352,7 +401,10 @@ def _write_hud(store: Store, tmp: Path, repo: str = "sgl-project/sglang") -> int
     point = _HUD_KEY[:-1]
     query = _runs_query(store, (*point, "trial", "run_id"), _HUD_COLUMNS)
     key = _row_key(query, point)
-    incidents = hud_incidents(store.alert_rows())
+    rows = store.alert_rows()
+    marked = {(str(r["scenario"]), str(r["case_name"]), str(r["hardware_key"])) for r in rows
+              if r["metric"] is not None and r["state"] != "transient"}
+    incidents = hud_incidents(rows, series_nights(store, marked))
     n = 0
     with tmp.open("wb") as f:
         for rows, metrics_of in _run_groups(store, query, point):
@@ -390,7 +442,7 @@ def _write_point(f: Any, trials: Sequence[Any], metrics_of: _Metrics, repo: str,
         nums = ", ".join(map(float.__repr__, values)) if all(map(math.isfinite, values)) else \
             ", ".join(map(_json_number, values))
         mark = incidents.get(_incident_key(dict(zip(_HUD_COLUMNS, trials[first])), str(name))) if incidents else None
-        tail = b', "incident": ' + json.dumps(mark).encode() if mark else b""
+        tail = b", " + json.dumps(mark)[1:-1].encode() if mark else b""
         out += (b"[\n" if n == 0 else b",\n", head, b', "metric": ', pre, nums.encode(),
                 b'], "target_value": 0.0, "extra_info": {"outcomes": ', _outcomes_text(",".join(outcomes)), tail,
                 post, b"}")

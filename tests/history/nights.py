@@ -24,14 +24,18 @@ def drift_levels(nights: int = 48, start: int = 30, seed: int = 0) -> list[list[
             for i in range(nights)]
 
 
-def record_drift(store: Store, nights: int = 48, seed: int = 0) -> list[Review]:
-    """The drift's nights into ``store``, each reviewed; the reviews, night by night."""
+def record_drift(store: Store, nights: int = 48, seed: int = 0,
+                 after: Callable[[int, Review], None] | None = None) -> list[Review]:
+    """The drift's nights into ``store``, each reviewed; the reviews, night by night. ``after``: called with
+    each night and its review (what a person does between nightlies)."""
     out = []
     for night, trials in enumerate(drift_levels(nights, seed=seed), start=1):
         batch = new_batch("nightly", f"night-{night:02d}", started_at=_day(night))
         store.record_many([make_record(f"d{night}-t{t}", trial=t, started_at=batch.started_at,
                                        metrics={"accept_length": v}) for t, v in enumerate(trials)], batch)
         out.append(review(store, batch.id))
+        if after is not None:
+            after(night, out[-1])
     return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -12,6 +13,7 @@ from harness.history.review import review
 from harness.history.series import Point
 from harness.records.outcome import Outcome
 from harness.store.store import new_batch, open_store
+from harness.store.transfer import export_store
 from tests.history.nights import CASES, record_slowdown
 from tests.store.records import make_record
 
@@ -152,6 +154,22 @@ def test_a_slowdown_that_goes_away_is_resolved_recovered_after_k_nights(tmp_path
     assert "RESOLVED incident" in reviews[15].transitions()[0] and reviews[15].transitions()[0].endswith(": recovered")
     assert {(r["state"], r["resolution"], r["closed_at"]) for r in rows if r["state"] != "transient"} == {
         ("resolved", "recovered", "night-16")}
+    # The HUD export marks every night the incident was open, first bad night to the night it closed on,
+    # on every record (case, metric) of its alerts, and no night before or after.
+    out = tmp_path / "hud.json"
+    with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
+        export_store(store, "hud", out)
+    records = json.loads(out.read_text())
+    alerted = {(r["case_name"], r["metric"]) for r in rows if r["state"] != "transient"}
+    marked: dict[tuple[str, str], list[str]] = {}
+    for rec in records:
+        info = rec["metric"]["extra_info"]
+        if "incident" in info:
+            assert info["incident_state"] == "resolved: recovered" and all(isinstance(v, str) for v in info.values())
+            marked.setdefault((rec["benchmark"]["extra_info"]["case"], rec["metric"]["name"]), []).append(
+                rec["benchmark"]["extra_info"]["batch"])
+    assert set(marked) == alerted and len(alerted) >= 3
+    assert all(sorted(n) == [f"night-{i:02d}" for i in range(7, 17)] for n in marked.values()), marked
 
 
 def test_a_later_change_in_the_same_series_supersedes_the_open_incident(tmp_path) -> None:

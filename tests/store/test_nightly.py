@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.history.review import review
+from harness.history.review import Review, review
 from harness.records.outcome import Outcome
 from harness.store.store import new_batch, open_store
+from tests.history.nights import record_drift
 from tests.store.records import make_record
 
 CRASH = "scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml"
@@ -121,6 +122,31 @@ def test_store_cli_import_export_alerts_ack(run_cli, tmp_path: Path) -> None:
     assert run_cli("store", "ack", "nope", "--store", db).returncode == 2
     with open_store(db) as store:
         assert [(r["state"], r["resolution"]) for r in store.alert_rows()] == [("resolved", "accepted")]
+
+
+def test_a_level_change_acked_before_it_is_named_ends_with_the_name_the_nights_gave_it(run_cli, store_url: str) -> None:
+    """``store ack`` accepts the new level, not the name: the level change accepted on the night it opened is
+    still renamed in the store when the next night tells (its names end with ``drift``), told to no one,
+    and stays resolved: accepted with the night it was closed."""
+    said: dict[int, list[str]] = {}
+
+    def ack_on_opening(night: int, tonight: Review) -> None:
+        said[night] = tonight.transitions()
+        if tonight.incidents:
+            (incident,) = tonight.incidents
+            acked = run_cli("store", "ack", incident.fingerprint, "--store", store_url)
+            assert acked.returncode == 0 and "resolved: accepted" in acked.stdout, acked.stderr
+
+    with open_store(store_url) as store:
+        record_drift(store, after=ack_on_opening)
+        (row,) = store.alert_rows()
+    assert [(n, line.split()[0]) for n, lines in said.items() for line in lines] == [(40, "INCIDENT")]
+    assert (row["kind"], row["state"], row["resolution"]) == ("drift", "resolved", "accepted")
+    assert str(row["closed_at"]).startswith("ack ")
+    assert [(n["night"], n["name"]) for n in json.loads(row["names"])] == [("night-40", "level-change"),
+                                                                          ("night-41", "drift")]
+    listed = run_cli("store", "alerts", "--all", "--store", store_url)
+    assert "resolved: accepted" in listed.stdout and "names: level-change (night-40) -> drift (night-41)" in listed.stdout
 
 
 def test_run_nightly_is_callable_without_argparse(tmp_path: Path) -> None:
