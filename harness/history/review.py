@@ -127,6 +127,9 @@ def _transient_rows(cp: CasePoints, tolerances: Mapping[str, float] | None, batc
     return rows
 
 
+_SLIDE_KINDS = ("drift", "level-change")  # the kinds a slide is raised as; "step" is a jump, its own episode
+
+
 def review(store: Store, batch_id: str, *, tolerances: Mapping[str, Mapping[str, float]] | None = None,
            scenarios: set[str] | None = None, night: str | None = None) -> Review:
     """Detect over every series of ``scenarios`` (all by default); open, rename and resolve incidents.
@@ -156,8 +159,14 @@ def review(store: Store, batch_id: str, *, tolerances: Mapping[str, Mapping[str,
             if current is not None and current.kind != row["kind"] and row["kind"] in STEP_KINDS:
                 store.rename_alert(current.fingerprint, current.kind, current.detail, names_json(current.names))
                 evidence = current.names[-1][2] if current.names else ""
-                if row["state"] == "open":  # an accepted incident's name is recorded, and told to no one
-                    renamed.append(Renamed(str(row["incident"] or row["fingerprint"]), current.fingerprint,
+                incident = str(row["incident"] or row["fingerprint"])
+                told = any(str(o["incident"] or o["fingerprint"]) == incident and o["kind"] == current.kind
+                           for o in known if o["fingerprint"] != row["fingerprint"]) or any(
+                    r.incident == incident and r.new == current.kind for r in renamed)
+                # An accepted incident's name is recorded, and told to no one; so is a member's rename to the
+                # name its incident already bears (a metric that joined the slide after it was named).
+                if row["state"] == "open" and not told:
+                    renamed.append(Renamed(incident, current.fingerprint,
                                            cp.scenario, cp.case, current.metric, str(row["kind"]), current.kind,
                                            evidence))
             if row["state"] == "open" and _recovered(row, cp, current):
@@ -173,10 +182,17 @@ def review(store: Store, batch_id: str, *, tolerances: Mapping[str, Mapping[str,
     # a person already has: recorded in it, not raised again.
     raised = {(str(r["hardware_key"]), str(r["first_bad"])): str(r["incident"] or r["fingerprint"])
               for r in known if r["state"] == "open"}
+    # A slide has no one first bad build: each metric's start of it is estimated on its own, nights apart. So a
+    # slide (or a level change not yet named) on a case whose slide is already an open incident is that episode,
+    # seen by another metric: it joins it (issue 35: a drift is named once per episode).
+    sliding = {(str(r["hardware_key"]), str(r["scenario"]), str(r["case_name"])): str(r["incident"] or r["fingerprint"])
+               for r in known if r["state"] == "open" and r["kind"] in _SLIDE_KINDS}
     incident_of: dict[str, str] = {}
     ringing: list[Incident] = []
     for inc in group(fresh, points_of.values()):
         joined = next((raised[k] for a in inc.alerts if (k := (a.hardware, a.first_bad.build_label)) in raised), None)
+        joined = joined or next((sliding[c] for a in inc.alerts if a.kind in _SLIDE_KINDS
+                                 and (c := (a.hardware, a.scenario, a.case)) in sliding), None)
         incident_of.update((a.fingerprint, joined or inc.fingerprint) for a in inc.alerts)
         if joined is None:
             ringing.append(inc)

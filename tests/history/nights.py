@@ -66,3 +66,21 @@ def record_slowdown(store: Store, nights: range, slow: Callable[[int], bool], rn
         store.record_many(records, batch)
         out.append(review(store, batch.id))
     return out
+
+
+def record_speed_slide(store: Store, nights: int, start: int, rng: random.Random) -> list[Review]:
+    """One case whose step cost rises 3% a night from ``start``: ITL and E2E climb, throughput falls, each
+    metric with noise of its own (1%, 4%, 6%), so each sees the slide begin on a night of its own; 2 trials."""
+    out = []
+    for night in range(1, nights + 1):
+        batch = new_batch("nightly", f"night-{night:02d}", started_at=_day(night))
+        slow = 1.0 + 0.03 * max(0, night - start)
+        store.record_many([make_record(f"n{night}-t{t}", spec=f"sim:post-fix,step-cost-ms={max(0, night - start)}",
+                                       trial=t, started_at=batch.started_at,
+                                       metrics={"accept_length": 1.84 * (1 + 0.01 * rng.gauss(0, 1)),
+                                                "itl_ms_p50": 20.0 * slow * (1 + 0.01 * rng.gauss(0, 1)),
+                                                "e2e_ms_p50": 700.0 * slow * (1 + 0.04 * rng.gauss(0, 1)),
+                                                "output_throughput_tok_s": 200.0 / slow * (1 + 0.06 * rng.gauss(0, 1))})
+                           for t in range(2)], batch)
+        out.append(review(store, batch.id))
+    return out

@@ -14,7 +14,7 @@ from harness.history.series import Point
 from harness.records.outcome import Outcome
 from harness.store.store import new_batch, open_store
 from harness.store.transfer import export_store
-from tests.history.nights import CASES, record_slowdown
+from tests.history.nights import CASES, record_slowdown, record_speed_slide
 from tests.store.records import make_record
 
 
@@ -232,3 +232,16 @@ def test_the_incidents_next_step_runs_as_printed(run_cli, tmp_path) -> None:
     assert "pass -> pass" in proc.stdout  # both builds started and served (the outcome column: before -> after)
     (report,) = (tmp_path / "out" / "compare").glob("*/report.html")
     assert "sim:post-fix,step-cost-ms=20" in report.read_text()  # the after build is the slow one, as printed
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_a_slide_seen_by_several_metrics_nights_apart_is_one_incident(tmp_path, seed: int) -> None:
+    # Each metric dates the slide's start on its own (the real-noise benchmark saw ITL raised on night 23 and
+    # throughput on night 30, as two incidents): the later metric joins the open slide, raising nothing.
+    with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
+        reviews = record_speed_slide(store, 40, 15, random.Random(seed))
+        rows = [r for r in store.alert_rows() if r["state"] != "transient"]
+    said = [(n, line.split()[0]) for n, r in enumerate(reviews, start=1) for line in r.transitions()]
+    assert [what for _, what in said] == ["INCIDENT", "RENAMED"], said
+    assert len({r["metric"] for r in rows}) >= 2 and len({r["incident"] or r["fingerprint"] for r in rows}) == 1, rows
+    assert {r["kind"] for r in rows} == {"drift"}
