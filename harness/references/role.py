@@ -9,7 +9,7 @@ band, or why nothing was judged (no reference for this hardware, a role expected
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.records.metric_definitions import ACCEPT_LENGTH
@@ -81,18 +81,17 @@ def judge_role_references(case: Case, role: str, runs: Sequence[RunRecord],
     where = RoleReferences(role, hardware, line, str(path))
     expected = sc.expect.get(role)
     if expected is not None and "pass" not in expected.outcomes and "fail" not in expected.outcomes:
-        return RoleReferences(**{**where.__dict__, "skipped": f"expected to {'|'.join(expected.outcomes)}: "
-                                 "no figures to judge"})
+        return replace(where, skipped=f"expected to {'|'.join(expected.outcomes)}: no figures to judge")
     if not measured_trials(runs):
-        return RoleReferences(**{**where.__dict__, "skipped": "no trial measured its workload"})
+        return replace(where, skipped="no trial measured its workload")
     refs = load(path)
     entry = refs.find(case.name, hardware, line) if refs is not None else None
     if entry is None:
-        return RoleReferences(**{**where.__dict__, "skipped": f"no reference for {hardware} in {path}"})
+        return replace(where, skipped=f"no reference for {hardware} in {path}")
     accept = sc.checks.accept_length
     metric = accept.metric if accept is not None else ACCEPT_LENGTH.name
     missing = missing_figures(checks, entry, accept_metric=metric)
     if missing:
-        return RoleReferences(**{**where.__dict__, "skipped": f"the reference holds no {', '.join(missing)}"})
+        return replace(where, skipped=f"the reference holds no {', '.join(missing)}")
     return _of(role, hardware, line, str(path), judge_entry(checks, entry, runs, accept_metric=metric,
                                                              default_rate=rate))
