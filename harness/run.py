@@ -624,16 +624,18 @@ def _record(resolved: Resolved | Unresolved, trail: Trail, verdict: RunVerdict, 
             paths.run_dir, argv=argv, env=env_overlay, host=sc.server.host, port=port,
             request=_request_body(request, case) if request else None,
             note=f"{sc.name} / {case.name} on {build.spec}: {verdict.outcome.value} ({verdict.reason})"))
+    build_ref = _build_ref(build, role)
     expectation = None
     if role and role in sc.expect:
-        expectation = judge_run(role, sc.expect[role], verdict.outcome, verdict.signature, verdict.phase)
+        expectation = judge_run(role, sc.expect[role], verdict.outcome, verdict.signature, verdict.phase,
+                                build_ref.profile)
     server = launched.server if launched else None
     backends = _backends(trail, paths, sc)
     record = RunRecord(
         run_id=paths.tag,
         scenario=ScenarioRef(name=sc.name, file=str(case.file)),
         case=CaseRef(name=case.name, values=dict(case.values)),
-        build=_build_ref(build, role),
+        build=build_ref,
         trial=trial,
         outcome=verdict.outcome,
         signature=verdict.signature,

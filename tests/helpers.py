@@ -51,7 +51,7 @@ def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
 def copy_cited(package: Path, dest: Path) -> Path:
     """The files the contract facts cite, copied from an unpacked release ``package`` into ``dest``; a file cited
     for the other release only is skipped."""
-    for name in {c.file for f in contract.FACTS for c in f.cites}:
+    for name in contract.cited_files():
         if not (package / name).is_file():
             continue
         (dest / name).parent.mkdir(parents=True, exist_ok=True)

@@ -13,10 +13,13 @@ from harness.scenario.model import Expectation
 
 def make_record(outcome: str, *, signature: str | None = None, phase: str | None = None, role: str = "after",
                 trial: int = 0, metrics: Mapping[str, Any] | None = None, reason: str = "",
-                manifest: Mapping[str, Any] | None = None) -> RunRecord:
+                manifest: Mapping[str, Any] | None = None, profile: Mapping[str, Any] | None = None) -> RunRecord:
+    build: dict[str, Any] = {"kind": "sim", "spec": "sim:post-fix", "role": role}
+    if profile is not None:
+        build["profile"] = dict(profile)
     return record_from_dict({
         "scenario": {"name": "s", "file": "s.yaml"}, "case": {"name": "c", "values": {}},
-        "build": {"kind": "sim", "spec": "sim:post-fix", "role": role}, "trial": trial, "outcome": outcome,
+        "build": build, "trial": trial, "outcome": outcome,
         "signature": signature, "phase": phase, "reason": reason or outcome, "metrics": dict(metrics or {}),
         "artifacts": f"runs/{role}-{trial}", "manifest": manifest,
     })

@@ -43,7 +43,10 @@ def test_the_cited_releases_hold_and_a_changed_one_names_the_fact(version: str, 
     # on its line; anywhere, for an uncited release on the same side of the fix
     for as_version in (version, "0.5.13" if version == "0.5.14" else "0.5.15.post1"):
         drifts, _ = check_package(changed, as_version)
-        assert [d.fact for d in drifts] == ["READY_LINE"]
+        # 0.5.14's own tokenizer manager read as 0.5.13's has the ShutdownReq and 15 s wait 0.5.13.x is recorded
+        # without (facts.Earlier with no text): a change, rightly
+        absent_before_0514 = ["SIGTERM_SCHEDULER_WAIT_S"] if as_version == "0.5.13" else []
+        assert list(dict.fromkeys(d.fact for d in drifts)) == ["READY_LINE", *absent_before_0514]
         assert drifts[0].status == "changed" and drifts[0].function == "_wait_and_warmup"
         assert "sglang/srt/entrypoints/http_server.py" in drifts[0].describe()
         assert contract.READY_LINE in drifts[0].describe()
@@ -93,6 +96,35 @@ def test_a_reworded_line_is_looked_for_in_its_new_wording_from_its_release_on() 
     assert [t for _, t in wordings(pp, "0.5.21")][0] == 'prefix += f" PP{parallel.pp_rank}"'
     assert len(wordings(dp, "unknown")) == 2  # no version to go by: either wording holds
     assert all(f == dp.file for f, _ in wordings(dp, "0.5.16"))
+
+
+class _Files:
+    """Sources held in memory (file -> text): the locator's input, nothing else about a release."""
+
+    def __init__(self, files: dict[str, str]) -> None:
+        self.files = files
+
+    def text(self, path: str) -> str | None:
+        return self.files.get(path)
+
+
+def test_a_line_recorded_absent_holds_only_while_it_is_absent() -> None:
+    """The histogram alias is dropped in 0.5.21 (Later with no text): absent there it holds; present there it is a
+    change nobody recorded; before 0.5.21 its absence is drift as before; a file read under a later wording counts
+    among the cited files (pre-flight stamps it)."""
+    from harness.contract.locate import locate
+
+    fact = contract.FACTS[[f.name for f in contract.FACTS].index("SPEC_HISTOGRAM_KEYS")]
+    alias = fact.cites[1]
+    assert alias.text == 'meta_info["spec_accept_histogram"] = (' and wordings(alias, "0.5.21")[0][1] is None
+    assert wordings(alias, "0.5.20")[0][1] == alias.text and all(t is not None for _, t in wordings(alias, "x"))
+    without = _Files({alias.file: "def _calculate_spec_decoding_metrics(\n    pass\n"})
+    with_it = _Files({alias.file: "def _calculate_spec_decoding_metrics(\n" + "    " + alias.text + "\n"})
+    assert locate(fact, alias, without, "0.5.23", None).status == "holds"
+    assert locate(fact, alias, with_it, "0.5.23", None).status == "changed"
+    assert locate(fact, alias, without, "0.5.20", None).status == "gone"
+    assert locate(fact, alias, with_it, "0.5.20", None).status == "moved"
+    assert "srt/arg_groups/fields/serving.py" in contract.cited_files()
 
 
 @pytest.mark.slow

@@ -161,7 +161,7 @@ def _wheel_package(version: str, dest: Path) -> Path:
         if os.environ.get("CI"):
             raise
         pytest.skip(f"sglang {version}'s wheel cannot be had here: {exc}")
-    for name in {c.file for f in contract.FACTS for c in f.cites} | {"srt/speculative/frozen_kv_mtp_worker.py"}:
+    for name in contract.cited_files():
         text = sources.text(name)
         if text is not None:
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
@@ -170,13 +170,16 @@ def _wheel_package(version: str, dest: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_every_seed_case_on_the_reporters_release_ends_for_the_gpus_only(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", ["0.5.12.post1", "0.5.13.post1", "0.5.23"])
+def test_every_seed_case_on_the_reporters_release_ends_for_the_gpus_only(version: str, tmp_path: Path) -> None:
     """sglang#28264 was reported on 0.5.13.x (its traceback matches 0.5.13.post1 line for line): pre-flight of
-    every seed case there finds the contract whole, and only the hardware (no GPU here) missing."""
+    every seed case there finds the contract whole, and only the hardware (no GPU here) missing. So do the oldest
+    release of the line (0.5.12.post1: the decode statistics in the scheduler's mixin) and the newest (0.5.23:
+    ServerArgs' fields in arg_groups/fields/, /server_info through build_server_info), their wordings recorded."""
     from harness.launch.launcher import hardware_gap
     from harness.scenario import load_paths
 
-    build = _build_at(_wheel_package("0.5.13.post1", tmp_path / "sglang"), "0.5.13.post1")
+    build = _build_at(_wheel_package(version, tmp_path / "sglang"), version)
     cases = [case for loaded in load_paths([str(REPO / "scenarios")]) for case in loaded.cases]
     assert len(cases) >= 20
     for case in cases:

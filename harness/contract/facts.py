@@ -44,6 +44,7 @@ __all__ = [
     "NEEDS",
     "NEVER_GATES",
     "needs",
+    "cited_files",
     "FIX_MARKER",
     "FROZEN_KV_MTP_MAX_RUNNING_DEFAULT",
     "AUTH_EXEMPT_PREFIXES",
@@ -119,7 +120,7 @@ class Later:
     """
 
     since: str
-    text: str
+    text: str | None
     file: str | None = None
 
 
@@ -127,10 +128,13 @@ class Later:
 class Earlier:
     """Up to release ``until`` (inclusive), the cited behaviour is written ``text`` (in ``file``, or the citation's
     own). The releases before 0.5.14 declare ServerArgs' fields without annotations and keep the Frozen-KV MTP
-    draft in ``frozen_kv_mtp_worker.py``: the same flag and default, other words (read in that release's wheel)."""
+    draft in ``frozen_kv_mtp_worker.py``: the same flag and default, other words (read in that release's wheel).
+
+    ``text`` None (for either kind): in those releases the cited line is absent and the harness does not depend on
+    it (the reason beside the record); it is checked absent there, as a citation line of None is."""
 
     until: str
-    text: str
+    text: str | None
     file: str | None = None
 
 
@@ -151,6 +155,11 @@ class Cite:
 
     def line(self, version: str) -> int | None:
         return {"0.5.14": self.v0514, "0.5.15": self.v0515}[version]
+
+    def files(self) -> tuple[str, ...]:
+        """Every file the citation is read in, in some release (its own, and its later and earlier wordings')."""
+        others = [w.file for w in self.later if w.file] + [w.file for w in self.earlier if w.file]
+        return tuple(dict.fromkeys([self.file, *others]))
 
 
 @dataclass(frozen=True)
@@ -178,6 +187,19 @@ _E13 = "0.5.13.post1"
 _TRT = "srt/layers/attention/trtllm_mha_backend.py"
 _TRITON = "srt/layers/attention/triton_backend.py"
 _WD = "srt/utils/watchdog.py"
+# From 0.5.20 ServerArgs' fields are declared per namespace here (server_args.py assembles them into one flat
+# struct, so the parser's dests and /server_info's keys are the same names).
+_F_SERVING = "srt/arg_groups/fields/serving.py"
+_F_OBS = "srt/arg_groups/fields/observability.py"
+_F_SPEC = "srt/arg_groups/fields/spec.py"
+_F_EXEC = "srt/arg_groups/fields/exec_.py"
+# The releases before 0.5.13 (0.5.12, 0.5.12.post1) keep the decode statistics in the scheduler's metrics mixin.
+_E12 = "0.5.12.post1"
+_MIXIN12 = "srt/observability/scheduler_metrics_mixin.py"
+_OUT12 = "srt/managers/scheduler_output_processor_mixin.py"
+_POOL_HOST = "srt/mem_cache/pool_host/base.py"
+_ISTATE = "srt/managers/scheduler_components/internal_state.py"
+_SERVING_HOOK = "srt/arg_groups/serving_hook.py"
 
 # -- readiness and health --------------------------------------------------------------------------
 
@@ -370,8 +392,13 @@ FACTS: Final[tuple[Fact, ...]] = (
          (Cite(_HTTP, 2007, 2031, 'max_new_tokens = 8 if model_info["is_generation"] else 1'),)),
     Fact("WARMUP_TEXT", WARMUP_TEXT, (
         # 0.5.18 reads dp_size from get_parallel() (http_server.py 0.5.18 :2286)
+        # 0.5.22 wraps the list over three lines and multiplies by get_parallel().num_dp_ranks (http_server.py
+        # 0.5.22 :2381-2383, 0.5.23 :2454-2456, in _execute_server_warmup's text branch; the same text): the line
+        # recorded is the text itself ("The capital city of France is Paris." at 0.5.23 :2484 is a /v1/systemone
+        # warm-up of Qwen3.5 Clef/Kev checkpoints, which are not generation models).
         Cite(_HTTP, 2050, 2074, 'json_data["text"] = ["The capital city of France is"] * server_args.dp_size',
-             (Later("0.5.18", 'json_data["text"] = ["The capital city of France is"] * get_parallel().dp_size'),)),
+             (Later("0.5.18", 'json_data["text"] = ["The capital city of France is"] * get_parallel().dp_size'),
+              Later("0.5.22", '"The capital city of France is"'))),
     ), "text-only models: POST /generate"),
     Fact("WARMUP_CHAT_PATH", WARMUP_CHAT_PATH, (
         # 0.5.16 splits the line (is_vlm = (bool(...) and not language_only and not is_mps()), http_server.py
@@ -399,8 +426,10 @@ FACTS: Final[tuple[Fact, ...]] = (
             Later("0.5.16", "if not server_args.skip_server_warmup and not skip_elastic_joiner_warmup:"),
             Later("0.5.18", "if not get_serving().skip_server_warmup and not skip_elastic_joiner_warmup:"))),
         # 0.5.13.post1 :397, 0.5.12.post1 :391: a plain dataclass field
+        # 0.5.20: declared in fields/serving.py (0.5.20 :111, 0.5.23 :116), same flag and default
         Cite(_ARGS, 532, 981, 'skip_server_warmup: A[bool, "If set, skip warmup."] = False',
-             (Later("0.5.17", 'skip_server_warmup: A[bool, "If set, skip warmup.", NS("serving")] = False'),),
+             (Later("0.5.17", 'skip_server_warmup: A[bool, "If set, skip warmup.", NS("serving")] = False'),
+              Later("0.5.20", 'skip_server_warmup: A[bool, "If set, skip warmup."] = False', _F_SERVING)),
              (Earlier(_E13, "skip_server_warmup: bool = False"),)),
     )),
     Fact("GENERATE_PATH", GENERATE_PATH, (Cite(_HTTP, 765, 786, '    "/generate",'),)),
@@ -418,7 +447,10 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_HTTP, 638, 655, '@app.get("/get_model_info")'),
     )),
     Fact("AUTH_EXEMPT_PREFIXES", AUTH_EXEMPT_PREFIXES, (
-        Cite("srt/utils/auth.py", 100, 100, 'if path.startswith("/health") or path.startswith("/metrics"):'),
+        # one condition over three lines from 0.5.20 (auth.py 0.5.23 :101-106), which also exempts /ready (never
+        # asked by the harness): each exempt prefix is its own citation
+        Cite("srt/utils/auth.py", 100, 100, 'path.startswith("/health")'),
+        Cite("srt/utils/auth.py", 100, 100, 'path.startswith("/metrics")'),
         Cite("srt/utils/auth.py", 144, 144,
              "return AuthDecision(allowed=_check_bearer_token(authorization_header, api_key))"),
     ), "the harness sends the scenario's --api-key as a bearer token (harness.server.auth)"),
@@ -441,20 +473,35 @@ FACTS: Final[tuple[Fact, ...]] = (
     ), "per request: completion_tokens / spec_verify_ct, bonus token included, on the finished chunk only"),
     Fact("SPEC_HISTOGRAM_KEYS", SPEC_HISTOGRAM_KEYS, (
         Cite(_TM, 2347, 2380, 'meta_info["spec_correct_drafts_histogram"] = ('),
-        Cite(_TM, 2351, 2384, 'meta_info["spec_accept_histogram"] = ('),
+        # the alias is dropped in 0.5.21 (tokenizer_manager.py 0.5.21 :3011, 0.5.23 :3199-3201 set only the first
+        # key): harness.measure.acceptance reads spec_correct_drafts_histogram first and the alias only without it
+        Cite(_TM, 2351, 2384, 'meta_info["spec_accept_histogram"] = (', (Later("0.5.21", None),)),
         Cite("srt/managers/schedule_batch.py", 1087, 1089,
              "self.spec_correct_drafts_histogram[num_correct_drafts] += 1"),
     ), "acceptance by draft position k = steps with >= k accepted / all steps (harness.measure.acceptance)"),
     Fact("CACHED_TOKENS_DETAILS_KEYS", CACHED_TOKENS_DETAILS_KEYS, (
         Cite(_TM, 1899, 1927, 'meta_info["cached_tokens_details"] = recv_obj.cached_tokens_details['),
-        Cite("srt/managers/scheduler_components/output_streamer.py", 72, 74, '"device": req.cached_tokens_device,'),
-        Cite("srt/managers/scheduler_components/output_streamer.py", 73, 75, '"host": req.cached_tokens_host,'),
+        # 0.5.12.x: the same dict in the scheduler's output mixin (scheduler_output_processor_mixin.py 0.5.12.post1
+        # :74-75)
+        Cite("srt/managers/scheduler_components/output_streamer.py", 72, 74, '"device": req.cached_tokens_device,',
+             (), (Earlier(_E12, '"device": req.cached_tokens_device,', _OUT12),)),
+        Cite("srt/managers/scheduler_components/output_streamer.py", 73, 75, '"host": req.cached_tokens_host,',
+             (), (Earlier(_E12, '"host": req.cached_tokens_host,', _OUT12),)),
         Cite("srt/managers/schedule_batch.py", 2105, 2117, "req.cached_tokens += new_cached"),
-        Cite("srt/managers/schedule_batch.py", 2127, 2139, "req.cached_tokens_host = host_portion"),
+        # 0.5.18: (device, host, storage) = split_cached_prefix_by_tier(...) once per request (schedule_batch.py
+        # 0.5.18 :2489, 0.5.23 :2981-2992): host is still the prefix HiCache loaded back from the host tier
+        Cite("srt/managers/schedule_batch.py", 2127, 2139, "req.cached_tokens_host = host_portion",
+             (Later("0.5.18", ") = split_cached_prefix_by_tier("),)),
     ), "the per-phase cache hit rate is cached_tokens / prompt_tokens; host > 0 means loaded back from HiCache"),
     Fact("HICACHE_HOST_SIZE", HICACHE_HOST_SIZE, (
+        # 0.5.18 moves it to pool_host/base.py (0.5.18 :124); 0.5.21 and 0.5.22 rename the device size
+        # (device_capacity, then device_capacity_tokens: 0.5.23 :226, then rounded to whole pages plus one
+        # padding page, :228-229)
         Cite("srt/mem_cache/memory_pool_host.py", 1440, 1754,
-             "self.size = int(device_pool.size * host_to_device_ratio)"),
+             "self.size = int(device_pool.size * host_to_device_ratio)",
+             (Later("0.5.18", "self.size = int(device_pool.size * host_to_device_ratio)", _POOL_HOST),
+              Later("0.5.21", "self.size = int(device_capacity * host_to_device_ratio)", _POOL_HOST),
+              Later("0.5.22", "self.size = int(device_capacity_tokens * host_to_device_ratio)", _POOL_HOST))),
     ), "the reference server sizes its host tier so (harness.sim.scheduler init_tree_cache)"),
     Fact("FLUSH_RESETS_TREE", FLUSH_RESETS_TREE, (Cite(_SCHED, 3645, 3733, FLUSH_RESETS_TREE),),
          "a flush empties the prefix cache: harness.workload.phases.refuse_flush keeps it out of a stateful trial"),
@@ -464,14 +511,29 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_TM, 1381, 1402, "async def _handle_abort_finish_reason("),
     ), "a streamed abort is yielded as an event, then data: [DONE], HTTP 200"),
     Fact("AVG_ACCEPT_LENGTH_KEY", AVG_ACCEPT_LENGTH_KEY, (
-        Cite(_SCHED, 3687, 3775, 'ret["avg_spec_accept_length"] = ('),
-        Cite(_MREP, 674, 696, "if self.forward_ct_decode % self.scheduler.server_args.decode_log_interval != 0:"),
-        Cite(_MREP, 723, 745, "self.spec_total_num_accept_tokens += self.spec_num_accept_tokens"),
-        Cite(_MREP, 724, 746, "self.spec_total_num_forward_ct += self.spec_num_forward_ct"),
-        Cite(_MREP, 487, 502, "def reset_metrics(self):"),
-        Cite(_MREP, 493, 508, "self.spec_total_num_forward_ct = 0"),
-        Cite(_SCHED, 3649, 3737, "self.metrics_reporter.reset_metrics()"),
-        Cite(_ARGS, 1096, 1222, "] = 40", (), (Earlier(_E13, "decode_log_interval: int = 40"),)),  # 0.5.13.post1 :503
+        # 0.5.22: /server_info's internal_states come from SchedulerInternalState.get_internal_state, whose
+        # _add_speculative sets the key (internal_state.py 0.5.23 :119-125, the same ratio, :243-253)
+        Cite(_SCHED, 3687, 3775, 'ret["avg_spec_accept_length"] = (',
+             (Later("0.5.22", 'state["avg_spec_accept_length"] = accept_length', _ISTATE),)),
+        # 0.5.16 reads the interval from self.decode_log_interval (metrics_reporter.py 0.5.23 :934); 0.5.12.x keeps
+        # all of it in the scheduler's metrics mixin (0.5.12.post1 :646, :691-692, :472, :478) and flush_cache
+        # calls self.reset_metrics() (scheduler.py 0.5.12.post1 :3451)
+        Cite(_MREP, 674, 696, "if self.forward_ct_decode % self.scheduler.server_args.decode_log_interval != 0:",
+             (Later("0.5.16", "if self.forward_ct_decode % self.decode_log_interval != 0:"),),
+             (Earlier(_E12, "if self.forward_ct_decode % self.server_args.decode_log_interval != 0:", _MIXIN12),)),
+        Cite(_MREP, 723, 745, "self.spec_total_num_accept_tokens += self.spec_num_accept_tokens", (),
+             (Earlier(_E12, "self.spec_total_num_accept_tokens += self.spec_num_accept_tokens", _MIXIN12),)),
+        Cite(_MREP, 724, 746, "self.spec_total_num_forward_ct += self.spec_num_forward_ct", (),
+             (Earlier(_E12, "self.spec_total_num_forward_ct += self.spec_num_forward_ct", _MIXIN12),)),
+        Cite(_MREP, 487, 502, "def reset_metrics(self):", (),
+             (Earlier(_E12, "def reset_metrics(self: Scheduler):", _MIXIN12),)),
+        Cite(_MREP, 493, 508, "self.spec_total_num_forward_ct = 0", (),
+             (Earlier(_E12, "self.spec_total_num_forward_ct = 0", _MIXIN12),)),
+        Cite(_SCHED, 3649, 3737, "self.metrics_reporter.reset_metrics()", (),
+             (Earlier(_E12, "self.reset_metrics()"),)),
+        # 0.5.13.post1 :503; from 0.5.20 in fields/observability.py (0.5.23 :136-139)
+        Cite(_ARGS, 1096, 1222, "] = 40", (Later("0.5.20", "] = 40", _F_OBS),),
+             (Earlier(_E13, "decode_log_interval: int = 40"),)),
     ), "since the last /flush_cache (which resets it), folded every decode_log_interval (40) decode batches, "
        "absent until the first fold; warm-ups and every client's requests since the flush count"),
     Fact("METRIC_NAMES", METRIC_NAMES, (
@@ -500,10 +562,17 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite("srt/utils/common.py", 1369, 2081, 'format = f"[%(asctime)s{maybe_ms}{prefix}] %(message)s"'),
     ), "DP when a dp rank is set; the others only when that size is > 1"),
     Fact("LOG_OTHER_TAGS", LOG_OTHER_TAGS, (
+        # 0.5.19 splits encode_server.py into disaggregation/encoder/ (runtime.py 0.5.23 :1724, http_server.py
+        # 0.5.23 :211); 0.5.12.x's encode server configures no tagged logger (it logs untagged, which the
+        # signature catalogue's tag pattern never needs: a tag that never appears cannot be misread)
         Cite("srt/disaggregation/encode_server.py", 3163, 3428,
-             'configure_logger(server_args, prefix=f" encode_dp_worker[{dp_rank}]")'),
+             'configure_logger(server_args, prefix=f" encode_dp_worker[{dp_rank}]")',
+             (Later("0.5.19", 'configure_logger(server_args, prefix=f" encode_dp_worker[{dp_rank}]")',
+                    "srt/disaggregation/encoder/runtime.py"),), (Earlier(_E12, None),)),
         Cite("srt/disaggregation/encode_server.py", 3330, 3610,
-             'configure_logger(server_args, prefix=" encode_server")'),
+             'configure_logger(server_args, prefix=" encode_server")',
+             (Later("0.5.19", 'configure_logger(server_args, prefix=" encode_server")',
+                    "srt/disaggregation/encoder/http_server.py"),), (Earlier(_E12, None),)),
     )),
     Fact("LOG_DATE_FORMAT", LOG_DATE_FORMAT, (
         Cite("srt/utils/common.py", 1373, 2085, 'datefmt="%Y-%m-%d %H:%M:%S",'),
@@ -532,9 +601,13 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_TM, 2630, 2663, 'elif get_bool_env_var("SGL_FORCE_SHUTDOWN"):'),
     ), "set true: no drain, straight to the shutdown"),
     Fact("SIGTERM_SCHEDULER_WAIT_S", SIGTERM_SCHEDULER_WAIT_S, (
-        Cite(_TM, 2651, None, "self.send_to_scheduler.send_pyobj(ShutdownReq())"),
+        # before 0.5.14 no ShutdownReq and no wait: after the drain sigterm_watchdog kills its tree at once
+        # (tokenizer_manager.py 0.5.13.post1 :2614); from 0.5.20 the 15 s is _SCHEDULER_EXIT_TIMEOUT_SECS (0.5.23 :456,
+        # read at :3548)
+        Cite(_TM, 2651, None, "self.send_to_scheduler.send_pyobj(ShutdownReq())", (), (Earlier(_E13, None),)),
         Cite(_TM, None, 2684, "self._dispatch_to_scheduler(ShutdownReq())"),
-        Cite(_TM, 2652, 2685, "deadline = time.monotonic() + 15"),
+        Cite(_TM, 2652, 2685, "deadline = time.monotonic() + 15", (Later("0.5.20", "_SCHEDULER_EXIT_TIMEOUT_SECS = 15"),),
+             (Earlier(_E13, None),)),
     ), "the schedulers are asked to exit and waited for, up to 15 s"),
     Fact("SIGTERM_SELF_KILL", SIGTERM_SELF_KILL, (
         Cite(_TM, 2655, 2688, "kill_process_tree(os.getpid(), include_parent=True)"),
@@ -565,27 +638,42 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite("srt/utils/common.py", 1250, 1962, "include_parent: bool = True,"),
         Cite("srt/utils/common.py", 1289, 2001, "itself.kill()"),
     ), "both SIGQUIT handlers (running phase, launch phase) kill the tree with the launcher in it: wait status -9"),
-    Fact("NO_ACCELERATOR", NO_ACCELERATOR, (Cite("srt/utils/common.py", 2103, 900, NO_ACCELERATOR),)),
+    # 0.5.12.x words it without "or platform plugin" (common.py 0.5.12.post1 :1997, get_device); no harness code
+    # matches this text (a server without an accelerator is never started: pre-flight stops before)
+    Fact("NO_ACCELERATOR", NO_ACCELERATOR, (Cite("srt/utils/common.py", 2103, 900, NO_ACCELERATOR, (),
+        (Earlier(_E12, "No accelerator (CUDA, XPU, HPU, NPU, MUSA, MPS) is available."),)),)),
     Fact("DEFAULTS", DEFAULTS, (
         # before 0.5.14, plain dataclass fields (0.5.13.post1 :393, :394, :479, :490, :618)
-        Cite(_ARGS, 528, 977, 'host: A[str, "The host of the HTTP server."] = "127.0.0.1"', (),
+        # 0.5.20 declares ServerArgs' fields per namespace in arg_groups/fields/ (serving.py 0.5.23 :65-66,
+        # observability.py :31, :70, spec.py :216-222), dropping the NS(...) tags: same names, same defaults
+        Cite(_ARGS, 528, 977, 'host: A[str, "The host of the HTTP server."] = "127.0.0.1"',
+             (Later("0.5.20", 'host: A[str, "The host of the HTTP server."] = "127.0.0.1"', _F_SERVING),),
              (Earlier(_E13, 'host: str = "127.0.0.1"'),)),
         # 0.5.17 tags each field with its namespace, same defaults (server_args.py 0.5.17 :1229, :1442, :1492-1494)
         Cite(_ARGS, 529, 978, 'port: A[int, "The port of the HTTP server."] = 30000',
-             (Later("0.5.17", 'port: A[int, "The port of the HTTP server.", NS("serving")] = 30000'),),
+             (Later("0.5.17", 'port: A[int, "The port of the HTTP server.", NS("serving")] = 30000'),
+              Later("0.5.20", 'port: A[int, "The port of the HTTP server."] = 30000', _F_SERVING)),
              (Earlier(_E13, "port: int = 30000"),)),
         Cite(_ARGS, 989, 1115, 'log_level: A[str, "The logging level of all loggers."] = "info"',
-             (Later("0.5.17", 'log_level: A[str, "The logging level of all loggers.", NS("observability")] = "info"'),),
+             (Later("0.5.17", 'log_level: A[str, "The logging level of all loggers.", NS("observability")] = "info"'),
+              Later("0.5.20", 'log_level: A[str, "The logging level of all loggers."] = "info"', _F_OBS)),
              (Earlier(_E13, 'log_level: str = "info"'),)),
         Cite(_ARGS, 1030, 1156, 'enable_metrics: A[bool, "Enable log prometheus metrics."] = False',
-             (Later("0.5.17", 'enable_metrics: A[bool, "Enable log prometheus metrics.", NS("observability")] = ('),),
+             (Later("0.5.17", 'enable_metrics: A[bool, "Enable log prometheus metrics.", NS("observability")] = ('),
+              Later("0.5.20", 'enable_metrics: A[bool, "Enable log prometheus metrics."] = False', _F_OBS)),
              (Earlier(_E13, "enable_metrics: bool = False"),)),
-        Cite(_ARGS, 1529, 1668, "    speculative_draft_model_quantization: A[", (),
+        Cite(_ARGS, 1529, 1668, "    speculative_draft_model_quantization: A[",
+             (Later("0.5.20", "    speculative_draft_model_quantization: A[", _F_SPEC),),
              (Earlier(_E13, "    speculative_draft_model_quantization: Optional[str] = None"),)),
     )),
     Fact("DRAFT_QUANTIZATION_UNQUANT", DRAFT_QUANTIZATION_UNQUANT, (
-        Cite(_ARGS, 2801, 3037, "self.speculative_draft_model_quantization = self.quantization"),
-        Cite(_ARGS, 2802, 3047, 'self.speculative_draft_model_quantization == "unquant"'),
+        # 0.5.19: the same resolution in arg_groups/serving_hook.py's _handle_missing_default_values, written as
+        # declare_resolution(...) calls (0.5.23 :685-690: unset inherits cfg.quantization; :704-709: "unquant"
+        # resolves to None)
+        Cite(_ARGS, 2801, 3037, "self.speculative_draft_model_quantization = self.quantization",
+             (Later("0.5.19", "speculative_draft_model_quantization=cfg.quantization,", _SERVING_HOOK),)),
+        Cite(_ARGS, 2802, 3047, 'self.speculative_draft_model_quantization == "unquant"',
+             (Later("0.5.19", 'if cfg.speculative_draft_model_quantization == "unquant":', _SERVING_HOOK),)),
     ), "unset: the draft inherits the target's quantization (a BF16 draft of an NVFP4 target must say unquant)"),
     Fact("FIX_MARKER", FIX_MARKER, (
         Cite("srt/speculative/frozen_kv_mtp_worker_v2.py", None, 439, FIX_MARKER),
@@ -659,21 +747,40 @@ FACTS: Final[tuple[Fact, ...]] = (
        "[:n] (the only test, :642, is for None): torch raises 'The size of tensor a (48) must match the size of "
        "tensor b (N)'; triton skips it"),
     Fact("RESOLVED_ATTENTION_KEYS", RESOLVED_ATTENTION_KEYS, (
-        Cite(_HTTP, 700, 718, "**dataclasses.asdict(server_args),"),
-        Cite(_ARGS, 4066, None, "self.attention_backend = default_attention_backend"),
-        Cite("srt/arg_groups/overrides.py", None, 616, 'overrides["attention_backend"] = default_attention_backend'),
+        # /server_info's body: 0.5.12.x asdict(tokenizer_manager.server_args) (http_server.py 0.5.12.post1 :640);
+        # 0.5.17 passes asdict through resolved_config_dict (:794-795); 0.5.19 server_args.resolved_dict() (:830);
+        # 0.5.22 build_server_info (0.5.23 :885), whose first line is server_args.resolved_dict() (common.py
+        # 0.5.23 :3589): every field, resolved, under its own flat name
+        Cite(_HTTP, 700, 718, "**dataclasses.asdict(server_args),",
+             (Later("0.5.17", "dataclasses.asdict(server_args)"), Later("0.5.19", "**server_args.resolved_dict(),"),
+              Later("0.5.22", "**build_server_info(server_args, _global_state.scheduler_info),")),
+             (Earlier(_E12, "**dataclasses.asdict(_global_state.tokenizer_manager.server_args),"),)),
+        # 0.5.12.x sets Gemma-4's default to triton on every GPU (server_args.py 0.5.12.post1 :2224-2227): a build
+        # fact (GEMMA4_DEFAULT_ATTENTION_BACKEND), not one the harness reads through
+        Cite(_ARGS, 4066, None, "self.attention_backend = default_attention_backend", (),
+             (Earlier(_E12, 'self.attention_backend = "triton"'),)),
+        # 0.5.19: a per-model override module (model_overrides/gemma4.py 0.5.23 :39, :44)
+        Cite("srt/arg_groups/overrides.py", None, 616, 'overrides["attention_backend"] = default_attention_backend',
+             (Later("0.5.19", 'overrides["attention_backend"] = default_attention_backend',
+                    "srt/arg_groups/model_overrides/gemma4.py"),)),
         # before 0.5.14: plain fields (0.5.13.post1 :579, :580, :614) and the draft in frozen_kv_mtp_worker.py
         # (0.5.13.post1 :203, :205)
-        Cite(_ARGS, 1341, 1277, "    attention_backend: A[", (),
+        Cite(_ARGS, 1341, 1277, "    attention_backend: A[", (Later("0.5.20", "    attention_backend: A[", _F_EXEC),),
              (Earlier(_E13, "    attention_backend: Optional[str] = None"),)),
-        Cite(_ARGS, 1348, 1285, "    decode_attention_backend: A[", (),
+        Cite(_ARGS, 1348, 1285, "    decode_attention_backend: A[",
+             (Later("0.5.20", "    decode_attention_backend: A[", _F_EXEC),),
              (Earlier(_E13, "    decode_attention_backend: Optional[str] = None"),)),
-        Cite(_ARGS, 1507, 1644, "    speculative_draft_attention_backend: A[", (),
+        Cite(_ARGS, 1507, 1644, "    speculative_draft_attention_backend: A[",
+             (Later("0.5.20", "    speculative_draft_attention_backend: A[", _F_SPEC),),
              (Earlier(_E13, "    speculative_draft_attention_backend: Optional[str] = None"),)),
-        Cite(_ARGS, 6559, 6461, "def get_attention_backends(self):"),
+        # 0.5.19: runtime_context.attention_backends() (0.5.23 :2010), read by the draft worker below
+        Cite(_ARGS, 6559, 6461, "def get_attention_backends(self):",
+             (Later("0.5.19", "def attention_backends() -> tuple:", "srt/runtime_context.py"),)),
         Cite(_FKV, 235, 228, "def _resolve_draft_backend_type(self) -> str:", (),
              (Earlier(_E13, "def _resolve_draft_backend_type(self) -> str:", _FKV_OLD),)),
-        Cite(_FKV, 237, 230, "self.server_args.speculative_draft_attention_backend", (),
+        # 0.5.18: the draft's own backend, else the decode side (frozen_kv_mtp_worker_v2.py 0.5.23 :257)
+        Cite(_FKV, 237, 230, "self.server_args.speculative_draft_attention_backend",
+             (Later("0.5.18", "return get_spec().speculative_draft_attention_backend or attention_backends()[1]"),),
              (Earlier(_E13, "self.server_args.speculative_draft_attention_backend", _FKV_OLD),)),
     ), "/server_info holds the settings after post-init (Gemma-4's default filled in): the run record keeps the "
        "decode and draft backends the server resolved (harness.measure.server_side.attention_backends)"),
@@ -719,6 +826,11 @@ NEEDS: Final[dict[str, str]] = {
 }
 # The kinds no run depends on: reported, never a pre-flight verdict.
 NEVER_GATES: Final = ("teardown", "profile")
+
+
+def cited_files() -> tuple[str, ...]:
+    """Every file of the ``sglang`` package some citation of :data:`FACTS` is read in, in some release, sorted."""
+    return tuple(sorted({name for fact in FACTS for cite in fact.cites for name in cite.files()}))
 
 
 def needs(fact: Fact) -> str:

@@ -118,18 +118,20 @@ def _nearest(lines: tuple[str, ...], span: tuple[int, int], text: str) -> tuple[
     return (span[0] + body.index(close[0]), close[0]) if close else None
 
 
-def wordings(cite: Cite, version: str) -> list[tuple[str, str]]:
-    """(file, text) the citation may take in ``version``: its own, then each later wording ``version`` reached."""
-    forms = [(cite.file, cite.text)]
+def wordings(cite: Cite, version: str) -> list[tuple[str, str | None]]:
+    """(file, text) the citation may take in ``version``: its own, then each later wording ``version`` reached; a
+    text of None first means "recorded absent in ``version``"."""
+    forms: list[tuple[str, str | None]] = [(cite.file, cite.text)]
     try:
         v = Version(version)
     except InvalidVersion:
         v = None
+    # with no version to go by, any recorded wording may hold, and nothing is taken as absent
     for later in cite.later:
-        if v is None or Version(later.since) <= v:
+        if (v is None and later.text is not None) or (v is not None and Version(later.since) <= v):
             forms.insert(0, (later.file or cite.file, later.text))
     for earlier in cite.earlier:
-        if v is None or v <= Version(earlier.until):
+        if (v is None and earlier.text is not None) or (v is not None and v <= Version(earlier.until)):
             forms.insert(0, (earlier.file or cite.file, earlier.text))
     return forms
 
@@ -142,17 +144,22 @@ def locate(fact: Fact, cite: Cite, sources: Sources, version: str, reference: So
     ref_lines = lines_of(reference, cite.file) if reference is not None else None
     function = enclosing_function(ref_lines, cited) if ref_lines is not None and cited else None
     forms = wordings(cite, version)
+    absent = forms[0][1] is None  # recorded absent in this release (Later/Earlier with no text)
     # what is looked for in this release (reported): its own wording where one was recorded, else the cite's text
     def at(status: str, found: tuple[int, ...] = (), now: str = "") -> Located:
-        return Located(fact=fact.name, file=forms[0][0], text=forms[0][1], status=status, reference=ref,
-                       cited=cited, found=found, function=function, now=now)
+        return Located(fact=fact.name, file=forms[0][0], text=cite.text if absent else str(forms[0][1]),
+                       status=status, reference=ref, cited=cited, found=found, function=function, now=now)
 
     hits: list[tuple[str, tuple[int, ...]]] = []
     for file, text in forms:
         lines = lines_of(sources, file)
-        if lines is not None:
+        if lines is not None and text is not None:
             hits.append((file, tuple(i + 1 for i, line in enumerate(lines) if text in line)))
     found = next((lines for _, lines in hits if lines), ())
+    if absent:  # recorded absent here: absent holds, present is a change nobody recorded
+        if not found:
+            return at("holds")
+        return at("changed", found, f"present at :{', :'.join(map(str, found))}, recorded absent in {version}")
     if cited is None:  # the reference release lacks it (a version-specific citation: the fix marker)
         if not found:
             return at("holds")

@@ -25,7 +25,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -301,6 +301,8 @@ def _phases(cp: CasePoints, nights: int = 3) -> str:
             f"trials):</p>{table}") if table else ""
 
 
+# The latest points of a case listed under its charts (with their builds, profiles and artifacts).
+_SHOWN_POINTS = 8
 NOISE_NOTE = ("noise: the robust spread of a series' nights around its level, in % of the level (a confirmed step "
               "is not counted as noise); a change smaller than it is not raised as an incident.")
 
@@ -337,7 +339,8 @@ def _reference_banner(cases: Sequence[CasePoints]) -> str:
 
 def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[StoredIncident], out_dir: Path,
                    start: int, findings: dict[tuple[str, str, str], list[SeriesFindings]],
-                   escaped: _Escaped | None = None, links: _Links | None = None) -> str:
+                   escaped: _Escaped | None = None, links: _Links | None = None,
+                   profiles: Mapping[str, str] | None = None) -> str:
     link = _Links(out_dir) if links is None else links
     parts = [f"<p><a href=\"index.html\">&larr; overview</a></p><h1>{_e(name)}</h1>" + _reference_banner(cases)]
     data: list[dict[str, Any]] = []
@@ -352,14 +355,15 @@ def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[S
             parts.append(chart.html)
         parts.append(_resets(cp, found))
         parts.append(_phases(cp))
-        last = [cp.point(i) for i in range(max(0, cp.n_points - 8), cp.n_points)]
+        last = [cp.point(i) for i in range(max(0, cp.n_points - _SHOWN_POINTS), cp.n_points)]
         rows = "".join(
             f"<tr><td>{cp.n_points - len(last) + j}</td><td>{_e(p.build_label)}</td>"
+            f"<td class=\"profile\">{_e((profiles or {}).get(p.build_key, ''))}</td>"
             f"<td class=\"{_e(p.outcome.value if p.outcome else 'infra')}\">"
             f"{_e(p.outcome.value if p.outcome else 'not decided')}</td><td>{_e(', '.join(p.signatures))}</td>"
             f"<td>{' '.join(link(a, f'trial {t}') for t, a in enumerate(p.artifacts[:5]))}</td></tr>"
             for j, p in enumerate(last))
-        parts.append("<table><tr><th>point</th><th>build</th><th>outcome</th><th>signature</th>"
+        parts.append("<table><tr><th>point</th><th>build</th><th>build profile</th><th>outcome</th><th>signature</th>"
                      f"<th>artifacts</th></tr>{rows}</table>")
     parts.append("<h2>Incidents</h2>"
                  + _incidents_table([i for i in incidents if any(r["scenario"] == name for r in i.rows)]))
@@ -369,7 +373,7 @@ def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[S
 
 
 def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], incidents: Sequence[StoredIncident],
-           where: str) -> str:
+           where: str, profiles: Mapping[str, str] | None = None) -> str:
     rows = []
     for name, cases in by_scenario.items():
         for cp in cases:
@@ -381,8 +385,11 @@ def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], inci
                 cells.append(f"<td>{_sparkline(values)}</td><td>{_e(_noise(values))}</td>")
             rows.append(f"<tr><td><a href=\"{_e(pages[name])}\">{_e(name)}</a></td><td>{_e(cp.case)}</td>"
                         f"<td>{_e(cp.hardware)}</td><td class=\"{_e(outcome)}\">{_e(outcome)}</td>"
-                        f"<td>{_e(last.build_label if last else '')}</td>{''.join(cells)}</tr>")
+                        f"<td>{_e(last.build_label if last else '')}</td>"
+                        f"<td class=\"profile\">{_e((profiles or {}).get(last.build_key, '') if last else '')}</td>"
+                        f"{''.join(cells)}</tr>")
     table = ("<table><tr><th>scenario</th><th>case</th><th>hardware</th><th>latest</th><th>build</th>"
+             "<th>build profile</th>"
              + "".join(f"<th>{_e(m.heading)}</th><th>noise</th>" for m in COMPARED) + "</tr>"
              + "".join(rows) + "</table>")
     every = [cp for cases in by_scenario.values() for cp in cases]
@@ -397,6 +404,16 @@ def build_site(store: Store, out_dir: Path) -> Path:
     :func:`harness.util.atomic.replace_with`, which refuses to write over a link, device or FIFO found there."""
     with collector_paused():  # a year of points alive throughout
         return _build_site(store, out_dir)
+
+
+def _profiles(store: Store, cases: Sequence[CasePoints]) -> dict[str, str]:
+    """What each build the pages show *is* (harness.contract.profile: is the fix in, the eager rule, ...; for the
+    reference server, the release rules it follows), in one line per build key: the builds of each case's last
+    points only, one stored record each."""
+    from harness.contract.profile import describe_profile
+
+    keys = {cp.point(i).build_key for cp in cases for i in range(max(0, cp.n_points - _SHOWN_POINTS), cp.n_points)}
+    return {key: describe_profile(profile) or "not recorded" for key, profile in store.build_profiles(keys).items()}
 
 
 def _build_site(store: Store, out_dir: Path) -> Path:
@@ -417,10 +434,12 @@ def _build_site(store: Store, out_dir: Path) -> Path:
         replace_with(out_dir / source.name, functools.partial(shutil.copyfile, source))
     escaped = _Escaped()  # shared by every page: the cases share their builds and nights
     links = _Links(out_dir)
+    profiles = _profiles(store, cases)
     start = 0
     for name, group in by_scenario.items():
-        write_atomic(out_dir / pages[name], _scenario_page(name, group, incidents, out_dir, start, findings, escaped, links))
+        write_atomic(out_dir / pages[name],
+                     _scenario_page(name, group, incidents, out_dir, start, findings, escaped, links, profiles))
         start += len(group)
     index = out_dir / "index.html"
-    write_atomic(index, _index(by_scenario, pages, incidents, store.where))
+    write_atomic(index, _index(by_scenario, pages, incidents, store.where, profiles))
     return index

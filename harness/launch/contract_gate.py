@@ -22,7 +22,7 @@ from pathlib import Path
 from harness.build import Build
 from harness.build.cache import cached_answer, file_stamps
 from harness.contract.check import check_sources, drifts_of, reference_sources, sglang_package_of
-from harness.contract.facts import FACTS, needs
+from harness.contract.facts import FACTS, cited_files, needs
 from harness.contract.locate import Located
 from harness.contract.sources import DirSources
 from harness.scenario import Case
@@ -55,8 +55,8 @@ def contract_drifts(build: Build) -> list[Located]:
     """Every drifted (changed or gone) citation of the contract in ``build``'s sglang sources (kept per build)."""
     package = Path(build.location) if build.location else sglang_package_of(build.python)
     version = build.version or "unknown"
-    cited = sorted({c.file for f in FACTS for c in f.cites})
-    files = [package / name for name in cited] + sorted(package.parent.glob("sglang-*.dist-info/RECORD"))
+    # every release's wording counts: a file a later (or earlier) wording is read in is stamped too
+    files = [package / name for name in cited_files()] + sorted(package.parent.glob("sglang-*.dist-info/RECORD"))
     identity = {"contract": _CONTRACT_DIGEST, "python": build.python, "env": dict(sorted(build.env.items())),
                 "version": version, "commit": build.commit, "package": str(package), "files": file_stamps(files)}
 

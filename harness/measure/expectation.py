@@ -26,10 +26,19 @@ from harness.records.outcome import NOT_TRIED, SIGNED, Outcome, Phase, most_tell
 from harness.records.run_record import ExpectationResult, RunRecord
 from harness.scenario.model import Expectation
 
-__all__ = ["ExpectationCheck", "judge_role", "judge_run", "run_holds"]
+__all__ = ["ExpectationCheck", "judge_role", "judge_run", "premise_gap", "run_holds"]
 
-def run_holds(exp: Expectation, outcome: Outcome, signature: str | None, phase: Phase | None) -> bool:
-    """Whether one run's outcome, signature and phase are what ``exp`` expects."""
+def premise_gap(exp: Expectation, profile: Mapping[str, Any] | None) -> str | None:
+    """Why the build a run used is not the one ``exp`` is about (its ``profile:`` premise), or None."""
+    return exp.profile.mismatch(dict(profile) if profile is not None else None) if exp.profile is not None else None
+
+
+def run_holds(exp: Expectation, outcome: Outcome, signature: str | None, phase: Phase | None,
+              profile: Mapping[str, Any] | None = None) -> bool:
+    """Whether one run's outcome, signature and phase are what ``exp`` expects, on a build whose profile says
+    what ``exp.profile`` states (when it states anything)."""
+    if premise_gap(exp, profile) is not None:
+        return False
     if outcome.value not in exp.outcomes:
         return False
     if outcome in SIGNED and exp.signatures and (signature or "unknown") not in exp.signatures:
@@ -38,9 +47,10 @@ def run_holds(exp: Expectation, outcome: Outcome, signature: str | None, phase: 
 
 
 def judge_run(role: str, exp: Expectation, outcome: Outcome, signature: str | None,
-              phase: Phase | None) -> ExpectationResult:
-    return ExpectationResult(role=role, expected=exp.describe(), held=run_holds(exp, outcome, signature, phase),
-                             status=exp.status)
+              phase: Phase | None, profile: Mapping[str, Any] | None = None) -> ExpectationResult:
+    return ExpectationResult(role=role, expected=exp.describe(),
+                             held=run_holds(exp, outcome, signature, phase, profile), status=exp.status,
+                             premise=premise_gap(exp, profile) or "")
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,7 @@ class ExpectationCheck:
     trials: int = 0
     status: str = "confirmed"  # confirmed | hypothesis
     not_run: str = ""  # why the role could not even try; empty when it did
+    premise: str = ""  # why a trial's build is not the one the expectation's profile: describes; empty when it is
 
     @property
     def failed(self) -> bool:
@@ -79,6 +90,8 @@ class ExpectationCheck:
         text = f"{self.actual_outcome} {self.actual_signature}" if self.actual_signature else self.actual_outcome
         if self.trials and self.trials_matching not in (0, self.trials):
             text += f" ({self.trials_matching}/{self.trials} trials as expected)"
+        if self.premise:
+            text += f"; but {self.premise}"
         return text
 
     @property
@@ -102,6 +115,7 @@ class ExpectationCheck:
             "trials": self.trials,
             "status": self.status,
             "not_run": self.not_run,
+            "premise": self.premise,
             "state": self.state,
         }
 
@@ -118,12 +132,14 @@ class ExpectationCheck:
             trials=int(data.get("trials", 0)),
             status=str(data.get("status", "confirmed")),
             not_run=str(data.get("not_run", "")),
+            premise=str(data.get("premise", "")),
         )
 
 
 def judge_role(role: str, exp: Expectation, runs: Sequence[RunRecord]) -> ExpectationCheck:
     """Judge every trial of one role against ``exp`` (see the module docstring for the rules)."""
-    matching = sum(1 for r in runs if run_holds(exp, r.outcome, r.signature, r.phase))
+    matching = sum(1 for r in runs if run_holds(exp, r.outcome, r.signature, r.phase, r.build.profile))
+    premise = next((gap for r in runs if (gap := premise_gap(exp, r.build.profile))), "")
     held = bool(runs) and matching == len(runs)
     outcome = most_telling(r.outcome for r in runs) if runs else Outcome.INFRA
     signature = next((r.signature for r in runs if r.signature), None)
@@ -138,6 +154,8 @@ def judge_role(role: str, exp: Expectation, runs: Sequence[RunRecord]) -> Expect
         not_run = interrupted.reason
     phase = next((r.phase for r in runs if r.phase and r.outcome is outcome), None)
     expected = "|".join(exp.outcomes) + (f" at {'|'.join(exp.phases)}" if exp.phases else "")
+    if exp.profile is not None:
+        expected += f" (profile: {exp.profile.describe()})"
     actual = outcome.value + (f" at {phase.value}" if exp.phases and phase else "")
     return ExpectationCheck(
         role=role,
@@ -150,4 +168,5 @@ def judge_role(role: str, exp: Expectation, runs: Sequence[RunRecord]) -> Expect
         trials=len(runs),
         status=exp.status,
         not_run=not_run,
+        premise=premise,
     )

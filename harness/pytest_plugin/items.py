@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness.measure.expectation import run_holds
+from harness.measure.expectation import premise_gap, run_holds
 from harness.pytest_plugin import gating, leasing, references, reporting, runner
 from harness.pytest_plugin.options import settings
 from harness.records.outcome import NOT_TRIED, Outcome
@@ -37,9 +37,10 @@ def judge(result: RunRecord, expectation: Expectation | None) -> str | None:
         got += f" at {result.phase.value}"
     if expectation is None:
         return None if result.outcome is Outcome.PASS else f"expected pass (the scenario's checks), got {got}"
-    if run_holds(expectation, result.outcome, result.signature, result.phase):
+    if run_holds(expectation, result.outcome, result.signature, result.phase, result.build.profile):
         return None
-    return f"expected {expectation.describe()}, got {got}"
+    gap = premise_gap(expectation, result.build.profile)
+    return f"expected {expectation.describe()}, got {got}" + (f", but {gap}" if gap else "")
 
 
 class HypothesisNotConfirmed(pytest.PytestWarning):

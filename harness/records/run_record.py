@@ -158,6 +158,7 @@ class ExpectationResult:
     expected: str
     held: bool
     status: str = "confirmed"  # confirmed | hypothesis
+    premise: str = ""  # why the build is not the one the expectation's profile: describes (empty: it is, or none)
 
 
 @dataclass(frozen=True)
@@ -285,7 +286,8 @@ def _expectation(data: Any) -> ExpectationResult | None:
     if not isinstance(data, Mapping):
         return None
     return ExpectationResult(role=str(data.get("role") or ""), expected=str(data.get("expected") or ""),
-                             held=bool(data.get("held")), status=str(data.get("status") or "confirmed"))
+                             held=bool(data.get("held")), status=str(data.get("status") or "confirmed"),
+                             premise=str(data.get("premise") or ""))
 
 
 def record_from_dict(data: Mapping[str, Any], *, source: str = "result.json") -> RunRecord:

@@ -80,6 +80,21 @@ def _expectation_table(case: CaseComparison) -> list[str]:
     return lines
 
 
+def _reference_table(case: CaseComparison) -> list[str]:
+    """Each role's reference checks: one row per figure (reference, measured, band), or why none was judged."""
+    if not case.references:
+        return []
+    lines = ["| Role | Reference | Measured against it | Held |", "| --- | --- | --- | --- |"]
+    for ref in case.references:
+        where = f"{_code(ref.hardware)}, {_code(ref.line)}"
+        if ref.skipped:
+            lines.append(f"| **{_cell(ref.role)}** | {where} | {_cell(ref.skipped)} | {_STATE_MARK['not run']} |")
+        for message, held in zip(ref.verdicts, ref.held):
+            lines.append(f"| **{_cell(ref.role)}** | {where} | {_cell(message)} | "
+                         f"{_STATE_MARK['held' if held else 'NOT HELD']} |")
+    return lines
+
+
 def _metric_table(case: CaseComparison) -> list[str]:
     if not case.metrics:
         return []
@@ -221,6 +236,9 @@ def _render(report: ComparisonReport, excerpt_limit: int, with_artifacts: bool) 
         expectation_lines = _expectation_table(case)
         if expectation_lines:
             lines += ["", *expectation_lines]
+        reference_lines = _reference_table(case)
+        if reference_lines:
+            lines += ["", *reference_lines]
         metric_lines = _metric_table(case)
         if metric_lines:
             lines += ["", *metric_lines]

@@ -28,6 +28,7 @@ __all__ = [
     "FlagValue",
     "Hardware",
     "PromptSpec",
+    "ProfileExpectation",
     "ReferenceCheck",
     "ReferencedBound",
     "RelativeChecks",
@@ -512,6 +513,49 @@ class BuildRole(_Strict):
         return f"sim:{self.sim}"
 
 
+class ProfileExpectation(_Strict):
+    """What the role's build profile (:mod:`harness.contract.profile`, recorded as ``build.profile`` in every run)
+    must say for the expectation to hold: the scenario's premise about the build, checked on the build it ran on
+    (a "before" side that turns out to carry the fix, or to take another draft path, is reported, not silently
+    counted). Only the keys given are judged; a key the build's profile does not state (a profile that could not
+    be read, or the reference server's, which states its release rules but not a fix marker) does not hold."""
+
+    fix_present: bool | None = Field(default=None, description="PR #29616's fix is in the build")
+    eager_max_steps: int | None = Field(
+        default=None, ge=0, description="the eager rule: a Frozen-KV MTP draft with at most this many steps runs eagerly")
+    swa_refill: Literal["unguarded", "guarded", "none"] | None = Field(
+        default=None, description="trtllm_mha's graph-path SWA refill of out_cache_loc")
+    topk_backends: list[str] | None = Field(default=None, description="the backends a topk > 1 draft may use")
+
+    @model_validator(mode="after")
+    def _states_something(self) -> ProfileExpectation:
+        if not self.stated():
+            raise ValueError("states nothing: give at least one of fix_present, eager_max_steps, swa_refill, "
+                             "topk_backends")
+        return self
+
+    def stated(self) -> dict[str, Any]:
+        """The keys the scenario gives, with their values (a list as given)."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+    def describe(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.stated().items())
+
+    def mismatch(self, profile: Any) -> str | None:
+        """None when ``profile`` (a run record's ``build.profile``) says what is stated; else one line why not."""
+        if not isinstance(profile, dict):
+            return "the run recorded no build profile"
+        if "unavailable" in profile:
+            return f"the build's profile could not be read: {profile['unavailable']}"
+        for key, want in self.stated().items():
+            if key not in profile:
+                return f"the build's profile does not state {key}"
+            got = profile[key]
+            if (sorted(got) if isinstance(got, list) else got) != (sorted(want) if isinstance(want, list) else want):
+                return f"the build's profile says {key}={got}, the scenario expects {want}"
+        return None
+
+
 class Expectation(_Strict):
     """What a role should end in: one outcome or a list of acceptable ones, optionally which
     signature(s) (``unknown`` for a crash that matches nothing in the catalogue) and in which phase(s),
@@ -526,6 +570,9 @@ class Expectation(_Strict):
         "run confirms it",
     )
     evidence: str | None = Field(default=None, description="where it was seen: an upstream log URL, a run id")
+    profile: ProfileExpectation | None = Field(
+        default=None, description="what the build's profile must say (fix_present, eager_max_steps, swa_refill, "
+        "topk_backends): the premise this expectation rests on, judged on the build each run used")
 
     @field_validator("outcome", "signature", "phase")
     @classmethod
@@ -567,6 +614,8 @@ class Expectation(_Strict):
             text += f" {'|'.join(self.signatures)}"
         if self.phases:
             text += f" at {'|'.join(self.phases)}"
+        if self.profile is not None:
+            text += f" on a build whose profile says {self.profile.describe()}"
         return text + (" (hypothesis)" if self.status == "hypothesis" else "")
 
 

@@ -12,7 +12,7 @@ import hashlib
 import json
 import math
 import secrets
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,6 +251,18 @@ class Store:
         with self._begin("cannot read runs") as conn:
             texts = conn.execute(select(runs.c.record).order_by(runs.c.started_at, runs.c.run_id)).scalars().all()
         return [record_from_dict(json.loads(t), source=f"store {self.where}") for t in texts]
+
+    def build_profiles(self, build_keys: Iterable[str]) -> dict[str, Mapping[str, Any] | None]:
+        """Each build's profile (the ``build.profile`` its latest stored run recorded; None where it recorded none):
+        a property of the build, so one record per key is read, not every night's."""
+        out: dict[str, Mapping[str, Any] | None] = {}
+        with self._begin("cannot read runs") as conn:
+            for key in sorted(set(build_keys)):
+                text = conn.execute(select(runs.c.record).where(runs.c.build_key == key)
+                                    .order_by(runs.c.started_at.desc(), runs.c.run_id.desc()).limit(1)).scalar()
+                profile = json.loads(text).get("build", {}).get("profile") if text else None
+                out[key] = profile if isinstance(profile, dict) else None
+        return out
 
     def searched(self, search_key: str, harness_version: str) -> list[RunRecord]:
         """The runs recorded under ``search_key`` by this harness version, in the order they were recorded."""

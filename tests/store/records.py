@@ -16,12 +16,12 @@ def make_record(run_id: str, *, case: str = "tokens=276", spec: str = "sim:post-
                 outcome: Outcome = Outcome.PASS, signature: str | None = None, reason: str = "all checks held",
                 metrics: Mapping[str, float | None] | None = None, started_at: str = "2026-11-01T00:00:00+00:00",
                 artifacts: str = "", scenario: str = SCENARIO, commit: str | None = None,
-                version: str | None = "sim-0.1") -> RunRecord:
+                version: str | None = "sim-0.1", profile: Mapping[str, object] | None = None) -> RunRecord:
     return RunRecord(
         run_id=run_id, scenario=ScenarioRef(scenario, f"scenarios/{scenario}.yaml"),
         case=CaseRef(case, {"tokens": 276}),
         build=BuildRef(kind=spec.split(":")[0], spec=spec, version=version, commit=commit, role="after",
-                       reference_server=spec.startswith("sim:")),
+                       reference_server=spec.startswith("sim:"), profile=dict(profile) if profile else None),
         trial=trial, outcome=outcome, signature=signature, reason=reason,
         metrics=dict(metrics if metrics is not None else {"accept_length": 1.8, "output_throughput_tok_s": 200.0}),
         server=ServerInfo(argv=("python", "-m", "harness.sim.server", "--port", "30000")),

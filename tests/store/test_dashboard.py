@@ -31,6 +31,10 @@ def _chromium() -> str:
     return path
 
 
+_SIM_PROFILE = {"model": "the CPU reference server (a model of SGLang, not SGLang)", "rules": "0.5.14 (default)",
+                "eager_max_steps": 1, "topk_backends": ["triton"], "swa_refill": "unguarded"}
+
+
 def _store_with_history(url: str, tmp_path: Path) -> None:
     rng = random.Random(3)
     with open_store(url) as store:
@@ -38,9 +42,13 @@ def _store_with_history(url: str, tmp_path: Path) -> None:
             batch = new_batch("nightly", f"night-{night:02d}", started_at=f"2026-11-{night:02d}T02:00:00+00:00")
             tput = 200.0 if night <= 8 else 150.0
             spec = "sim:post-fix" if night <= 8 else "sim:post-fix,step-cost-ms=20"  # the slow build
+            # what each build is (run records' build.profile): the first follows 0.5.14's rules, the slow one's
+            # profile could not be read (its reason is markup: shown escaped)
+            profile = (_SIM_PROFILE if night <= 8 else {"unavailable": f"no wheel {EVIL}"})
             art = tmp_path / "runs" / f"n{night}"
             art.mkdir(parents=True)
             recs = [make_record(f"n{night}-t{t}", trial=t, spec=spec, started_at=batch.started_at, artifacts=str(art),
+                                profile=profile,
                                 metrics={"accept_length": 1.84 * (1 + 0.01 * rng.gauss(0, 1)),
                                          "output_throughput_tok_s": tput * (1 + 0.02 * rng.gauss(0, 1))})
                     for t in range(3)]
@@ -80,6 +88,11 @@ def test_dashboard_renders_offline_with_the_step_and_nothing_unescaped(run_cli, 
     assert "new-signature" in index and "sglang-repro compare" in index  # the open incidents table
     # The overview's columns: the metrics compare judges, headed by the registry's short names.
     assert "<th>accept length</th><th>noise</th><th>output tok/s</th><th>noise</th></tr>" in index
+    # What each build is: a column beside the build on the overview (the latest point's) and per point.
+    assert "<th>build</th><th>build profile</th>" in index and "<th>build profile</th>" in scenario
+    assert f"profile unavailable: no wheel {EVIL}" not in index
+    assert "profile unavailable: no wheel &lt;script&gt;" in index
+    assert "follows sglang 0.5.14 (default)&#x27;s rules (eager at --speculative-num-steps &lt;= 1)" in scenario
     # Builds of the CPU reference server are said to be that on every page that shows them; the noise is explained.
     assert all("not SGLang" in text for text in (index, scenario))
     assert "noise: the robust spread of a series&#x27; nights around its level" in index
@@ -88,12 +101,16 @@ def test_dashboard_renders_offline_with_the_step_and_nothing_unescaped(run_cli, 
     shot = tmp_path / "dashboard.png"
     _chromium()
     probe = ("JSON.stringify([document.querySelectorAll('.main-svg').length, "
+             "Array.from(document.querySelectorAll('td.profile')).map(function (t) { return t.textContent; }), "
              "Array.from(document.querySelectorAll('.xtick text')).map(function (t) { return t.textContent; }), "
              "Array.from(document.querySelectorAll('.js-plotly-plot')).map(function (el) { return "
              "Array.from(el.querySelectorAll('.annotation-text')).map(function (t) { return t.textContent; }); })])")
     seen = visit(page.as_uri(), evaluate=probe, screenshot=shot)
-    charts, ticks, notes = json.loads(seen.value)
+    charts, shown, ticks, notes = json.loads(seen.value)
     assert charts >= 4, "plotly did not draw the charts"
+    # the browser shows each listed point's build profile as text (the unreadable one's reason included)
+    assert "follows sglang 0.5.14 (default)'s rules (eager at --speculative-num-steps <= 1)" in shown, shown
+    assert f"profile unavailable: no wheel {EVIL}" in shown, shown
     # The x axis names builds, not point indices: both builds of the history are there.
     # Each tick is the build and its night, so two nights of one build are told apart without hovering.
     assert ticks and {t[:-5] for t in ticks} == {"sim:post-fix", "sim:post-fix,step-cost-ms=20"}, ticks
