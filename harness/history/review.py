@@ -19,7 +19,7 @@ from typing import Any
 from harness.history.alerts import STEP_KINDS, Alert, _fingerprint, case_alerts, names_json, new_alerts
 from harness.history.detections import findings_of
 from harness.history.incidents import Incident, group
-from harness.history.series import CasePoints, rule_for, stored_case_points
+from harness.history.series import CasePoints, Point, rule_for, stored_case_points
 from harness.history.transients import K_NIGHTS, transient_at_end
 from harness.records.outcome import Outcome
 from harness.store.store import Store
@@ -157,18 +157,7 @@ def review(store: Store, batch_id: str, *, tolerances: Mapping[str, Mapping[str,
                 continue
             current = by_fp.get(str(row["fingerprint"]))
             if current is not None and current.kind != row["kind"] and row["kind"] in STEP_KINDS:
-                store.rename_alert(current.fingerprint, current.kind, current.detail, names_json(current.names))
-                evidence = current.names[-1][2] if current.names else ""
-                incident = str(row["incident"] or row["fingerprint"])
-                told = any(str(o["incident"] or o["fingerprint"]) == incident and o["kind"] == current.kind
-                           for o in known if o["fingerprint"] != row["fingerprint"]) or any(
-                    r.incident == incident and r.new == current.kind for r in renamed)
-                # An accepted incident's name is recorded, and told to no one; so is a member's rename to the
-                # name its incident already bears (a metric that joined the slide after it was named).
-                if row["state"] == "open" and not told:
-                    renamed.append(Renamed(incident, current.fingerprint,
-                                           cp.scenario, cp.case, current.metric, str(row["kind"]), current.kind,
-                                           evidence))
+                _rename(store, known, row, current, renamed)
             if row["state"] == "open" and _recovered(row, cp, current):
                 recovered.append(str(row["fingerprint"]))
     points_of = {(cp.scenario, cp.case, cp.hardware): cp.points for cp in cases}
@@ -178,6 +167,34 @@ def review(store: Store, batch_id: str, *, tolerances: Mapping[str, Mapping[str,
                   and str(r["fingerprint"]) not in recovered
                   and any(a.kind in STEP_KINDS and (a.scenario, a.case, a.hardware, a.metric)
                           == (r["scenario"], r["case_name"], r["hardware_key"], r["metric"]) for a in fresh)]
+    incident_of, ringing = _incidents(fresh, known, points_of)
+    added = set(store.add_alerts([a.row(batch_id, incident_of[a.fingerprint]) for a in fresh]))
+    transients = len(store.add_alerts(transient_rows))
+    closed = _close(store, known, recovered, superseded, night)
+    new = tuple(a for a in fresh if a.fingerprint in added)
+    incidents = tuple(i for i in ringing if any(a.fingerprint in added for a in i.alerts))
+    return Review(new=new, resolved=tuple(recovered + superseded), cases=cases, incidents=incidents,
+                  renamed=tuple(renamed), closed=closed, transients=transients)
+
+
+def _rename(store: Store, known: Sequence[Mapping[str, Any]], row: Mapping[str, Any], current: Alert,
+            renamed: list[Renamed]) -> None:
+    """Record ``row``'s new name; tell it (append to ``renamed``) only when its incident did not bear it yet."""
+    store.rename_alert(current.fingerprint, current.kind, current.detail, names_json(current.names))
+    incident = str(row["incident"] or row["fingerprint"])
+    told = any(str(o["incident"] or o["fingerprint"]) == incident and o["kind"] == current.kind
+               for o in known if o["fingerprint"] != row["fingerprint"]) or any(
+        r.incident == incident and r.new == current.kind for r in renamed)
+    # An accepted incident's name is recorded, and told to no one; so is a member's rename to the name its
+    # incident already bears (a metric that joined the slide after it was named).
+    if row["state"] == "open" and not told:
+        renamed.append(Renamed(incident, current.fingerprint, current.scenario, current.case, current.metric,
+                               str(row["kind"]), current.kind, current.names[-1][2] if current.names else ""))
+
+
+def _incidents(fresh: Sequence[Alert], known: Sequence[Mapping[str, Any]],
+               points_of: Mapping[tuple[str, str, str], Sequence[Point]]) -> tuple[dict[str, str], list[Incident]]:
+    """Each fresh alert's incident, and the incidents that ring (opened tonight, joining none already open)."""
     # A metric confirmed a night after the others, from the same first bad build, joins the incident
     # a person already has: recorded in it, not raised again.
     raised = {(str(r["hardware_key"]), str(r["first_bad"])): str(r["incident"] or r["fingerprint"])
@@ -196,13 +213,7 @@ def review(store: Store, batch_id: str, *, tolerances: Mapping[str, Mapping[str,
         incident_of.update((a.fingerprint, joined or inc.fingerprint) for a in inc.alerts)
         if joined is None:
             ringing.append(inc)
-    added = set(store.add_alerts([a.row(batch_id, incident_of[a.fingerprint]) for a in fresh]))
-    transients = len(store.add_alerts(transient_rows))
-    closed = _close(store, known, recovered, superseded, night)
-    new = tuple(a for a in fresh if a.fingerprint in added)
-    incidents = tuple(i for i in ringing if any(a.fingerprint in added for a in i.alerts))
-    return Review(new=new, resolved=tuple(recovered + superseded), cases=cases, incidents=incidents,
-                  renamed=tuple(renamed), closed=closed, transients=transients)
+    return incident_of, ringing
 
 
 def _close(store: Store, known: Sequence[Mapping[str, Any]], recovered: Sequence[str], superseded: Sequence[str],
