@@ -57,6 +57,12 @@ class SimServer:
         except urllib.error.HTTPError as e:
             return e.code, e.read()
 
+    def post_raw(self, path: str, body: dict, timeout: float = 30.0) -> bytes:
+        """The body of a 200 answer, read to its end (a stream whole)."""
+        status, data = self.post(path, body, timeout)
+        assert status == 200, (status, data[:300])
+        return data
+
     def post(self, path: str, body: dict, timeout: float = 30.0) -> tuple[int, bytes]:
         req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
