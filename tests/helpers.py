@@ -1,5 +1,5 @@
 """The tests' shared helpers, each defined once (issue 31): a free port, git in a test repository, the cited
-files of a release.
+files of a release, a reference server process (or its stand-in) on 127.0.0.1.
 
 A port comes from the harness's own lease (:func:`harness.server.lease.lease_port`), held until the test
 process ends: a bare ``bind(0)``-and-close hands out a port that a server started by another test (or another
@@ -9,15 +9,27 @@ worker) can take before this one binds it.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 from harness.contract import facts as contract
 from harness.server.lease import PortLease, lease_port
 
-__all__ = ["GIT_IDENTITY", "copy_cited", "free_port", "git"]
+__all__ = ["GIT_IDENTITY", "SimServer", "copy_cited", "free_port", "git", "start_server", "stop_server"]
+
+REPO = Path(__file__).resolve().parent.parent
 
 _LEASES: list[PortLease] = []
 # A fixed author and committer: a test repository's commits never depend on the machine's git configuration.
@@ -57,3 +69,85 @@ def copy_cited(package: Path, dest: Path) -> Path:
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(package / name, dest / name)
     return dest
+
+
+@dataclass
+class SimServer:
+    """A reference server process started by :func:`start_server`: its URL, log and plain HTTP calls."""
+
+    proc: subprocess.Popen
+    port: int
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+    def tree_pids(self) -> list[int]:
+        try:
+            parent = psutil.Process(self.proc.pid)
+            return [parent.pid] + [c.pid for c in parent.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def get(self, path: str, timeout: float = 10.0) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=timeout) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def post_raw(self, path: str, body: dict, timeout: float = 30.0) -> bytes:
+        """The body of a 200 answer, read to its end (a stream whole)."""
+        status, data = self.post(path, body, timeout)
+        assert status == 200, (status, data[:300])
+        return data
+
+    def post(self, path: str, body: dict, timeout: float = 30.0) -> tuple[int, bytes]:
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+
+def start_server(args: list[str], log: Path, wait_ready: bool = True, timeout: float = 60.0) -> SimServer:
+    """``python -m harness.sim.server ARGS`` on a free port of 127.0.0.1 in a session of its own, its output in
+    ``log``; with ``wait_ready``, until its ready line (an AssertionError with the log's tail, the tree stopped,
+    when it exits first or ``timeout`` passes). Always :func:`stop_server` it."""
+    port = free_port()
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "harness.sim.server", *args, "--host", "127.0.0.1",
+                                 "--port", str(port)], cwd=REPO, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+    server = SimServer(proc, port, log)
+    if wait_ready:
+        deadline = time.monotonic() + timeout
+        while contract.READY_LINE not in server.log_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                stop_server(server)
+                raise AssertionError(f"server did not become ready (rc={proc.poll()}):\n{server.log_text()[-3000:]}")
+            time.sleep(0.1)
+    return server
+
+
+def stop_server(server: SimServer) -> None:
+    """SIGTERM the server's session, SIGKILL it and every process of its tree that is left, bounded."""
+    pids = server.tree_pids()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(server.proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        server.proc.wait(timeout=8)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(server.proc.pid, signal.SIGKILL)
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(pid).kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        server.proc.wait(timeout=5)

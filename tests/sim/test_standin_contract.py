@@ -24,7 +24,8 @@ from harness.records.run_record import RunRecord
 from harness.run import RunOptions, execute_run
 from harness.scenario import load_file
 from harness.signatures.catalogue import Catalogue
-from tests.sim.sim_helpers import SPEC_31B, SimServer, start_server, stop_server
+from tests.helpers import SimServer, start_server, stop_server
+from tests.sim.sim_helpers import SPEC_31B
 
 pytestmark = [pytest.mark.slow, pytest.mark.sim]
 
