@@ -1,5 +1,5 @@
 """The tests' shared helpers, each defined once (issue 31): a free port, git in a test repository, the cited
-files of a release, a reference server process (or its stand-in) on 127.0.0.1.
+files of a release, a reference server process (or its stand-in) on 127.0.0.1, a run record.
 
 A port comes from the harness's own lease (:func:`harness.server.lease.lease_port`), held until the test
 process ends: a bare ``bind(0)``-and-close hands out a port that a server started by another test (or another
@@ -19,15 +19,20 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from harness.contract import facts as contract
+from harness.records.outcome import Outcome, Phase
+from harness.records.run_record import RunRecord, record_from_dict
 from harness.server.lease import PortLease, lease_port
 
-__all__ = ["GIT_IDENTITY", "SimServer", "copy_cited", "free_port", "git", "start_server", "stop_server"]
+__all__ = ["GIT_IDENTITY", "RECORD_SCENARIO", "SimServer", "copy_cited", "free_port", "git", "make_record", "start_server",
+           "stop_server"]
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -151,3 +156,35 @@ def stop_server(server: SimServer) -> None:
             psutil.Process(pid).kill()
     with contextlib.suppress(subprocess.TimeoutExpired):
         server.proc.wait(timeout=5)
+
+
+RECORD_SCENARIO = "store-test-scenario"
+_AUTO: Any = object()  # a crash's phase defaults to the workload, any other outcome's to none
+
+
+def make_record(outcome: Outcome | str = Outcome.PASS, *, run_id: str = "run-0", signature: str | None = None,
+                phase: Phase | str | None = _AUTO, reason: str | None = None,
+                metrics: Mapping[str, float | None] | None = None, case: str = "tokens=276",
+                case_values: Mapping[str, Any] | None = None, spec: str = "sim:post-fix", role: str = "after",
+                trial: int = 0, version: str | None = "sim-0.1", commit: str | None = None, scenario: str = RECORD_SCENARIO,
+                started_at: str = "2026-11-01T00:00:00+00:00", duration_s: float = 1.5, artifacts: str = "",
+                argv: Sequence[str] = ("python", "-m", "harness.sim.server", "--port", "30000"), excerpt: str = "",
+                harness_version: str = "0.1.0", manifest: Mapping[str, Any] | None = None) -> RunRecord:
+    """The tests' one run record, built as the harness reads ``result.json`` (``record_from_dict``). ``reason``:
+    "all checks held" for a pass, the outcome's name otherwise; ``metrics``: two typical figures."""
+    outcome = Outcome(outcome)
+    if phase is _AUTO:
+        phase = Phase.WORKLOAD if outcome == Outcome.CRASH else None
+    return record_from_dict({
+        "run_id": run_id, "scenario": {"name": scenario, "file": f"scenarios/{scenario}.yaml"},
+        "case": {"name": case, "values": dict(case_values if case_values is not None else {"tokens": 276})},
+        "build": {"kind": spec.split(":")[0], "spec": spec, "version": version, "commit": commit, "role": role,
+                  "reference_server": spec.startswith("sim:")},
+        "trial": trial, "outcome": outcome.value, "signature": signature,
+        "reason": reason if reason is not None else ("all checks held" if outcome == Outcome.PASS else outcome.value),
+        "metrics": dict(metrics if metrics is not None else {"accept_length": 1.8, "output_throughput_tok_s": 200.0}),
+        "server": {"argv": list(argv)}, "host": {"hostname": "ci-1", "cpu": "test-cpu", "platform": "linux"},
+        "started_at": started_at, "duration_s": duration_s, "harness_version": harness_version,
+        "artifacts": artifacts, "phase": None if phase is None else Phase(phase).value, "excerpt": excerpt,
+        "experiment": "abc123", "manifest": manifest,
+    })
