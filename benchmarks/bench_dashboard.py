@@ -32,7 +32,7 @@ from _common import REPO, emit  # also puts the repository root on sys.path, for
 
 from harness.store.migrations import migrate
 from harness.store.store import new_batch, open_store
-from tests.store.records import make_record
+from tests.helpers import make_record
 
 METRICS = ("accept_length", "accept_length_server", "output_throughput_tok_s", "request_throughput_rps",
            "ttft_ms_p50", "itl_ms_p50", "e2e_ms_p50", "tpot_ms", "queue_ms", "prefill_tok_s")
@@ -54,7 +54,7 @@ def _night(store_path: str, night: int, cases: int, rng: np.random.Generator, *,
     if last:  # tonight: after every night filled (their made-up dates wrap), so it extends each series
         when = f"{2026 + night // 372}-12-31T23:00:00+00:00"
     batch = new_batch("nightly", f"night-{night:03d}", started_at=when)
-    recs = [make_record(f"n{night}-c{c}", case=f"case-{c:03d}", scenario=f"scenario-{c // 10:02d}",
+    recs = [make_record(run_id=f"n{night}-c{c}", case=f"case-{c:03d}", scenario=f"scenario-{c // 10:02d}",
                         started_at=batch.started_at,
                         metrics={m: float(100 * (1 + 0.03 * rng.standard_normal())) for m in METRICS})
             for c in range(cases)]

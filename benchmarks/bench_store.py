@@ -22,8 +22,8 @@ from sqlalchemy.engine import make_url
 
 from harness.store.store import new_batch, open_store
 from harness.store.writer import StoreWriter
+from tests.helpers import make_record
 from tests.store import _postgres
-from tests.store.records import make_record
 
 METRICS = {"accept_length": 1.8, "accept_length_server": 1.8, "output_throughput_tok_s": 200.0,
            "request_throughput_rps": 3.0, "ttft_ms_p50": 40.0, "itl_ms_p50": 9.0, "e2e_ms_p50": 300.0,
@@ -42,19 +42,19 @@ def _fresh_pg(server: str) -> str:
 def _writer(url: str, proc: int, count: int) -> None:
     with StoreWriter(url, new_batch("pytest", f"p{proc}")) as w:
         for i in range(count):
-            w.record(make_record(f"c{proc}-{i}", trial=i, metrics=METRICS))
+            w.record(make_record(run_id=f"c{proc}-{i}", trial=i, metrics=METRICS))
 
 
 def bench(url: str, label: str) -> dict[str, Any]:
     n = 2000
     with open_store(url) as store:
         t = time.perf_counter()
-        store.record_many([make_record(f"bulk-{i}", trial=i, metrics=METRICS) for i in range(n)], new_batch("import"))
+        store.record_many([make_record(run_id=f"bulk-{i}", trial=i, metrics=METRICS) for i in range(n)], new_batch("import"))
         bulk = n / (time.perf_counter() - t)
         t = time.perf_counter()
         batch = new_batch("run")
         for i in range(200):
-            store.record(make_record(f"one-{i}", trial=i, metrics=METRICS), batch)
+            store.record(make_record(run_id=f"one-{i}", trial=i, metrics=METRICS), batch)
         single = 200 / (time.perf_counter() - t)
     ctx = multiprocessing.get_context("spawn")
     t = time.perf_counter()

@@ -1,5 +1,5 @@
 """The tests' shared helpers, each defined once (issue 31): a free port, git in a test repository, the cited
-files of a release.
+files of a release, a reference server process (or its stand-in) on 127.0.0.1, a run record.
 
 A port comes from the harness's own lease (:func:`harness.server.lease.lease_port`), held until the test
 process ends: a bare ``bind(0)``-and-close hands out a port that a server started by another test (or another
@@ -9,15 +9,32 @@ worker) can take before this one binds it.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 from harness.contract import facts as contract
+from harness.records.outcome import Outcome, Phase
+from harness.records.run_record import RunRecord, record_from_dict
 from harness.server.lease import PortLease, lease_port
 
-__all__ = ["GIT_IDENTITY", "copy_cited", "free_port", "git"]
+__all__ = ["GIT_IDENTITY", "RECORD_SCENARIO", "SimServer", "copy_cited", "free_port", "git", "make_record", "start_server",
+           "stop_server"]
+
+REPO = Path(__file__).resolve().parent.parent
 
 _LEASES: list[PortLease] = []
 # A fixed author and committer: a test repository's commits never depend on the machine's git configuration.
@@ -57,3 +74,118 @@ def copy_cited(package: Path, dest: Path) -> Path:
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(package / name, dest / name)
     return dest
+
+
+@dataclass
+class SimServer:
+    """A reference server process started by :func:`start_server`: its URL, log and plain HTTP calls."""
+
+    proc: subprocess.Popen
+    port: int
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+    def tree_pids(self) -> list[int]:
+        try:
+            parent = psutil.Process(self.proc.pid)
+            return [parent.pid] + [c.pid for c in parent.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def get(self, path: str, timeout: float = 10.0) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=timeout) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def post_raw(self, path: str, body: dict, timeout: float = 30.0) -> bytes:
+        """The body of a 200 answer, read to its end (a stream whole)."""
+        status, data = self.post(path, body, timeout)
+        assert status == 200, (status, data[:300])
+        return data
+
+    def post(self, path: str, body: dict, timeout: float = 30.0) -> tuple[int, bytes]:
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+
+def start_server(args: list[str], log: Path, wait_ready: bool = True, timeout: float = 60.0) -> SimServer:
+    """``python -m harness.sim.server ARGS`` on a free port of 127.0.0.1 in a session of its own, its output in
+    ``log``; with ``wait_ready``, until its ready line (an AssertionError with the log's tail, the tree stopped,
+    when it exits first or ``timeout`` passes). Always :func:`stop_server` it."""
+    port = free_port()
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "harness.sim.server", *args, "--host", "127.0.0.1",
+                                 "--port", str(port)], cwd=REPO, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+    server = SimServer(proc, port, log)
+    if wait_ready:
+        deadline = time.monotonic() + timeout
+        while contract.READY_LINE not in server.log_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                stop_server(server)
+                raise AssertionError(f"server did not become ready (rc={proc.poll()}):\n{server.log_text()[-3000:]}")
+            time.sleep(0.1)
+    return server
+
+
+def stop_server(server: SimServer) -> None:
+    """SIGTERM the server's session, SIGKILL it and every process of its tree that is left, bounded."""
+    pids = server.tree_pids()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(server.proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        server.proc.wait(timeout=8)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(server.proc.pid, signal.SIGKILL)
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(pid).kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        server.proc.wait(timeout=5)
+
+
+RECORD_SCENARIO = "store-test-scenario"
+_AUTO: Any = object()  # a crash's phase defaults to the workload, any other outcome's to none
+
+
+def make_record(outcome: Outcome | str = Outcome.PASS, *, run_id: str = "run-0", signature: str | None = None,
+                phase: Phase | str | None = _AUTO, reason: str | None = None,
+                metrics: Mapping[str, float | None] | None = None, case: str = "tokens=276",
+                case_values: Mapping[str, Any] | None = None, spec: str = "sim:post-fix", role: str = "after",
+                trial: int = 0, version: str | None = "sim-0.1", commit: str | None = None, scenario: str = RECORD_SCENARIO,
+                started_at: str = "2026-11-01T00:00:00+00:00", duration_s: float = 1.5, artifacts: str = "",
+                argv: Sequence[str] = ("python", "-m", "harness.sim.server", "--port", "30000"), excerpt: str = "",
+                harness_version: str = "0.1.0", manifest: Mapping[str, Any] | None = None,
+                profile: Mapping[str, Any] | None = None) -> RunRecord:
+    """The tests' one run record, built as the harness reads ``result.json`` (``record_from_dict``). ``reason``:
+    "all checks held" for a pass, the outcome's name otherwise; ``metrics``: two typical figures."""
+    outcome = Outcome(outcome)
+    if phase is _AUTO:
+        phase = Phase.WORKLOAD if outcome == Outcome.CRASH else None
+    return record_from_dict({
+        "run_id": run_id, "scenario": {"name": scenario, "file": f"scenarios/{scenario}.yaml"},
+        "case": {"name": case, "values": dict(case_values if case_values is not None else {"tokens": 276})},
+        "build": {"kind": spec.split(":")[0], "spec": spec, "version": version, "commit": commit, "role": role,
+                  "reference_server": spec.startswith("sim:"), **({"profile": dict(profile)} if profile else {})},
+        "trial": trial, "outcome": outcome.value, "signature": signature,
+        "reason": reason if reason is not None else ("all checks held" if outcome == Outcome.PASS else outcome.value),
+        "metrics": dict(metrics if metrics is not None else {"accept_length": 1.8, "output_throughput_tok_s": 200.0}),
+        "server": {"argv": list(argv)}, "host": {"hostname": "ci-1", "cpu": "test-cpu", "platform": "linux"},
+        "started_at": started_at, "duration_s": duration_s, "harness_version": harness_version,
+        "artifacts": artifacts, "phase": None if phase is None else Phase(phase).value, "excerpt": excerpt,
+        "experiment": "abc123", "manifest": manifest,
+    })

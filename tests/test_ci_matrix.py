@@ -16,7 +16,7 @@ import yaml
 
 from harness.scenario import load_paths, select_cases
 from harness.store.store import new_batch, open_store
-from tests.store.records import make_record
+from tests.helpers import make_record
 
 REPO = Path(__file__).resolve().parent.parent
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
@@ -70,7 +70,7 @@ def test_groups_by_hardware_and_shards_to_fit_by_the_durations_the_store_has_see
     # The store has seen the L40S cases take 2 minutes a run: shards of four cases fit 10 minutes.
     db = tmp_path / "seen.db"
     with open_store(str(db)) as store:
-        store.record_many([dataclasses.replace(make_record(f"r{i}-{t}", case=case, trial=t,
+        store.record_many([dataclasses.replace(make_record(run_id=f"r{i}-{t}", case=case, trial=t,
                                                            scenario="frozen-kv-mtp-long-prompt-28264"),
                                                duration_s=120.0 + t) for i, case in enumerate(cases) for t in (0, 1)],
                           new_batch("nightly"))

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from harness.records.run_record import record_to_dict
-from tests.run_records import make_record
+from tests.helpers import make_record
 
 REPO = Path(__file__).resolve().parent.parent
 SEED_SCENARIO = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.compare.runner import manifest_problem
 from harness.records.manifest import build_manifest
-from tests.run_records import make_record
+from tests.helpers import make_record
 
 
 def _manifest(**change: object) -> dict:

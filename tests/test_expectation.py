@@ -10,7 +10,7 @@ import pytest
 from harness.measure.expectation import judge_role, run_holds
 from harness.records.outcome import Outcome, Phase
 from harness.scenario.model import Expectation, ProfileExpectation
-from tests.run_records import make_record
+from tests.helpers import make_record
 
 SIG = "frozen-kv-mtp-stale-out-cache-loc"
 LONG = Path(__file__).resolve().parent.parent / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
@@ -67,7 +67,7 @@ def test_a_role_cut_short_by_an_interrupt_is_not_run_even_after_a_passing_trial(
     """Issue 24: compare interrupted in its second trial exited 1 (a role 'failed'), not 3 (an interrupt)."""
     from harness.measure.expectation import judge_role
     from harness.scenario.model import Expectation
-    from tests.run_records import make_record
+    from tests.helpers import make_record
 
     runs = [make_record("pass", trial=0), make_record("interrupted", trial=1, reason="interrupted (SIGINT)")]
     check = judge_role("after", Expectation(outcome="pass"), runs)

@@ -205,7 +205,7 @@ def test_secrets_are_removed_by_value_wherever_they_appear(tmp_path: Path) -> No
 def test_store_record_and_reason_carry_no_secret_value(tmp_path: Path) -> None:
     from harness.store.store import new_batch, open_store
     from harness.util.redact import register_secrets
-    from tests.run_records import make_record
+    from tests.helpers import make_record
 
     register_secrets({"store-secret-123456"})
     record = make_record("crash", reason="server said store-secret-123456 is wrong")

@@ -24,7 +24,7 @@ import pytest
 
 from harness.compare.runner import _role_result
 from harness.records.metric_definitions import METRICS, client_timed
-from tests.run_records import make_record
+from tests.helpers import make_record
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -16,7 +16,8 @@ from harness.measure.client_side import derive_metrics
 from harness.records.request_log import ErrorKind, read_requests_jsonl
 from harness.workload.driver import run_workload_sync
 from harness.workload.prompts import random_id_prompts
-from tests.sim.sim_helpers import SPEC_31B, start_server, stop_server
+from tests.helpers import start_server, stop_server
+from tests.sim.sim_helpers import SPEC_31B
 
 pytestmark = pytest.mark.slow
 

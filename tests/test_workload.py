@@ -15,7 +15,7 @@ from harness.measure.server_side import aggregate
 from harness.util.errors import UserError
 from harness.workload.driver import ErrorKind, ids_digest, run_workload, run_workload_sync
 from harness.workload.prompts import Prompt, random_id_prompts
-from tests.helpers import free_port
+from tests.helpers import start_server, stop_server
 from tests.peers.sglang_peer import PeerConfig, PeerServer
 
 BASE: dict[str, Any] = dict(
@@ -279,9 +279,6 @@ def test_a_failing_should_abort_propagates_and_cancels_requests() -> None:
 
 # --- against the CPU reference server (a real process) ---------------------------------------------------------
 
-READY_LINE = "The server is fired up and ready to roll!"
-
-
 def _get_json(url: str) -> dict:
     import urllib.request
 
@@ -292,35 +289,18 @@ def _get_json(url: str) -> dict:
 
 @pytest.mark.slow
 def test_against_the_cpu_reference_server(tmp_path: Path) -> None:
-    import importlib.util
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    if importlib.util.find_spec("harness.sim.server") is None:
-        pytest.skip("harness.sim.server is not there yet")
     from harness.measure.server_side import metric_value, scrape_metrics, server_accept_length
 
-    port = free_port()
-    log_path = tmp_path / "server.log"
-    argv = [
-        sys.executable, "-m", "harness.sim.server",
+    server = start_server([
         "--model-path", "google/gemma-4-E4B-it", "--speculative-algorithm", "NEXTN",
         "--speculative-draft-model-path", "google/gemma-4-E4B-it-assistant",
         "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
-        "--host", "127.0.0.1", "--port", str(port), "--skip-server-warmup",
-        "--enable-metrics", "--sim-revision", "post-fix", "--sim-seed", "0", "--sim-draft-agreement", "0.6",
-    ]
-    with log_path.open("w") as log_file:
-        proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        "--skip-server-warmup", "--enable-metrics", "--sim-revision", "post-fix", "--sim-seed", "0",
+        "--sim-draft-agreement", "0.6",
+    ], tmp_path / "server.log", timeout=90)
+    proc = server.proc
     try:
-        deadline = time.monotonic() + 90
-        while READY_LINE not in log_path.read_text(errors="replace"):
-            assert proc.poll() is None, f"reference server exited {proc.returncode}:\n{log_path.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"reference server not ready in 90 s:\n{log_path.read_text()[-3000:]}"
-            time.sleep(0.1)
-        base = f"http://127.0.0.1:{port}"
+        base = server.url
         result = run(
             base, random_id_prompts([12, 20, 33, 16, 25, 9], seed=4, vocab=(0, 256)), concurrency=3,
             max_new_tokens=24, warmup=0, request_timeout_s=60, jsonl_path=tmp_path / "requests.jsonl",
@@ -347,14 +327,4 @@ def test_against_the_cpu_reference_server(tmp_path: Path) -> None:
             assert 1.0 <= server_side < 4.0
         assert len((tmp_path / "requests.jsonl").read_text().splitlines()) == 1 + 6 + 1
     finally:
-        # The whole group, even if the leader already exited: its workers may not have.
-        for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(timeout=grace)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        stop_server(server)

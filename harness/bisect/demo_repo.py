@@ -1,6 +1,6 @@
 """A generated git history of sglang-repro's reference server, with known culprits, for tests and benchmarks.
 
-``python -m harness.bisect.demo_repo DIR [--seed N]`` copies what the reference server needs
+``python -m harness.bisect.demo_repo DIR [--seed N] [--scheduler standin]`` copies what the reference server needs
 (``harness/sim/``) into a new repository and makes many small commits (a changelog line each),
 among which a few change what the server really does:
 
@@ -15,6 +15,11 @@ among which a few change what the server really does:
 
 The first commit sets a base step cost of ``STEP_COST_MS`` so that a 20% slowdown is measurable
 through the reference server's noise. Every knob is a code change the server really reads.
+
+The scheduler knobs are turned in both schedulers the copy holds, the PyTorch model's and the stand-in's
+(harness.sim.standin), so the history is the same whichever runs; ``scheduler="standin"`` makes the first
+commit turn ``DEFAULT_SCHEDULER`` so that every build of the history starts the stand-in (tests whose claim is
+about the search, not the server).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.sim import SCHEDULERS
 from harness.util.atomic import write_atomic
 from harness.util.bounded_read import read_text
 from harness.util.proc import git
@@ -81,11 +87,10 @@ def _edit(path: Path, old: str, new: str) -> None:
     write_atomic(path, text.replace(old, new, 1))
 
 
-def make_demo_repo(root: Path, layout: Layout = Layout(), *, step_cost_ms: float = STEP_COST_MS) -> dict[str, str]:
-    """Create the repository at ``root``; return the commit id of each named change (and each tag).
-
-    ``step_cost_ms`` is the base cost of a target step: a search for the 20% slowdown needs it large enough
-    to rise above the server's timing noise; a search for a crash does not depend on it."""
+def _start_repo(root: Path, step_cost_ms: float, scheduler: str) -> Path:
+    """An empty repository with the reference server's copy (its step cost and scheduler set); its sim folder."""
+    if scheduler not in SCHEDULERS:
+        raise ValueError(f"scheduler={scheduler!r} (valid: {', '.join(SCHEDULERS)})")
     root.mkdir(parents=True, exist_ok=True)
     git(root, "init", "-q", "-b", "main", env=_IDENTITY)
     git(root, "config", "commit.gpgsign", "false", env=_IDENTITY)
@@ -95,8 +100,22 @@ def make_demo_repo(root: Path, layout: Layout = Layout(), *, step_cost_ms: float
     sim = root / "harness" / "sim"
     _edit(sim / "cli_args.py", '"step-cost-ms": {"type": float, "default": 0.0,',
           f'"step-cost-ms": {{"type": float, "default": {step_cost_ms},')
+    if scheduler != "model":
+        _edit(sim / "__init__.py", 'DEFAULT_SCHEDULER = "model"', f'DEFAULT_SCHEDULER = "{scheduler}"')
     write_atomic((root / "CHANGELOG.md"), "# Changelog\n")
-    scheduler, init, sampling = sim / "scheduler.py", sim / "__init__.py", sim / "sampling.py"
+    return sim
+
+
+def make_demo_repo(root: Path, layout: Layout = Layout(), *, step_cost_ms: float = STEP_COST_MS,
+                   scheduler: str = "model") -> dict[str, str]:
+    """Create the repository at ``root``; return the commit id of each named change (and each tag).
+
+    ``step_cost_ms`` is the base cost of a target step: a search for the 20% slowdown needs it large enough
+    to rise above the server's timing noise; a search for a crash does not depend on it. ``scheduler``:
+    ``model`` (the reference server's PyTorch model) or ``standin`` (its torch-free stand-in) in every build."""
+    sim = _start_repo(root, step_cost_ms, scheduler)
+    init, sampling = sim / "__init__.py", sim / "sampling.py"
+    schedulers = (sim / "scheduler.py", sim / "standin" / "scheduler.py")
     named: dict[str, str] = {}
     broken_text = ""
     for i in range(layout.commits):
@@ -104,7 +123,8 @@ def make_demo_repo(root: Path, layout: Layout = Layout(), *, step_cost_ms: float
         with (root / "CHANGELOG.md").open("a") as f:
             f.write(f"- entry {i}\n")
         if i == 0:
-            subject = f"the reference server, post-fix, {step_cost_ms:g} ms per target step"
+            subject = f"the reference server, post-fix, {step_cost_ms:g} ms per target step" + (
+                "" if scheduler == "model" else f", scheduler {scheduler}")
         if i == layout.culprit:
             _edit(init, 'DEFAULT_REVISION = "post-fix"', 'DEFAULT_REVISION = "pre-fix"')
             subject = "sim: the eager draft keeps the prefill's out_cache_loc (default revision pre-fix)"
@@ -113,13 +133,16 @@ def make_demo_repo(root: Path, layout: Layout = Layout(), *, step_cost_ms: float
             subject = "sim: the draft sets out_cache_loc to None (default revision post-fix)"
         if i == layout.unrelated_add:
             head = "    def run_decode(self) -> None:\n"
-            _edit(scheduler, head, head + _CRASH_SNIPPET)
+            for path in schedulers:
+                _edit(path, head, head + _CRASH_SNIPPET)
             subject = "scheduler: overlap the decode step with the output copy"
         if i == layout.unrelated_remove:
-            _edit(scheduler, _CRASH_SNIPPET, "")
+            for path in schedulers:
+                _edit(path, _CRASH_SNIPPET, "")
             subject = "scheduler: revert the decode overlap (illegal memory access)"
         if i == layout.slowdown:
-            _edit(scheduler, "cost = s.step_cost_ms / 1000.0", "cost = s.step_cost_ms * 1.2 / 1000.0")
+            for path in schedulers:
+                _edit(path, "cost = s.step_cost_ms / 1000.0", "cost = s.step_cost_ms * 1.2 / 1000.0")
             subject = "scheduler: synchronise after every target step (20% slower)"
         if broken_text:
             write_atomic(sampling, broken_text)
@@ -146,11 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.bisect.demo_repo", description=__doc__.splitlines()[0])
     parser.add_argument("dir", type=Path)
     parser.add_argument("--seed", type=int, default=None, help="draw the positions (default: the fixed layout)")
+    parser.add_argument("--scheduler", choices=SCHEDULERS, default="model",
+                        help="what every build starts: the reference server's model, or its torch-free stand-in")
     args = parser.parse_args(argv)
     if args.dir.exists() and any(args.dir.iterdir()):
         parser.error(f"{args.dir} exists and is not empty")
     layout = Layout() if args.seed is None else random_layout(args.seed)
-    named = make_demo_repo(args.dir, layout)
+    named = make_demo_repo(args.dir, layout, scheduler=args.scheduler)
     for key in ("culprit", "fix", "unrelated_add", "unrelated_remove", "slowdown"):
         print(f"{key:17} {named[key][:12]} (c{getattr(layout, key)})")
     print(f"broken           {', '.join(f'c{i}' for i in layout.broken)}")

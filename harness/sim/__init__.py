@@ -8,15 +8,25 @@ Two modelled bugs, each with its own revisions: ``--sim-revision`` is sglang#282
 ``out_cache_loc``; fixed by PR #29616), ``--sim-draft-cache`` is sglang#32176 (HiCache's load-back restores
 the target's KV but not the draft's view of those tokens; harness.sim.radix_cache). They combine, e.g.
 ``sim:post-fix,draft-cache=pre-fix``.
+
+``--sim-scheduler standin`` (build knob ``scheduler=standin``) swaps the scheduler child for the stand-in
+(harness.sim.standin): the same front, HTTP API, flags and log lines, with a deterministic torch-free
+computation in place of the model, for tests whose claim is about search logic, not about the model.
 """
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_REVISION", "REFERENCE_SERVER_LABEL", "REVISIONS", "SIM_NAME", "SIM_LABEL", "version_string"]
+__all__ = ["DEFAULT_REVISION", "DEFAULT_SCHEDULER", "SCHEDULERS",
+           "REFERENCE_SERVER_LABEL", "REVISIONS", "SIM_NAME", "SIM_LABEL", "version_string"]
 
 REVISIONS = ("pre-fix", "post-fix")
 # One place decides what a bare launch models; the harness always names a revision explicitly.
 DEFAULT_REVISION = "post-fix"
+# What computes the tokens: the tiny PyTorch model, or the torch-free stand-in of the reference server
+# (harness.sim.standin; a model of this model, itself a model of SGLang). A generated history
+# (harness.bisect.demo_repo) may turn this default so that every build of it starts the stand-in.
+SCHEDULERS = ("model", "standin")
+DEFAULT_SCHEDULER = "model"
 SIM_NAME = "sglang-repro-reference-server"
 SIM_LABEL = "[sglang-repro reference server]"
 # How the harness names it beside real builds in results and reports.

@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from harness.sim import DEFAULT_REVISION, REVISIONS
+from harness.sim import DEFAULT_REVISION, DEFAULT_SCHEDULER, REVISIONS, SCHEDULERS
 from harness.sim.release_rules import rules_for
 
 __all__ = ["build_parser", "parse_position_drop", "parse_server_args", "ATTENTION_BACKENDS", "SPECULATIVE_ALGORITHMS"]
@@ -163,6 +163,10 @@ SIM_KNOBS: dict[str, dict[str, Any]] = {
     "position-drop": {"default": None, "metavar": "K:F",
                       "help": "model a drafter that loses a fraction F of its acceptance at draft position K "
                               "(and so at every later one): K:F, e.g. 2:0.1"},
+    # Not an SGLang behaviour: which scheduler child computes the tokens (harness.sim.standin: torch-free,
+    # deterministic, the same HTTP and log contract; for tests whose claim is about search logic).
+    "scheduler": {"choices": SCHEDULERS, "default": DEFAULT_SCHEDULER,
+                  "help": "model: the tiny PyTorch model; standin: the torch-free stand-in of the reference server"},
     "gpu-sm": {"type": int, "default": None,
                "help": "compute capability major of the GPU the model stands for (10: SM100, B200), for SGLang's "
                        "hardware-dependent defaults (Gemma-4's attention backend); unset: the --sim-device's own"},

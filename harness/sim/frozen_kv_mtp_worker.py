@@ -25,9 +25,10 @@ from harness.sim.memory_pool import KVPool, ReqToTokenPool, TokenToKVPoolAllocat
 from harness.sim.model_runner import BatchModel, ModelRunner
 from harness.sim.req_state import Req
 from harness.sim.sampling import sample
+from harness.sim.server_settings import chain_length
 from harness.sim.trtllm_mha_backend import TRTLLMHAAttnBackend
 
-__all__ = ["FrozenKVMTPWorker", "chain_length"]
+__all__ = ["FrozenKVMTPWorker"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,11 +43,6 @@ def _drafts(req: Req) -> torch.Tensor:
     if req.drafts is None:
         raise RuntimeError(f"request {req.rid} reached verification without drafts")
     return req.drafts
-
-
-def chain_length(num_steps: int, topk: int, num_draft_tokens: int) -> int:
-    """Draft tokens per branch: ``num_steps``, limited so that all branches fit ``num_draft_tokens - 1``."""
-    return max(1, min(num_steps, (num_draft_tokens - 1) // topk))
 
 
 class FrozenKVMTPWorker:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # annotations only: the torch-free stand-in (harness.sim.standin) keeps the same request state
+    import torch
 
-from harness.sim.radix_cache import MatchResult
+    from harness.sim.radix_cache import MatchResult
 
 __all__ = ["Req"]
 

@@ -6,20 +6,16 @@ One radix prefix cache (harness.sim.radix_cache) serves both modelled bugs: a re
 its cached prefix leaves, chunk by chunk past ``--chunked-prefill-size`` (the out_cache_loc of #28264), and
 a HiCache hit is loaded back into fresh device slots, the draft's view with it only at
 ``--sim-draft-cache post-fix`` (#32176).
-An exception is logged with its traceback ("Scheduler hit an exception: ...") and the process
-exits 1; the front process sees the pipe close and takes the tree down, as SGLang does.
+Its message loop and its life as a process are harness.sim.scheduler_entry's (shared with the torch-free
+stand-in, harness.sim.standin): an exception is logged with its traceback and the process exits 1; the front
+process sees the pipe close and takes the tree down, as SGLang does.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import logging
-import os
-import signal
-import sys
+import os  # noqa: F401  (the generated history's random-crash snippet in run_decode calls os.urandom)
 import time
-import traceback
 import zlib
 from multiprocessing.connection import Connection
 
@@ -37,16 +33,16 @@ from harness.sim.model_runner import GraphLikeRunner, ModelRunner
 from harness.sim.radix_cache import HostPool, RadixCache
 from harness.sim.req_state import Req
 from harness.sim.sampling import sample
+from harness.sim.scheduler_entry import SchedulerLoop
 from harness.sim.server_settings import SchedulerSettings
-from harness.sim.sim_logging import configure_logging
 from harness.sim.tokenizer import EOS_ID
 from harness.sim.triton_backend import make_attn_backend
 
-__all__ = ["Scheduler", "run_scheduler_process"]
+__all__ = ["Scheduler"]
 
 logger = logging.getLogger(__name__)
 
-class Scheduler:
+class Scheduler(SchedulerLoop):
     def __init__(self, settings: SchedulerSettings, out: Connection) -> None:
         self.s = settings
         self.out = out
@@ -446,6 +442,7 @@ class Scheduler:
         span = (self._last_finish - self._first_arrival) if self._first_arrival and self._last_finish else None
         st["span_s"] = span
         st["span_throughput"] = stats["completion_tokens"] / span if span else None
+        st["scheduler"] = "model"  # or "standin" (harness.sim.standin): which computed these figures
         return st
 
     def flush_cache(self) -> bool:
@@ -457,57 +454,3 @@ class Scheduler:
             self.tree_cache.reset()
         self.metrics_reporter.reset_metrics()
         return True
-
-    def event_loop(self, inbox: Connection, parent_pid: int) -> None:
-        while True:
-            if inbox.poll(0 if self.has_work() else 0.05):
-                while inbox.poll(0):
-                    if not self._handle(inbox.recv()):
-                        return
-            if os.getppid() != parent_pid:
-                logger.error("%s parent process is gone; the scheduler exits", SIM_LABEL)
-                return
-            if self.has_work():
-                t0 = time.monotonic()
-                self.step()
-                self.stats["busy_s"] += time.monotonic() - t0
-
-    def _handle(self, msg: tuple) -> bool:
-        kind = msg[0]
-        if kind == "generate":
-            self.add_request(msg[1])
-        elif kind == "abort":
-            self.abort(msg[1])
-        elif kind == "stats":
-            self.out.send(("stats", msg[1], self.snapshot()))
-        elif kind == "flush_cache":
-            self.out.send(("flush_cache", msg[1], self.flush_cache()))
-        elif kind == "reset_stats":
-            self.out.send(("reset_stats", msg[1], self.reset_stats()))
-        elif kind == "shutdown":
-            return False
-        return True
-
-
-def _die_with_parent() -> None:
-    # PR_SET_PDEATHSIG (1): the kernel kills this child when the front process dies, even by SIGKILL.
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-
-
-def run_scheduler_process(settings: SchedulerSettings, inbox: Connection, out: Connection, parent_pid: int) -> None:
-    """Entry point of the scheduler child (spawned by the front)."""
-    _die_with_parent()
-    if os.getppid() != parent_pid:
-        sys.exit(1)
-    configure_logging(settings.log_level, prefix=" TP0")
-    try:
-        scheduler = Scheduler(settings, out)
-        out.send(("ready", {"max_total_tokens": settings.max_total_tokens}))
-        scheduler.event_loop(inbox, parent_pid)
-    except Exception:
-        logger.error("Scheduler hit an exception: %s", traceback.format_exc())
-        with contextlib.suppress(OSError):
-            out.send(("error", traceback.format_exc()))
-        logging.shutdown()
-        os._exit(1)

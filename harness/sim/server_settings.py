@@ -90,6 +90,12 @@ class SchedulerSettings:
     # What SGLang's settings hold as attention_backend after post-init (the flag, else Gemma-4's default), which
     # /server_info reports (harness.contract.facts RESOLVED_ATTENTION_KEYS).
     server_attention_backend: str = "triton"
+    scheduler: str = "model"  # --sim-scheduler: the PyTorch model, or the torch-free stand-in (harness.sim.standin)
+
+
+def chain_length(num_steps: int, topk: int, num_draft_tokens: int) -> int:
+    """Draft tokens per branch: ``num_steps``, limited so that all branches fit ``num_draft_tokens - 1``."""
+    return max(1, min(num_steps, (num_draft_tokens - 1) // topk))
 
 
 class SettingsError(ValueError):
@@ -231,5 +237,5 @@ def resolve_settings(args: argparse.Namespace) -> SchedulerSettings:
         radix_cache=not args.disable_radix_cache, hicache=bool(args.enable_hierarchical_cache),
         hicache_ratio=float(args.hicache_ratio), hicache_size_gb=args.hicache_size, draft_cache=args.sim_draft_cache,
         position_drop=parse_position_drop(args.sim_position_drop) if args.sim_position_drop else None,
-        server_attention_backend=server_backend,
+        server_attention_backend=server_backend, scheduler=args.sim_scheduler,
     )

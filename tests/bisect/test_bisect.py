@@ -8,7 +8,9 @@ makes each step 20% slower. Each search must name the exact commit, never blame 
 crash, and leave the user's checkout byte-identical; a SIGKILL of the harness mid-search must leave
 the checkout as it was and no process behind. Every trial is a run record in the module's results
 store (OUT/results.db, the default), and the searches of this module reuse each other's trials, as
-bisections do.
+bisections do. The searches whose claim is about the search run on a history whose builds start the reference
+server's torch-free stand-in (harness.sim.standin); the crash search, the slowdown and the kill tests on the
+reference server itself.
 """
 
 from __future__ import annotations
@@ -46,9 +48,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bisect-demo")]
 FAST_STEP_COST_MS = 20.0
 
 
-def _demo(tmp_path_factory, name: str, step_cost_ms: float):
+def _demo(tmp_path_factory, name: str, step_cost_ms: float, scheduler: str = "model"):
     root = tmp_path_factory.mktemp(name)
-    named = make_demo_repo(root / "demo", LAYOUT, step_cost_ms=step_cost_ms)
+    named = make_demo_repo(root / "demo", LAYOUT, step_cost_ms=step_cost_ms, scheduler=scheduler)
     env = {**os.environ, "SGLANG_REPRO_CACHE": str(root / "cache"), "PYTHONPATH": str(REPO)}
     return root / "demo", named, root / "reports", env
 
@@ -56,6 +58,16 @@ def _demo(tmp_path_factory, name: str, step_cost_ms: float):
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     return _demo(tmp_path_factory, "bisect", FAST_STEP_COST_MS)
+
+
+# The searches whose claim is about the search (the store's reuse, the fix's direction, releases, endpoints that
+# agree) run on a history whose every build starts the stand-in of the reference server (harness.sim.standin:
+# the same front, HTTP API, flags and log lines, no torch; tests/sim/test_standin_contract.py holds it to the
+# reference server's contract). The crash search, the slowdown under noise and the kill tests stay on the
+# reference server itself: one real end-to-end run of each behaviour.
+@pytest.fixture(scope="module")
+def standin_demo(tmp_path_factory):
+    return _demo(tmp_path_factory, "bisect-standin", FAST_STEP_COST_MS, scheduler="standin")
 
 
 @pytest.fixture(scope="module")
@@ -108,13 +120,13 @@ def test_finds_the_commit_that_introduced_the_crash(demo):
     assert checkout_digest(repo) == before
 
 
-def test_the_same_search_again_is_answered_from_the_store(demo):
+def test_the_same_search_again_is_answered_from_the_store(standin_demo):
     """Run again (as after an interruption), the search pays only for the confirmation, whose trials are fresh."""
-    _, named, _, _ = demo
+    _, named, _, _ = standin_demo
     args = ("--good", "v0.3.0", "--bad", "v0.4.0", "--trials", "1", "--confirm-trials", "1")
-    first, _ = bisect(demo, *args)  # whatever ran before in this module, this search is in the store now
+    first, _ = bisect(standin_demo, *args)  # whatever ran before in this module, this search is in the store now
     assert first.returncode == 0, first.stdout + first.stderr
-    res, report = bisect(demo, *args)
+    res, report = bisect(standin_demo, *args)
     assert res.returncode == 0, res.stdout + res.stderr
     commits = report["commits"]
     assert commits["culprit"]["commit"] == named["culprit"] and commits["confirmed"]
@@ -125,10 +137,10 @@ def test_the_same_search_again_is_answered_from_the_store(demo):
     assert len(ran) == sum(len(s["trials"]) for s in commits["steps"] if s["kind"] == "confirm")
 
 
-def test_finds_the_commit_that_fixed_it(demo):
-    repo, named, _, _ = demo
+def test_finds_the_commit_that_fixed_it(standin_demo):
+    repo, named, _, _ = standin_demo
     before = checkout_digest(repo)
-    res, report = bisect(demo, "--find", "fix", "--bad", "v0.4.0", "--good", "v0.7.0", "--trials", "1",
+    res, report = bisect(standin_demo, "--find", "fix", "--bad", "v0.4.0", "--good", "v0.7.0", "--trials", "1",
                          "--confirm-trials", "1")
     assert res.returncode == 0, res.stdout + res.stderr
     commits = report["commits"]
@@ -175,12 +187,11 @@ def test_finds_the_twenty_percent_slowdown_under_noise(timed_demo):
     assert checkout_digest(repo) == before
 
 
-def test_endpoints_that_do_not_differ_search_nothing(demo):
-    repo, named, _, _ = demo
-    res, report = bisect(demo, "--good", "v0.1.0", "--bad", "v0.2.0", "--trials", "1")
+def test_endpoints_that_do_not_differ_search_nothing(standin_demo):
+    res, report = bisect(standin_demo, "--good", "v0.1.0", "--bad", "v0.2.0", "--trials", "1")
     assert res.returncode == 1, res.stdout + res.stderr
     assert report["status"] == "endpoints-disagree" and "nothing searched" in report["summary"]
-    res, _ = bisect(demo, "--good", "v0.4.0", "--bad", "v0.1.0")
+    res, _ = bisect(standin_demo, "--good", "v0.4.0", "--bad", "v0.1.0")
     assert res.returncode == 2 and "--find fix" in res.stderr
 
 
@@ -243,12 +254,12 @@ def test_killing_the_harness_leaves_the_checkout_and_no_process(demo, tmp_path, 
     assert not Path(state["build_template"].split(":", 1)[1]).exists()  # the temporary worktree is gone
 
 
-def test_releases_then_the_commits_between_their_tags(demo, tmp_path):
-    origin, named, _, _ = demo
+def test_releases_then_the_commits_between_their_tags(standin_demo, tmp_path):
+    origin, named, _, _ = standin_demo
     repo = tmp_path / "clone"  # release builds keep cached worktrees of the repository they come from
     subprocess.run(["git", "clone", "-q", str(origin), str(repo)], check=True)
     versions = "0.1.0,0.2.0,0.3.0,0.4.0,0.5.0"
-    res, report = bisect(demo, "--releases", "0.1.0..0.4.0", "--versions", versions, "--release-build",
+    res, report = bisect(standin_demo, "--releases", "0.1.0..0.4.0", "--versions", versions, "--release-build",
                          f"simsrc:{repo}@v{{version}}", "--trials", "1", "--confirm-trials", "1", with_repo=False)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "commits" not in report
@@ -256,7 +267,7 @@ def test_releases_then_the_commits_between_their_tags(demo, tmp_path):
     assert report["release_pair"] == ["0.3.0", "0.4.0"]  # the culprit is commit 30, between tags 24 and 36
     assert [s["kind"] for s in report["release_steps"]].count("confirm") == 2
     # Without --repo the search stops at the releases; with it, it goes on between v0.3.0 and v0.4.0.
-    res, report = bisect(demo, "--releases", "0.1.0..0.4.0", "--versions", versions, "--release-build",
+    res, report = bisect(standin_demo, "--releases", "0.1.0..0.4.0", "--versions", versions, "--release-build",
                          f"simsrc:{repo}@v{{version}}", "--trials", "1", "--confirm-trials", "1", "--repo", str(repo))
     assert res.returncode == 0, res.stdout + res.stderr
     commits = report["commits"]

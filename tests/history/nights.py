@@ -9,7 +9,7 @@ import numpy as np
 
 from harness.history.review import Review, review
 from harness.store.store import Store, new_batch
-from tests.store.records import make_record
+from tests.helpers import make_record
 
 CASES = ("tokens=276", "tokens=1024", "tokens=4096")
 
@@ -31,7 +31,7 @@ def record_drift(store: Store, nights: int = 48, seed: int = 0,
     out = []
     for night, trials in enumerate(drift_levels(nights, seed=seed), start=1):
         batch = new_batch("nightly", f"night-{night:02d}", started_at=_day(night))
-        store.record_many([make_record(f"d{night}-t{t}", trial=t, started_at=batch.started_at,
+        store.record_many([make_record(run_id=f"d{night}-t{t}", trial=t, started_at=batch.started_at,
                                        metrics={"accept_length": v}) for t, v in enumerate(trials)], batch)
         out.append(review(store, batch.id))
         if after is not None:
@@ -57,7 +57,7 @@ def record_slowdown(store: Store, nights: range, slow: Callable[[int], bool], rn
             for t in range(3):
                 def noisy(v: float) -> float:
                     return v * (1 + 0.02 * rng.gauss(0, 1))
-                records.append(make_record(f"n{night}-{case}-t{t}", case=case, spec=spec, trial=t,
+                records.append(make_record(run_id=f"n{night}-{case}-t{t}", case=case, spec=spec, trial=t,
                                            started_at=batch.started_at,
                                            metrics={"accept_length": noisy(1.84),
                                                     "output_throughput_tok_s": noisy(200.0 * factor),
@@ -75,7 +75,7 @@ def record_speed_slide(store: Store, nights: int, start: int, rng: random.Random
     for night in range(1, nights + 1):
         batch = new_batch("nightly", f"night-{night:02d}", started_at=_day(night))
         slow = 1.0 + 0.03 * max(0, night - start)
-        store.record_many([make_record(f"n{night}-t{t}", spec=f"sim:post-fix,step-cost-ms={max(0, night - start)}",
+        store.record_many([make_record(run_id=f"n{night}-t{t}", spec=f"sim:post-fix,step-cost-ms={max(0, night - start)}",
                                        trial=t, started_at=batch.started_at,
                                        metrics={"accept_length": 1.84 * (1 + 0.01 * rng.gauss(0, 1)),
                                                 "itl_ms_p50": 20.0 * slow * (1 + 0.01 * rng.gauss(0, 1)),

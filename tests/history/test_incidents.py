@@ -14,8 +14,8 @@ from harness.history.series import Point
 from harness.records.outcome import Outcome
 from harness.store.store import new_batch, open_store
 from harness.store.transfer import export_store
+from tests.helpers import make_record
 from tests.history.nights import CASES, record_slowdown, record_speed_slide
-from tests.store.records import make_record
 
 
 def test_a_slowdown_of_one_build_on_three_cases_is_one_incident_with_a_runnable_next_step(tmp_path) -> None:
@@ -76,7 +76,7 @@ def test_a_kernel_update_keeps_the_series_and_shows_as_a_host_fact(tmp_path) -> 
     with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
         for night in (1, 2):
             batch = new_batch("nightly", f"night-{night}", started_at=f"2026-11-0{night}T02:00:00+00:00")
-            record = make_record(f"n{night}", started_at=batch.started_at)
+            record = make_record(run_id=f"n{night}", started_at=batch.started_at)
             kernel = "6.18.44" if night == 1 else "6.18.52"
             host = type(record.host)(hostname="ci-1", platform=f"Linux-{kernel}-x86_64-with-glibc2.36")
             store.record_many([type(record)(**{**record.__dict__, "host": host})], batch)
@@ -99,7 +99,7 @@ def test_a_series_of_this_host_survives_a_kernel_update(tmp_path) -> None:
     with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
         for night, kernel in ((1, "6.1.0-40"), (2, "6.1.0-41"), (3, "6.12.9")):
             batch = new_batch("nightly", f"night-{night}", started_at=f"2026-11-0{night}T02:00:00+00:00")
-            record = make_record(f"n{night}", started_at=batch.started_at)
+            record = make_record(run_id=f"n{night}", started_at=batch.started_at)
             host = dataclasses.replace(here, platform=f"Linux-{kernel}-amd64-x86_64-with-glibc2.36")
             store.record_many([dataclasses.replace(record, host=host)], batch)
         (cp,) = case_points(store.runs_frame(), store.metrics_frame())
@@ -216,7 +216,7 @@ def test_the_incidents_next_step_runs_as_printed(run_cli, tmp_path) -> None:
             slow = night >= 7
             spec, factor = ("sim:post-fix,step-cost-ms=20", 0.75) if slow else ("sim:post-fix", 1.0)
             records = [dataclasses.replace(make_record(
-                f"n{night}-{case}-t{t}", case=case, spec=spec, trial=t, started_at=batch.started_at,
+                run_id=f"n{night}-{case}-t{t}", case=case, spec=spec, trial=t, started_at=batch.started_at,
                 metrics={"output_throughput_tok_s": 200.0 * factor * (1 + 0.02 * rng.gauss(0, 1)),
                          "itl_ms_p50": 20.0 / factor * (1 + 0.02 * rng.gauss(0, 1))}), scenario=ref)
                 for case in ("draft=topk1", "draft=topk3") for t in range(3)]

@@ -120,13 +120,13 @@ def test_a_full_disk_under_out_is_one_line_exit_3_and_the_record_reaches_the_hea
 
 def test_export_and_dashboard_onto_a_full_disk_are_one_line_exit_3(tmp_path: Path, full_disk: Path) -> None:
     from harness.store.store import open_store
-    from tests.store.records import make_record
+    from tests.helpers import make_record
 
     store = tmp_path / "s.db"
     with open_store(str(store)) as opened:
         from harness.store.store import new_batch
 
-        opened.record(make_record("r1"), new_batch("import"))
+        opened.record(make_record(run_id="r1"), new_batch("import"))
     with open(full_disk / "more", "wb", buffering=0) as fh:  # the rest of the disk, to the last block
         try:
             while True:

@@ -18,8 +18,8 @@ import pytest
 from harness.records.artifacts import write_repro
 from harness.records.run_record import record_to_dict
 from harness.store.url import redact_url
+from tests.helpers import make_record
 from tests.hostile._probe import SEED, cli, refused
-from tests.store.records import make_record
 
 API_KEY = "sk-importedsecret0123"
 BEARER = "tokvalue987654321"
@@ -36,7 +36,7 @@ def _dump(db: Path) -> str:
 
 def test_store_import_redacts_argv_flags_and_every_repeat_of_a_value_found_by_shape(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    record = make_record("imported-1", reason=f"HTTP 401 with Authorization: Bearer {BEARER}; retried {BEARER}")
+    record = make_record(run_id="imported-1", reason=f"HTTP 401 with Authorization: Bearer {BEARER}; retried {BEARER}")
     data = record_to_dict(record)
     data["server"]["argv"] = ["python", "-m", "sglang.launch_server", "--api-key", API_KEY, "--port", "30000"]
     data["server"]["env"] = {"HF_TOKEN": "<redacted>"}

@@ -17,8 +17,8 @@ from harness.executor.job import RunJob
 from harness.executor.slurm import SlurmExecutor, SlurmOptions, _Tracked, state_without_accounting
 from harness.records.outcome import Outcome
 from harness.scenario.model import Hardware
+from tests.helpers import make_record
 from tests.hostile._probe import CASE, SEED
-from tests.store.records import make_record
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def test_a_finished_job_hands_back_its_record_and_a_vanished_one_is_lost_not_wai
 
     def finish() -> None:  # the jobs end a little later: one with its result, one killed without a trace
         time.sleep(1.0)
-        done.handle.paths.result_pickle.write_bytes(pickle.dumps(("success", make_record("slurm-42"))))
+        done.handle.paths.result_pickle.write_bytes(pickle.dumps(("success", make_record(run_id="slurm-42"))))
         (cluster / "42").unlink()
         (cluster / "43").unlink()
 

@@ -14,8 +14,8 @@ import pytest
 from harness.dashboard.site import build_site
 from harness.records.run_record import record_to_dict
 from harness.store.store import new_batch, open_store
+from tests.helpers import make_record
 from tests.hostile._probe import REPO, SEED, cli, refused
-from tests.store.records import make_record
 
 
 @pytest.mark.parametrize("argv", [["list", str(SEED), "--format", "json"],
@@ -91,7 +91,7 @@ def test_the_dashboard_writes_nothing_before_refusing_a_linked_page(tmp_path: Pa
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     store = tmp_path / "s.db"
     with open_store(str(store)) as opened:
-        opened.record(make_record("r1"), new_batch("import"))
+        opened.record(make_record(run_id="r1"), new_batch("import"))
     site = tmp_path / "site"
     site.mkdir()
     victim = tmp_path / "victim"
@@ -106,7 +106,7 @@ def test_a_javascript_artifacts_path_is_never_a_link(tmp_path: Path, monkeypatch
     site = tmp_path / "site"
     site.mkdir()
     monkeypatch.chdir(site)  # relative to the site, the path "javascript:..." would be the href itself
-    record = make_record("evil", artifacts="javascript:alert(document.domain)")
+    record = make_record(run_id="evil", artifacts="javascript:alert(document.domain)")
     folder = tmp_path / "elsewhere" / "evil"
     folder.mkdir(parents=True)
     (folder / "result.json").write_text(json.dumps(record_to_dict(record)))

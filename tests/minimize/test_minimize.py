@@ -15,10 +15,11 @@ from harness.minimize.defaults import read_defaults
 from harness.minimize.observation import Observation, Target, frames_of, observe
 from harness.minimize.oracle import Oracle, Verdict, repetition_rule
 from harness.records.outcome import Outcome, Phase
-from harness.records.run_record import BuildRef, CaseRef, HostInfo, RunRecord, ScenarioRef, ServerInfo
+from harness.records.run_record import RunRecord
 from harness.scenario import load_file, select_cases
 from harness.store.searches import SearchRuns
 from harness.store.store import new_batch
+from tests.helpers import make_record
 
 REPO = Path(__file__).resolve().parents[2]
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
@@ -226,12 +227,10 @@ _RUN_IDS = itertools.count()
 def _record(outcome: Outcome, *, signature: str | None = None, phase: Phase | None = None, excerpt: str = "",
             reason: str = "") -> RunRecord:
     """A run record as execute_run returns one (what a product gives the minimizer)."""
-    return RunRecord(
-        run_id=f"product-{next(_RUN_IDS)}", scenario=ScenarioRef("product", "product.yaml"), case=CaseRef("c"),
-        build=BuildRef(kind="sim", spec="sim:pre-fix"), trial=0, outcome=outcome, signature=signature,
-        reason=reason or outcome.value, metrics={}, server=ServerInfo(argv=("python", "-m", "server")),
-        host=HostInfo(), started_at="2026-12-01T00:00:00+00:00", duration_s=0.01, harness_version=__version__,
-        artifacts="", phase=phase, excerpt=excerpt)
+    return make_record(outcome, run_id=f"product-{next(_RUN_IDS)}", scenario="product", case="c", case_values={},
+                       spec="sim:pre-fix", signature=signature, reason=reason or outcome.value, metrics={},
+                       argv=("python", "-m", "server"), started_at="2026-12-01T00:00:00+00:00", duration_s=0.01,
+                       harness_version=__version__, phase=phase, excerpt=excerpt)
 
 
 def _obs(crash: bool, signature: str = "frozen-kv-mtp-stale-out-cache-loc", phase: str = "workload") -> RunRecord:

@@ -23,6 +23,10 @@ REPO = Path(__file__).resolve().parents[2]
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
 EAGER = "tokens=276,path=eager"
 SIGNATURE = "frozen-kv-mtp-stale-out-cache-loc"
+# The tests whose claim is about the search (a case that does not fail, a spent budget) run on the stand-in of the
+# reference server (harness.sim.standin; tests/sim/test_standin_contract.py holds it to the same contract); the
+# minimization itself, the other crash and Ctrl-C run on the reference server.
+STANDIN = ",scheduler=standin"
 
 pytestmark = [pytest.mark.slow, pytest.mark.sim]
 
@@ -74,7 +78,7 @@ def test_eager_case_minimizes_to_the_trigger_and_the_smallest_crashing_prompt(tm
 
 def test_a_case_that_does_not_fail_exits_1_and_writes_nothing(tmp_path, run_cli):
     out = tmp_path / "minimal.yaml"
-    done = run_cli("minimize", LONG, "--case", EAGER, "--build", "sim:post-fix", "--out", tmp_path,
+    done = run_cli("minimize", LONG, "--case", EAGER, "--build", "sim:post-fix" + STANDIN, "--out", tmp_path,
                    "-o", out, "--jobs", "3", timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "does not fail" in done.stdout and "3 of 3 runs passed" in done.stdout
@@ -113,7 +117,7 @@ def test_another_crash_is_not_interesting(tmp_path):
 
 
 def test_a_spent_budget_says_what_it_left_untried(tmp_path):
-    res = minimize(eager_case(), resolve_build("sim:pre-fix"),
+    res = minimize(eager_case(), resolve_build("sim:pre-fix" + STANDIN),
                    MinimizeOptions(budget_s=0.001, jobs=3, out_root=tmp_path))
     assert res.exit_code == 0, res.message
     assert res.untried and res.untried[0].startswith("workload")

@@ -72,13 +72,13 @@ def test_a_role_without_a_reference_or_figures_says_why_it_was_not_judged(tmp_pa
     from harness.records.outcome import Outcome
     from harness.references.role import judge_role_references
     from harness.scenario import load_file, select_cases
-    from tests.store.records import make_record
+    from tests.helpers import make_record
 
     monkeypatch.setenv("SGLANG_REPRO_REFERENCES", str(tmp_path))  # an empty folder: no reference file at all
     (case,) = select_cases(load_file(GUARD), "draft=topk1")
-    passed = [make_record(f"r{t}", trial=t, spec="sim:post-fix") for t in range(2)]
+    passed = [make_record(run_id=f"r{t}", trial=t, spec="sim:post-fix") for t in range(2)]
     got = judge_role_references(case, "after", passed)
     assert got is not None and got.skipped.startswith("no reference for cpu ") and got.line == "sim:post-fix"
-    crashed = [make_record("c", outcome=Outcome.CRASH, signature="x", metrics={})]
+    crashed = [make_record(Outcome.CRASH, run_id="c", signature="x", metrics={})]
     assert judge_role_references(case, "after", crashed).skipped == "no trial measured its workload"  # type: ignore[union-attr]
     assert judge_role_references(case, "after", []) is None

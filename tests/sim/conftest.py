@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.sim.sim_helpers import GRAPH_28264, SimServer, start_server, stop_server
+from tests.helpers import SimServer, start_server, stop_server
+from tests.sim.sim_helpers import GRAPH_28264
 
 
 @pytest.fixture

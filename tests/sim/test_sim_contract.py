@@ -16,7 +16,8 @@ from harness.sim.model_config import resolve_model
 from harness.sim.server_settings import health_settings
 from harness.sim.tokenizer import BOS_ID, ByteTokenizer
 from harness.sim.warmup import warmup_request
-from tests.sim.sim_helpers import GRAPH_28264, SimServer, start_server, stop_server
+from tests.helpers import SimServer, start_server, stop_server
+from tests.sim.sim_helpers import GRAPH_28264
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from harness.contract import facts as contract
+from tests.helpers import start_server, stop_server
 from tests.process_marks import alive
-from tests.sim.sim_helpers import GRAPH_28264, start_server, stop_server
+from tests.sim.sim_helpers import GRAPH_28264
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.sim.sim_helpers import EAGER_28264, SimServer
+from tests.helpers import SimServer
+from tests.sim.sim_helpers import EAGER_28264
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc (Linux)")
 

@@ -15,8 +15,8 @@ from harness.dashboard.site import CSP, _page
 from harness.history.review import review
 from harness.records.outcome import Outcome
 from harness.store.store import new_batch, open_store
+from tests.helpers import make_record
 from tests.store._cdp import visit
-from tests.store.records import make_record
 
 EVIL = '<script>alert("pwned")</script>'
 _QUIET = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -47,12 +47,12 @@ def _store_with_history(url: str, tmp_path: Path) -> None:
             profile = (_SIM_PROFILE if night <= 8 else {"unavailable": f"no wheel {EVIL}"})
             art = tmp_path / "runs" / f"n{night}"
             art.mkdir(parents=True)
-            recs = [make_record(f"n{night}-t{t}", trial=t, spec=spec, started_at=batch.started_at, artifacts=str(art),
+            recs = [make_record(run_id=f"n{night}-t{t}", trial=t, spec=spec, started_at=batch.started_at, artifacts=str(art),
                                 profile=profile,
                                 metrics={"accept_length": 1.84 * (1 + 0.01 * rng.gauss(0, 1)),
                                          "output_throughput_tok_s": tput * (1 + 0.02 * rng.gauss(0, 1))})
                     for t in range(3)]
-            recs.append(make_record(f"n{night}-crash", case=f"case {EVIL}", spec=spec, started_at=batch.started_at,
+            recs.append(make_record(run_id=f"n{night}-crash", case=f"case {EVIL}", spec=spec, started_at=batch.started_at,
                                     outcome=Outcome.CRASH if night > 10 else Outcome.PASS,
                                     signature=EVIL if night > 10 else None, reason=f"log line {EVIL}",
                                     metrics={} if night > 10 else {"accept_length": 1.8}))

@@ -16,7 +16,7 @@ from harness.history.detections import findings_of
 from harness.history.series import CasePoints, case_points
 from harness.store.schema import detections as detections_table
 from harness.store.store import Store, new_batch, open_store
-from tests.store.records import make_record
+from tests.helpers import make_record
 
 CASES = ("case-a", "case-b")
 
@@ -28,7 +28,7 @@ def _night(store: Store, night: int, rng: np.random.Generator, *, level: float =
     for c, case in enumerate(CASES):
         drop = 0.85 if c == 0 and night >= 30 else 1.0  # case-a: a 15% step down at night 30
         for t in range(1 + c):  # case-b has two trials a night
-            recs.append(make_record(f"n{night}-{case}-{t}", case=case, trial=t, started_at=batch.started_at,
+            recs.append(make_record(run_id=f"n{night}-{case}-{t}", case=case, trial=t, started_at=batch.started_at,
                                     metrics={"output_throughput_tok_s": float(level * drop * (1 + 0.01 * rng.standard_normal())),
                                              "accept_length": float(2 * (1 + 0.01 * rng.standard_normal()))}))
     store.record_many(recs, batch)

@@ -14,7 +14,7 @@ from harness.records.run_record import RunRecord
 from harness.store import transfer
 from harness.store.store import build_key, new_batch, open_store
 from harness.store.transfer import export_store
-from tests.store.records import make_record
+from tests.helpers import make_record
 
 # Mixed case and punctuation: PostgreSQL's default collation would sort these apart from Python's order.
 SCENARIOS = ("beta", "Alpha", "alpha-2", "_under")
@@ -32,7 +32,7 @@ def _fill(url: str) -> list[tuple[str, str, RunRecord]]:
                     for trial in reversed(range(1 + (s + night) % 3)):  # recorded out of trial order
                         crash = s == 1 and trial == 0 and night == 2
                         rec = make_record(
-                            f"{night}-{scenario}-{case}-{trial}", scenario=scenario, case=case, trial=trial,
+                            run_id=f"{night}-{scenario}-{case}-{trial}", scenario=scenario, case=case, trial=trial,
                             started_at=batch.started_at, outcome=Outcome.CRASH if crash else Outcome.PASS,
                             signature="sig" if crash else None, commit=None if s % 2 else f"{night:040x}",
                             metrics={} if crash else {"accept_length": 1.5 + trial / 10 + s,
@@ -96,13 +96,13 @@ def _extra(url: str) -> None:
     only under a name sorted before the others."""
     with open_store(url) as store:
         batch = new_batch("nightly", "n9", started_at="2026-03-09T01:00:00+00:00")
-        recs = [make_record("x-b-0", scenario="beta", case="tokens=9", trial=0, spec="sim:pre-fix", commit="f" * 40,
+        recs = [make_record(run_id="x-b-0", scenario="beta", case="tokens=9", trial=0, spec="sim:pre-fix", commit="f" * 40,
                             started_at=batch.started_at, metrics={"output_throughput_tok_s": 5.0}),
-                make_record("x-b-1", scenario="beta", case="tokens=9", trial=1, spec="sim:pre-fix", commit="f" * 40,
+                make_record(run_id="x-b-1", scenario="beta", case="tokens=9", trial=1, spec="sim:pre-fix", commit="f" * 40,
                             started_at=batch.started_at, metrics={"accept_length": 2.25, "output_throughput_tok_s": 0.1}),
-                make_record("x-a-0", scenario="beta", case="tokens=9", trial=0, started_at=batch.started_at,
+                make_record(run_id="x-a-0", scenario="beta", case="tokens=9", trial=0, started_at=batch.started_at,
                             metrics={"accept_length": 1e-300, "ttft_ms_p50": 12.5}),
-                make_record("x-a-1", scenario="beta", case="tokens=9", trial=1, started_at=batch.started_at,
+                make_record(run_id="x-a-1", scenario="beta", case="tokens=9", trial=1, started_at=batch.started_at,
                             metrics={})]
         store.record_many(recs, batch)
 

@@ -15,7 +15,7 @@ import pytest
 from harness.cli import main
 from harness.records.run_record import record_to_dict
 from harness.store.store import open_store
-from tests.run_records import make_record
+from tests.helpers import make_record
 
 
 def _write(folder: Path, name: str, data: dict[str, object] | str) -> Path:

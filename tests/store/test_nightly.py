@@ -12,8 +12,8 @@ import pytest
 from harness.history.review import Review, review
 from harness.records.outcome import Outcome
 from harness.store.store import new_batch, open_store
+from tests.helpers import make_record
 from tests.history.nights import record_drift
-from tests.store.records import make_record
 
 CRASH = "scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml"
 
@@ -21,7 +21,7 @@ CRASH = "scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml"
 def _night(store, night: int, tput: float, rng: random.Random, *, trials: int = 3):
     batch = new_batch("nightly", f"night-{night:02d}", started_at=f"2026-11-{night:02d}T02:00:00+00:00")
     spec = "sim:post-fix" if tput > 180 else "sim:post-fix,step-cost-ms=20"
-    store.record_many([make_record(f"n{night}-t{t}", spec=spec, trial=t, started_at=batch.started_at,
+    store.record_many([make_record(run_id=f"n{night}-t{t}", spec=spec, trial=t, started_at=batch.started_at,
                                    metrics={"accept_length": 1.84,
                                             "output_throughput_tok_s": tput * (1 + 0.02 * rng.gauss(0, 1))})
                        for t in range(trials)], batch)
@@ -104,7 +104,7 @@ def test_store_cli_import_export_alerts_ack(run_cli, tmp_path: Path) -> None:
 
     runs = tmp_path / "runs"
     for i in range(6):
-        write_run_folder(runs, make_record(f"c{i}", started_at=f"2026-11-0{i + 1}T02:00:00+00:00",
+        write_run_folder(runs, make_record(run_id=f"c{i}", started_at=f"2026-11-0{i + 1}T02:00:00+00:00",
                                            outcome=Outcome.CRASH if i == 5 else Outcome.PASS,
                                            signature="frozen-kv-mtp-stale-out-cache-loc" if i == 5 else None))
     db = str(tmp_path / "r.db")

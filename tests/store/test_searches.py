@@ -18,7 +18,7 @@ from harness.records.outcome import Outcome
 from harness.store.searches import SearchRuns, search_key
 from harness.store.store import new_batch, open_store
 from harness.store.url import STORE_ENV
-from tests.store.records import make_record
+from tests.helpers import make_record
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = REPO / "fixtures" / "bisect" / "stale_out_cache_loc_tiny.yaml"
@@ -26,7 +26,7 @@ SIG = "frozen-kv-mtp-stale-out-cache-loc"
 
 
 def _record(run_id: str, *, outcome: Outcome = Outcome.PASS, version: str = __version__):
-    return replace(make_record(run_id, outcome=outcome, signature=SIG if outcome is Outcome.CRASH else None),
+    return replace(make_record(run_id=run_id, outcome=outcome, signature=SIG if outcome is Outcome.CRASH else None),
                    harness_version=version)
 
 

@@ -16,7 +16,7 @@ from harness.history.review import review
 from harness.history.series import CasePoints, Point, stored_case_points
 from harness.records.outcome import Outcome
 from harness.store.store import new_batch, open_store
-from tests.store.records import make_record
+from tests.helpers import make_record
 from tests.store.test_series_read import _varied_store
 
 NIGHTS = 40
@@ -38,9 +38,9 @@ def _long_store(url: str, tmp_path: Path) -> None:
                      "output_throughput_tok_s": (200.0 if night < 25 else 160.0) * (1 + 0.02 * rng.gauss(0, 1))}
                 if night >= NIGHTS - 4:
                     m.update({"accept_length@baseline": 1.8 + rng.random() / 10, "accept_length@after": 1.7})
-                recs.append(make_record(f"n{night}-a{t}", case="a", trial=t, started_at=batch.started_at,
+                recs.append(make_record(run_id=f"n{night}-a{t}", case="a", trial=t, started_at=batch.started_at,
                                         commit=f"{night:04d}abcdef", artifacts=str(art), metrics=m))
-            recs.append(make_record(f"n{night}-b", case="b", started_at=batch.started_at, artifacts=str(art),
+            recs.append(make_record(run_id=f"n{night}-b", case="b", started_at=batch.started_at, artifacts=str(art),
                                     outcome=Outcome.CRASH if night in (30, 31) else Outcome.PASS,
                                     signature="sig-x" if night in (30, 31) else None,
                                     metrics={} if night in (30, 31) else {"accept_length": 1.5 + rng.random() / 100}))

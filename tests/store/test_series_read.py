@@ -15,7 +15,7 @@ from harness.history.steps import Rule, Tracker
 from harness.records.outcome import Outcome
 from harness.records.run_record import GpuInfo, HostInfo
 from harness.store.store import new_batch, open_store
-from tests.store.records import make_record
+from tests.helpers import make_record
 
 
 def _varied_store(url: str) -> None:
@@ -25,25 +25,25 @@ def _varied_store(url: str) -> None:
             batch = new_batch("nightly", f"night-{night}", started_at=f"2026-11-{night + 1:02d}T02:00:00+00:00")
             recs = []
             for t in range(3 if night % 2 else 1):  # some nights three trials, some one
-                recs.append(make_record(f"n{night}-a-{t}", case="a", trial=t, started_at=batch.started_at,
+                recs.append(make_record(run_id=f"n{night}-a-{t}", case="a", trial=t, started_at=batch.started_at,
                                         spec="sim:post-fix" if night < 4 else "sim:pre-fix", commit=f"c{night}",
                                         metrics={"accept_length": rng.uniform(1.7, 1.9),
                                                  "output_throughput_tok_s": rng.uniform(190, 210)}))
             # A crash (no numbers), an infra run (never in a series), a failing run with numbers.
-            recs.append(make_record(f"n{night}-b", case="b", started_at=batch.started_at,
+            recs.append(make_record(run_id=f"n{night}-b", case="b", started_at=batch.started_at,
                                     outcome=(Outcome.CRASH, Outcome.INFRA, Outcome.FAIL, Outcome.PASS)[night % 4],
                                     signature="sig-x" if night % 4 == 0 else None,
                                     metrics={"accept_length": 1.5 + night / 10, "ttft_ms_p50": 30.0 + night}))
             # The same case on a GPU host whose driver changes: its own series, with a host change.
             gpu = HostInfo(hostname="g1", gpus=(GpuInfo(0, "H200"),), driver_version="550" if night < 3 else "560",
                            cuda_version="12.4", platform="linux")
-            recs.append(dataclasses.replace(make_record(f"n{night}-g", case="a", started_at=batch.started_at,
+            recs.append(dataclasses.replace(make_record(run_id=f"n{night}-g", case="a", started_at=batch.started_at,
                                                         metrics={"accept_length": 1.8}), host=gpu))
             store.record_many(recs, batch)
         # A compare batch stays out of every series; a run with no metrics at all is a point without values.
-        store.record_many([make_record("cmp-1", case="a", started_at="2026-11-03T05:00:00+00:00")],
+        store.record_many([make_record(run_id="cmp-1", case="a", started_at="2026-11-03T05:00:00+00:00")],
                           new_batch("compare", "ab", started_at="2026-11-03T05:00:00+00:00"))
-        store.record_many([make_record("late", case="c", metrics={}, started_at="2026-11-09T02:00:00+00:00")],
+        store.record_many([make_record(run_id="late", case="c", metrics={}, started_at="2026-11-09T02:00:00+00:00")],
                           new_batch("run", "one", started_at="2026-11-09T02:00:00+00:00"))
 
 

@@ -19,11 +19,12 @@ from harness.store.url import redact_url
 from harness.store.url import store_url as parse_store_url
 from harness.store.writer import record_run
 from harness.util.errors import InfraError
-from tests.store.records import make_record, write_run_folder
+from tests.helpers import make_record
+from tests.store.records import write_run_folder
 
 
 def test_record_round_trips_and_is_idempotent(store_url: str) -> None:
-    record = make_record("r1", metrics={"accept_length": 1.75, "output_throughput_tok_s": 190.5, "ttft_ms_p50": None})
+    record = make_record(run_id="r1", metrics={"accept_length": 1.75, "output_throughput_tok_s": 190.5, "ttft_ms_p50": None})
     batch = new_batch("run")
     with open_store(store_url) as store:
         assert store.record(record, batch) is True
@@ -41,7 +42,7 @@ def test_record_round_trips_and_is_idempotent(store_url: str) -> None:
 
 def test_metrics_are_long_format_with_every_trial(store_url: str) -> None:
     batch = new_batch("nightly", "n1")
-    recs = [make_record(f"t{i}", trial=i, metrics={"accept_length": 1.5 + i / 10}) for i in range(5)]
+    recs = [make_record(run_id=f"t{i}", trial=i, metrics={"accept_length": 1.5 + i / 10}) for i in range(5)]
     with open_store(store_url) as store:
         assert store.record_many(recs, batch) == 5
         values = sorted(store.metrics_frame()["value"])
@@ -57,7 +58,7 @@ def test_migrations_upgrade_an_old_store_and_keep_its_runs(store_url: str) -> No
     engine.dispose()
     # A v1 store already holds runs; opening it with this harness upgrades it and keeps them.
     with open_store(store_url, migrate_to_latest=False) as store:
-        store.record(make_record("old"), new_batch("run"))
+        store.record(make_record(run_id="old"), new_batch("run"))
     with open_store(store_url) as store:
         assert store.count_runs() == 1
         with store.engine.connect() as conn:
@@ -125,7 +126,7 @@ def test_a_store_newer_than_the_harness_is_refused(tmp_path: Path) -> None:
 def test_unreachable_store_is_infra_naming_the_url_without_the_password() -> None:
     url = "postgresql+psycopg://ci:s3cr3t-pw@127.0.0.1:1/results"
     with pytest.raises(InfraError) as info:
-        record_run(url, make_record("x"))
+        record_run(url, make_record(run_id="x"))
     text = str(info.value)
     assert "s3cr3t-pw" not in text and "ci:***@127.0.0.1:1/results" in text
     assert redact_url(url) == "postgresql+psycopg://ci:***@127.0.0.1:1/results"
@@ -137,7 +138,7 @@ def _writer(url: str, proc: int, count: int) -> None:
 
     with StoreWriter(url, nb("pytest", f"proc-{proc}")) as writer:
         for i in range(count):
-            writer.record(make_record(f"p{proc}-{i}", trial=i, metrics={"accept_length": 1.0 + i}))
+            writer.record(make_record(run_id=f"p{proc}-{i}", trial=i, metrics={"accept_length": 1.0 + i}))
 
 
 @pytest.mark.parametrize(("procs", "count"), [(4, 25)])
@@ -158,10 +159,10 @@ def test_concurrent_writers_lose_nothing(store_url: str, procs: int, count: int)
 def test_import_then_export_parquet_csv_hud(store_url: str, tmp_path: Path) -> None:
     reports = tmp_path / "reports" / "runs"
     for i in range(3):
-        write_run_folder(reports, make_record(f"imp-{i}", trial=i, metrics={"accept_length": 1.6 + i / 100,
+        write_run_folder(reports, make_record(run_id=f"imp-{i}", trial=i, metrics={"accept_length": 1.6 + i / 100,
                                                                             "output_throughput_tok_s": 100.0 + i},
                                               artifacts=str(reports / f"imp-{i}")))
-    write_run_folder(reports, make_record("imp-crash", trial=3, outcome=Outcome.CRASH,
+    write_run_folder(reports, make_record(run_id="imp-crash", trial=3, outcome=Outcome.CRASH,
                                           signature="frozen-kv-mtp-stale-out-cache-loc", metrics={}))
     (reports / "broken").mkdir()
     (reports / "broken" / "result.json").write_text("{not json")
