@@ -3,13 +3,14 @@
 ``AccountingStorageType=accounting_storage/none`` is a small cluster's default: ``sacct`` answers "Slurm
 accounting storage is disabled" and submitit's watcher says UNKNOWN for every job. Before the fix a nightly
 ran its jobs to completion in 40 s and then waited 20+ minutes until killed. Here the same nightly (and a
-compare) must end with the verdicts the accounting cluster gives, within a bound, and say that the job
-states came from scontrol, squeue and the job folders. The cluster (tests/slurm/_cluster.py,
+compare, and a ``bisect --jobs 4``) must end with the verdicts the accounting cluster gives, within a bound,
+and say that the job states came from scontrol, squeue and the job folders. The cluster (tests/slurm/_cluster.py,
 ``accounting=False``) runs beside the accounting one; its ``SLURM_CONF`` goes only to these children.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -35,25 +36,26 @@ TAIL_S = 60.0
 FALLBACK = "by scontrol, squeue and its folder: sacct has no record of it"
 
 
-def _env(conf: str) -> dict[str, str]:
-    return {**os.environ, _cluster.CONF_ENV: conf, "PATH": os.environ.get("PATH", "") + ":/usr/sbin"}
+def _env(conf: str, **extra: str) -> dict[str, str]:
+    return {**os.environ, _cluster.CONF_ENV: conf, "PATH": os.environ.get("PATH", "") + ":/usr/sbin", **extra}
 
 
-def _cli(conf: str, *args: object) -> tuple[subprocess.CompletedProcess[str], float]:
+def _cli(conf: str, *args: object, bound_s: float = BOUND_S, **env: str
+         ) -> tuple[subprocess.CompletedProcess[str], float]:
     """The command on the cluster without accounting, bounded; (its result, when it ended). A command past the
     bound is killed, its jobs cancelled, and the test fails saying so."""
     proc = subprocess.Popen([sys.executable, "-m", "harness", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=REPO, env=_env(conf))
+                            stderr=subprocess.PIPE, text=True, cwd=REPO, env=_env(conf, **env))
     try:
-        stdout, stderr = proc.communicate(timeout=BOUND_S)
+        stdout, stderr = proc.communicate(timeout=bound_s)
     except subprocess.TimeoutExpired:
         proc.kill()
         stdout, stderr = proc.communicate(timeout=30)
-        ids = re.findall(r"job\(s\) submitted: (.+)", stderr)
+        ids = [i for line in re.findall(r"job\(s\) submitted: (.+)", stderr) for i in line.split()]
         if ids:  # done long ago in the bug's case; cancelled in any case, so none outlives the test
-            subprocess.run(["scancel", *ids[0].split()], env=_env(conf), capture_output=True, timeout=30)
+            subprocess.run(["scancel", *ids], env=_env(conf), capture_output=True, timeout=30)
         said = [line for line in stderr.splitlines() if line.startswith("slurm:")]  # not submitit's sacct warnings
-        pytest.fail(f"{args[0]} on the cluster without accounting still waiting after {BOUND_S:.0f} s "
+        pytest.fail(f"{args[0]} on the cluster without accounting still waiting after {bound_s:.0f} s "
                     f"(issue 37): " + " | ".join(said[-4:]))
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), time.time()
 
@@ -100,6 +102,26 @@ def test_compare_without_accounting_holds_every_expectation(slurm_conf_no_accoun
     assert len(records) == 2 and all(r.outcome is Outcome.PASS for r in records), [(r.outcome, r.reason)
                                                                                    for r in records]
     print(f"compare without accounting: {time.monotonic() - began:.1f} s")
+
+
+def test_bisect_jobs_without_accounting_names_the_culprit(slurm_conf_no_accounting: str, pg_url: str,
+                                                          tmp_path: Path) -> None:
+    """``bisect --executor slurm --jobs 4``: rounds of four jobs, each placed without sacct."""
+    from harness.bisect.demo_repo import make_demo_repo
+    from tests.slurm.test_bisect_fleet import LAYOUT, SCENARIO
+
+    named = make_demo_repo(tmp_path / "demo", LAYOUT, step_cost_ms=20.0)
+    began = time.monotonic()
+    res, _ = _cli(slurm_conf_no_accounting, "bisect", SCENARIO, "--repo", tmp_path / "demo", "--good", named["c0"],
+                  "--bad", named[f"c{LAYOUT.fix - 1}"], "--trials", "1", "--confirm-trials", "1", "--out",
+                  tmp_path / "out", "--store", pg_url, "--slurm-poll", "1", "--executor", "slurm", "--jobs", "4",
+                  bound_s=600.0, SGLANG_REPRO_CACHE=str(tmp_path / "cache"), PYTHONPATH=str(REPO))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert FALLBACK in res.stderr, res.stderr
+    (path,) = (tmp_path / "out").glob("bisect/*/report.json")
+    report = json.loads(path.read_text())["commits"]
+    assert report["culprit"]["commit"] == named["culprit"] and report["confirmed"] and report["jobs"] == 4
+    print(f"bisect --jobs 4 without accounting: {time.monotonic() - began:.1f} s, {report['rounds']} rounds")
 
 
 def _daemons_of_removed_clusters() -> list[str]:
