@@ -239,6 +239,7 @@ class SlurmExecutor:
 
         watcher = submitit.SlurmJob.watcher
         last = ""
+        placed_without_sacct = False
         while any(t.record is None for t in tracked):
             watcher.update()  # one sacct call for every job of this command
             for t in tracked:
@@ -246,7 +247,8 @@ class SlurmExecutor:
                     continue
                 t.state = watcher.get_state(t.handle.job_id, mode="cache")
                 base = t.state.split()[0].upper() if t.state else ""
-                if base == "UNKNOWN":
+                sacct_unsure = base == "UNKNOWN"
+                if sacct_unsure:
                     t.state = state_without_accounting(str(t.handle.job_id), _job_folder(t),
                                                        Path(t.handle.paths.result_pickle))
                     base = t.state.split()[0].upper()
@@ -255,6 +257,10 @@ class SlurmExecutor:
                     t.state = f"UNKNOWN for {time.monotonic() - (t.unknown_since or 0):.0f} s"
                 elif base in _RUNNING or base in _WAITING:
                     continue
+                if sacct_unsure and not placed_without_sacct:  # once a command: how it knew
+                    placed_without_sacct = True
+                    _say(f"slurm: job {t.handle.job_id} ended ({t.state}) by scontrol, squeue and its folder: sacct "
+                         "has no record of it (a cluster without accounting?)")
                 t.record = self._finish(t)
                 if on_record:
                     on_record(t.record)

@@ -8,6 +8,11 @@ made with ``mknod`` (the null device's numbers), which SLURM schedules as GPUs a
 ``CUDA_VISIBLE_DEVICES``. ``SlurmdParameters=config_overrides`` lets the node declare more CPUs and
 memory than the test machine has, so several jobs can run at once.
 
+``start(DIR, accounting=False)`` makes the other kind of small cluster (issue 37):
+``AccountingStorageType=accounting_storage/none``, no MariaDB or ``slurmdbd``, ``sacct`` answering "Slurm
+accounting storage is disabled", and slurm's default ``MinJobAge``. Its own folder, ports, munge socket and
+cluster name, so it runs beside the accounting one (the tests use both in one pytest worker).
+
 ``python -m tests.slurm._cluster start DIR`` prints the ``SLURM_CONF`` path; ``stop DIR`` stops it.
 Clients (sbatch, squeue, sacct, submitit) find the cluster through ``SLURM_CONF``.
 """
@@ -34,16 +39,19 @@ CONF_ENV = "SLURM_CONF"
 GPUS = 4
 GPU_TYPE = "h200"
 CLUSTER = "repro"
+CLUSTER_NO_ACCOUNTING = "repro-noacct"
 NODE = "node1"
-_BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "slurmdbd", "sbatch", "sacct", "sacctmgr",
-             "mariadbd", "mariadb-install-db")
+_BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "sacct", "squeue", "scontrol", "sinfo")
+_ACCOUNTING_BINARIES = ("slurmdbd", "sacctmgr", "mariadbd", "mariadb-install-db")
 _DAEMONS = ("slurmd", "slurmctld", "slurmdbd", "mariadbd", "munged")  # stop order
 
 
-def missing_binaries() -> list[str]:
-    """The binaries this cluster needs that are not installed (Debian: slurm-wlm slurmdbd munge mariadb-server)."""
+def missing_binaries(*, accounting: bool = True) -> list[str]:
+    """The binaries this cluster needs that are not installed (Debian: slurm-wlm munge, and for accounting
+    slurmdbd mariadb-server)."""
     path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
-    return [b for b in _BINARIES if shutil.which(b, path=path) is None]
+    wanted = _BINARIES + (_ACCOUNTING_BINARIES if accounting else ())
+    return [b for b in wanted if shutil.which(b, path=path) is None]
 
 
 def _spawn(root: Path, name: str, argv: list[str], env: dict[str, str]) -> None:
@@ -72,7 +80,7 @@ def _ok(argv: list[str], env: dict[str, str]) -> bool:
         return False
 
 
-def _write_config(root: Path, ports: dict[str, int]) -> None:
+def _write_config(root: Path, ports: dict[str, int], accounting: bool) -> None:
     host = socket.gethostname().split(".")[0]
     dev = root / "dev"
     dev.mkdir()
@@ -81,8 +89,19 @@ def _write_config(root: Path, ports: dict[str, int]) -> None:
     for sub in ("state", "spool"):
         (root / sub).mkdir()
     sock = root / "munge.socket"
+    if accounting:
+        storage = f"""\
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort={ports['dbd']}
+# The munge socket of connections to slurmdbd (AuthInfo covers only the cluster's own messages).
+AccountingStoragePass={sock}
+MinJobAge=600
+"""
+    else:  # a small cluster's default: sacct has nothing to read; slurmctld forgets a job MinJobAge (300 s) after it
+        storage = "AccountingStorageType=accounting_storage/none\n"
     (root / "slurm.conf").write_text(f"""\
-ClusterName={CLUSTER}
+ClusterName={CLUSTER if accounting else CLUSTER_NO_ACCOUNTING}
 SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={ports['ctld']}
 SlurmdPort={ports['slurmd']}
@@ -108,14 +127,8 @@ SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=1000
 GresTypes=gpu
 SlurmdParameters=config_overrides
-AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost=127.0.0.1
-AccountingStoragePort={ports['dbd']}
-# The munge socket of connections to slurmdbd (AuthInfo covers only the cluster's own messages).
-AccountingStoragePass={sock}
-JobAcctGatherType=jobacct_gather/none
+{storage}JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
-MinJobAge=600
 KillWait=5
 InactiveLimit=0
 SlurmctldTimeout=30
@@ -126,6 +139,8 @@ PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
 """)
     (root / "gres.conf").write_text(f"AutoDetect=off\nNodeName={NODE} Name=gpu Type={GPU_TYPE} "
                                     f"File={dev}/nvidia[0-{GPUS - 1}]\n")
+    if not accounting:
+        return
     dbd = root / "slurmdbd.conf"
     dbd.write_text(f"""\
 AuthType=auth/munge
@@ -145,12 +160,15 @@ StorageLoc=slurm_acct_db
     dbd.chmod(0o600)  # slurmdbd refuses a world-readable config (it may hold the database password)
 
 
-def start(root: Path, *, timeout_s: float = 90.0) -> str:
-    """Make and start the cluster under ``root``; the path of its ``slurm.conf`` (for ``SLURM_CONF``)."""
-    missing = missing_binaries()
+def start(root: Path, *, timeout_s: float = 90.0, accounting: bool = True) -> str:
+    """Make and start the cluster under ``root``; the path of its ``slurm.conf`` (for ``SLURM_CONF``).
+    ``accounting=False``: no slurmdbd (``AccountingStorageType=accounting_storage/none``). A start that fails
+    stops whatever it had started before raising."""
+    missing = missing_binaries(accounting=accounting)
     if missing:
+        packages = "slurm-wlm slurmdbd munge mariadb-server" if accounting else "slurm-wlm munge"
         raise RuntimeError(f"SLURM is not installed (missing {', '.join(missing)}; Debian: apt-get install "
-                           "slurm-wlm slurmdbd munge mariadb-server)")
+                           f"{packages})")
     if os.geteuid() != 0:
         raise RuntimeError("the one-node SLURM cluster runs its daemons as root (mknod, SlurmUser=root)")
     root.mkdir(parents=True, exist_ok=True)
@@ -158,8 +176,16 @@ def start(root: Path, *, timeout_s: float = 90.0) -> str:
     home = Path(tempfile.mkdtemp(prefix="repro-slurm-"))
     home.chmod(0o755)  # munged wants its socket's folder searchable by every client
     (root / "cluster").write_text(str(home))
+    try:
+        return _start_daemons(home, timeout_s, accounting)
+    except BaseException:  # a daemon that would not come up, or Ctrl-C: none of the others is left running
+        stop(root)
+        raise
+
+
+def _start_daemons(home: Path, timeout_s: float, accounting: bool) -> str:
     ports = {"ctld": free_port(), "slurmd": free_port(), "dbd": free_port(), "db": free_port()}
-    _write_config(home, ports)
+    _write_config(home, ports, accounting)
     env = {**os.environ, CONF_ENV: str(home / "slurm.conf"), "PATH": os.environ.get("PATH", "") + ":/usr/sbin"}
     key = home / "munge.key"
     subprocess.run(["mungekey", "--create", f"--keyfile={key}"], check=True, capture_output=True, timeout=30)
@@ -167,6 +193,17 @@ def start(root: Path, *, timeout_s: float = 90.0) -> str:
     _spawn(home, "munged", ["munged", "--foreground", "--force", f"--socket={home / 'munge.socket'}",
                             f"--key-file={key}", f"--pid-file={home / 'munged.pidfile'}",
                             f"--log-file={home / 'munged.log'}", f"--seed-file={home / 'munged.seed'}"], env)
+    if accounting:
+        _start_accounting(home, ports, env, timeout_s)
+    _spawn(home, "slurmctld", ["slurmctld", "-D", "-i"], env)
+    _wait_for("slurmctld", lambda: _ok(["scontrol", "ping"], env), home, timeout_s)
+    _spawn(home, "slurmd", ["slurmd", "-D", "-N", NODE], env)
+    _wait_for("the node", lambda: _node_idle(env), home, timeout_s)
+    return str(home / "slurm.conf")
+
+
+def _start_accounting(home: Path, ports: dict[str, int], env: dict[str, str], timeout_s: float) -> None:
+    """MariaDB and slurmdbd, the cluster registered with them (before slurmctld, which registers itself)."""
     subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={home / 'db'}", "--user=root",
                     "--auth-root-authentication-method=normal", "--skip-test-db"],
                    check=True, capture_output=True, timeout=timeout_s)
@@ -177,14 +214,8 @@ def start(root: Path, *, timeout_s: float = 90.0) -> str:
     _wait_for("mariadb", lambda: _port_open(ports["db"]), home, timeout_s)
     _spawn(home, "slurmdbd", ["slurmdbd", "-D"], env)
     _wait_for("slurmdbd", lambda: _port_open(ports["dbd"]), home, timeout_s)
-    # The cluster must be known to the accounting database before slurmctld registers with it.
     _wait_for("sacctmgr", lambda: _ok(["sacctmgr", "-i", "add", "cluster", CLUSTER], env)
               or _ok(["sacctmgr", "-n", "show", "cluster", CLUSTER], env), home, timeout_s)
-    _spawn(home, "slurmctld", ["slurmctld", "-D", "-i"], env)
-    _wait_for("slurmctld", lambda: _ok(["scontrol", "ping"], env), home, timeout_s)
-    _spawn(home, "slurmd", ["slurmd", "-D", "-N", NODE], env)
-    _wait_for("the node", lambda: _node_idle(env), home, timeout_s)
-    return str(home / "slurm.conf")
 
 
 def _port_open(port: int) -> bool:
