@@ -245,6 +245,7 @@ class Trail:
     scraped: Scraped | None = None
     teardown: TeardownInfo | None = None
     backends: AttentionBackends | None = None  # what the server said it resolved, once it was ready
+    signals_after_judged: int = 0  # SIGINT/SIGTERM taken in the teardown after the workload had its verdict
 
     @contextmanager
     def timed(self, phase: str) -> Iterator[None]:
@@ -372,6 +373,7 @@ def _serve(resolved: Resolved, ctx: RunContext, trail: Trail) -> RunVerdict:
         trail.launched = launched = _launch(resolved, plan, needed, ctx, leases)
         server = launched.server
         handed_over = False
+        judged: RunVerdict | None = None
         try:
             with trail.timed("start"):
                 try:
@@ -386,11 +388,12 @@ def _serve(resolved: Resolved, ctx: RunContext, trail: Trail) -> RunVerdict:
                 handed_over = True
             trail.ready = Ready({READY_S: round(ready_s, 3)}, live)
             with trail.timed("workload"):
-                return _workload(server, resolved, plan, ctx, trail)
+                judged = _workload(server, resolved, plan, ctx, trail)
+            return judged
         finally:
             if not handed_over:
                 with trail.timed("teardown"):
-                    trail.teardown = _teardown(server)
+                    trail.teardown = _teardown(server, trail, judged=judged is not None)
 
 
 def _launch(resolved: Resolved, plan: Plan, needed: int, ctx: RunContext, leases: ExitStack) -> Launched:
@@ -559,8 +562,18 @@ def _backends(trail: Trail, paths: RunPaths, sc: Scenario) -> AttentionBackends 
     return attention_from_start(trail.plan.flags, head, speculative=_speculative(sc.server.args))
 
 
-def _teardown(server: ServerProcess) -> TeardownInfo:
-    return server.stop()
+def _teardown(server: ServerProcess, trail: Trail, *, judged: bool) -> TeardownInfo:
+    """The server stopped. A signal during the stop is raised once the stop is done (ServerProcess.stop); after
+    a finished workload it ends the command, not the run: the verdict the run reached is kept (issue 37: two
+    Ctrl-Cs in a passing nightly run's teardown made its pass ``interrupted``), and ``execute_run`` raises
+    RunInterrupted with that record."""
+    try:
+        return server.stop()
+    except KeyboardInterrupt:
+        if not judged:
+            raise
+        trail.signals_after_judged += 1
+        return server.stop()  # idempotent: the report of the stop just done
 
 
 # --------------------------------------------------------------------------- 4. judge
@@ -776,7 +789,7 @@ def execute_run(
                     trail.teardown = pool.evict(live.key)
             record = _record(resolved, trail, verdict, checks, paths, role=role, trial=trial, started=started,
                              started_at=started_at)
-    if served.outcome is Outcome.INTERRUPTED or late.count:
+    if served.outcome is Outcome.INTERRUPTED or late.count or trail.signals_after_judged:
         taken()  # a signal the late shield deferred is the command's first interrupt too
         raise RunInterrupted(record)
     return record

@@ -149,3 +149,51 @@ def test_a_second_signal_during_a_bisects_teardown_loses_no_record(tmp_path: Pat
             harness.kill()
         for proc in _run_processes(out):
             proc.kill()
+
+
+# -- nightly: two Ctrl-Cs while a passing run tears its server down ------------------------------------------------
+
+
+def test_two_sigints_during_a_nightly_runs_teardown_keep_the_pass_and_exit_3(tmp_path: Path) -> None:
+    """Issue 37: the run's workload is done and judged when its server is told to stop (the reference server
+    logs SGLang's SIGTERM line); two SIGINTs then must only hurry the teardown. The probe saw the pass record
+    kept but exit 130, without the summary."""
+    import sqlite3
+
+    from harness.contract.facts import SIGTERM_LINE
+
+    out, db = tmp_path / "out", tmp_path / "s.db"
+    seed = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
+    harness = subprocess.Popen([sys.executable, "-m", "harness", "nightly", str(seed), "--case",
+                                "tokens=276,path=eager", "--build", "sim:post-fix", "--trials", "1", "--no-progress",
+                                "--out", str(out), "--store", str(db)],
+                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not any(SIGTERM_LINE in p.read_text(errors="replace") for p in out.glob("runs/*/server.log")):
+            assert harness.poll() is None and time.monotonic() < deadline, harness.communicate()[1][-2000:]
+            time.sleep(0.01)
+        assert _run_processes(out), "the server should still be tearing down"
+        harness.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+        harness.send_signal(signal.SIGINT)
+        stdout, stderr = harness.communicate(timeout=60)
+        deadline = time.monotonic() + 10
+        while _run_processes(out) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _run_processes(out), "processes of the run survived the harness"
+        assert "Traceback" not in stderr, stderr[-3000:]
+        assert harness.returncode == 3, (harness.returncode, stdout[-2000:], stderr[-2000:])
+        assert "interrupted" in stdout and "1 pass" in stdout, stdout  # the summary, with the kept pass
+        [record] = [json.loads(p.read_text()) for p in out.glob("runs/*/result.json")]
+        assert record["outcome"] == "pass", record["outcome"]
+        conn = sqlite3.connect(db)
+        try:
+            assert [o for (o,) in conn.execute("SELECT outcome FROM runs")] == ["pass"]
+        finally:
+            conn.close()
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+        for proc in _run_processes(out):
+            proc.kill()

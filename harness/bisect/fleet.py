@@ -144,7 +144,9 @@ class LocalProbes:
 
     def __init__(self, jobs: int, folder: Path) -> None:
         self.jobs = jobs
-        self.folder = folder
+        # Absolute: each probe runs in the package's folder (cwd=PACKAGE_ROOT), where a relative BASE.job names
+        # nothing (issue 37: `--jobs 100000 --out o` from another folder ended in exit 3 on the .job path).
+        self.folder = folder.absolute()
 
     def run(self, jobs: Sequence[ProbeJob]) -> list[ProbeAnswer]:
         answers: list[ProbeAnswer] = []

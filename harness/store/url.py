@@ -46,6 +46,10 @@ def store_url(value: str) -> URL:
             raise UserError(f"--store: a libpq keyword string ({redact_url(text)}); give {_VALID}")
         # Made absolute, not resolved: a link is refused where the store is opened, never followed to its target.
         return URL.create("sqlite", database=os.path.abspath(Path(text).expanduser()))
+    if _two_ats(text):  # SQLAlchemy and libpq split at the first "@": the rest of the password becomes the host,
+        # sent to DNS and echoed back in the driver's error (issue 37's bench: "failed to resolve host '<pw>@h'")
+        raise UserError(f"--store {redact_url(text)}: more than one '@' before the host; write an '@' in the "
+                        "user or password as %40")
     try:
         url = make_url(text)
     except (ArgumentError, ValueError):  # ValueError: a port that is not a number ("h:notaport", "[::1")
@@ -57,6 +61,12 @@ def store_url(value: str) -> URL:
             raise UserError(f"--store {redact_url(text)}: an SQLite store needs a file (sqlite:///PATH)")
         return url.set(drivername="sqlite")
     raise UserError(f"--store {redact_url(text)}: unsupported database {url.drivername!r}; give {_VALID}")
+
+
+def _two_ats(text: str) -> bool:
+    rest = text.partition("://")[2]
+    end = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    return rest.count("@", 0, end) > 1
 
 
 # Query parameters that carry a credential (libpq's password and sslpassword, and anything named like a secret).

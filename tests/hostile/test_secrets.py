@@ -172,3 +172,12 @@ def test_repro_sh_gives_up_on_a_server_that_never_gets_healthy(tmp_path: Path) -
                           env={**os.environ, "STARTUP_TIMEOUT": "3"})
     assert done.returncode == 1 and "not healthy after 3s" in done.stderr, done.stderr
     assert time.monotonic() - began < 20
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:hun@s3cr3tpw@127.0.0.1:1/db", "postgresql://u@x:s3cr3tpw@127.0.0.1:1/db"])
+def test_a_url_with_two_ats_before_the_host_is_refused_not_sent_to_dns(url: str,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # Found by benchmarks/bench_hostile.py: SQLAlchemy splits at the first "@", so the rest of the password became
+    # the host, and the driver's "failed to resolve host 's3cr3tpw@127.0.0.1'" printed it past redact_url.
+    line = refused(["store", "alerts", "--store", url], capsys)
+    assert "s3cr3tpw" not in line and "%40" in line, line

@@ -114,7 +114,8 @@ def visit(url: str, *, evaluate: str, screenshot: Path | None = None, settle_s: 
                     seen.exceptions.append(json.dumps(p.get("exceptionDetails", {}))[:500])
                 elif m == "Page.loadEventFired" and loaded_at is None:
                     loaded_at = time.monotonic()
-        result = pipe.call("Runtime.evaluate", {"expression": evaluate, "returnByValue": True}, session=session)
+        result = pipe.call("Runtime.evaluate", {"expression": evaluate, "returnByValue": True,
+                                                "awaitPromise": True}, session=session)  # a promise: its value
         seen.value = result.get("result", {}).get("value")
         if screenshot is not None:
             shot = pipe.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True},

@@ -163,3 +163,41 @@ def test_the_dashboard_shows_an_incidents_names_and_state_over_its_nights(run_cl
         assert all("RSS step" in n for n in names)  # each name with its evidence
         assert nights.startswith("opened night-34") and "closed ack " in nights, nights
         assert not seen.exceptions, seen.exceptions
+
+
+def test_a_javascript_artifacts_path_is_no_link_and_runs_nothing_in_chromium(run_cli, tmp_path: Path) -> None:
+    """Issue 37: an imported record whose ``artifacts`` is ``javascript:...`` must not become a clickable href.
+
+    The dashboard is built from the site's own folder, where the relative path ``javascript:document.title=...``
+    is, to a browser, the script URL itself. Real Chromium loads the page, lists every anchor whose scheme is
+    javascript:, clicks every anchor of the page, and reads the title back."""
+    from harness.records.run_record import record_to_dict
+
+    # The site appends "/" to a run folder's link: ";/x" makes that a regular expression, so the whole href is
+    # a script that runs (the CSP is the only thing left to block it once the link is written).
+    payload = "javascript:document.title='PWNED';/x"
+    folder = tmp_path / "imported" / "evil"
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text(json.dumps(record_to_dict(make_record("evil", artifacts=payload))))
+    db = tmp_path / "results.db"
+    done = run_cli("store", "import", str(tmp_path / "imported"), "--store", str(db))
+    assert done.returncode == 0, done.stderr
+    site = tmp_path / "site"
+    site.mkdir()
+    done = run_cli("dashboard", "--store", str(db), "-o", str(site), cwd=site, timeout=300)
+    assert done.returncode == 0, done.stderr
+    page = site / "scenario-store-test-scenario.html"
+    assert ">trial 0<" in page.read_text()  # the record is on the page, as its label
+    _chromium()
+    probe = ("(function () { var title = document.title; var all = Array.from(document.querySelectorAll('a'));"
+             " var js = all.filter(function (a) { return a.protocol === 'javascript:'; }).map(function (a) {"
+             " return a.getAttribute('href'); });"
+             " all.filter(function (a) { return a.textContent === 'trial 0'; }).forEach(function (a) {"
+             " a.removeAttribute('target'); a.click(); });"
+             " return new Promise(function (done) { setTimeout(function () {"
+             " done(JSON.stringify([js, title, document.title, location.href])); }, 500); }); })()")
+    seen = visit(page.resolve().as_uri(), evaluate=probe)
+    js, title_before, title_after, where = json.loads(seen.value)
+    assert js == [], js  # no anchor with a javascript: scheme in the DOM
+    assert title_after == title_before and "PWNED" not in title_after, (title_before, title_after)
+    assert where.startswith("file://"), where
