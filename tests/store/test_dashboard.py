@@ -178,7 +178,7 @@ def test_a_javascript_artifacts_path_is_no_link_and_runs_nothing_in_chromium(run
     payload = "javascript:document.title='PWNED';/x"
     folder = tmp_path / "imported" / "evil"
     folder.mkdir(parents=True)
-    (folder / "result.json").write_text(json.dumps(record_to_dict(make_record("evil", artifacts=payload))))
+    (folder / "result.json").write_text(json.dumps(record_to_dict(make_record(run_id="evil", artifacts=payload))))
     db = tmp_path / "results.db"
     done = run_cli("store", "import", str(tmp_path / "imported"), "--store", str(db))
     assert done.returncode == 0, done.stderr
