@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 def _bisect_from_another_folder(tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     """The issue's command, run from a sibling of the demo checkout: a relative scenario path, --repo, --out and
     --store, each of which names the right place only from that folder."""
-    make_demo_repo(tmp_path / "demo", step_cost_ms=20.0)
+    make_demo_repo(tmp_path / "demo", step_cost_ms=20.0, scheduler="standin")  # a claim about paths: the stand-in
     here = tmp_path / "elsewhere"
     here.mkdir()
     env = {**os.environ, "SGLANG_REPRO_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}

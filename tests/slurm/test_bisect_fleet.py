@@ -42,7 +42,7 @@ def _bisect(repo: Path, named: dict[str, str], out: Path, env: dict[str, str], *
 
 def test_a_k_ary_bisect_on_slurm_finds_the_same_culprit_in_fewer_rounds(slurm_conf: str, pg_url: str,
                                                                          tmp_path: Path) -> None:
-    named = make_demo_repo(tmp_path / "demo", LAYOUT, step_cost_ms=20.0)
+    named = make_demo_repo(tmp_path / "demo", LAYOUT, step_cost_ms=20.0, scheduler="standin")  # search logic: the stand-in
     env = {**os.environ, "SGLANG_REPRO_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
     reports = {}
     for name, extra in (("k4", ("--executor", "slurm", "--jobs", "4")), ("local", ())):

@@ -110,7 +110,7 @@ def test_bisect_jobs_without_accounting_names_the_culprit(slurm_conf_no_accounti
     from harness.bisect.demo_repo import make_demo_repo
     from tests.slurm.test_bisect_fleet import LAYOUT, SCENARIO
 
-    named = make_demo_repo(tmp_path / "demo", LAYOUT, step_cost_ms=20.0)
+    named = make_demo_repo(tmp_path / "demo", LAYOUT, step_cost_ms=20.0, scheduler="standin")  # the job states: the stand-in
     began = time.monotonic()
     res, _ = _cli(slurm_conf_no_accounting, "bisect", SCENARIO, "--repo", tmp_path / "demo", "--good", named["c0"],
                   "--bad", named[f"c{LAYOUT.fix - 1}"], "--trials", "1", "--confirm-trials", "1", "--out",
