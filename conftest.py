@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import signal
 from importlib.metadata import version
 
 import pytest
@@ -23,6 +24,12 @@ def _release(name: str) -> tuple[int, int]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A suite started as a background job of a non-interactive shell (`.ci/run &`, nohup) inherits SIGINT ignored,
+    # and so would every harness process it starts: Python installs no KeyboardInterrupt handler then, and every
+    # Ctrl-C test sends a signal nobody hears (a run of 22 such failures, all INT, none TERM). The tests are about a
+    # terminal's Ctrl-C, which is never ignored; a handler here is reset to the default in each child at exec.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if hasattr(config, "workerinput") or getattr(config.option, "dist", "no") != "loadgroup":
         return
     pytest_from, xdist_before = _LOADGROUP_BROKEN

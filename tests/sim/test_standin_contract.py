@@ -11,7 +11,7 @@ metrics present. A stand-in that drifts (a renamed key, another message, a lost 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +143,14 @@ def test_a_harness_run_reaches_the_same_verdict(revision: str, tmp_path: Path) -
     (model, model_log), (standin, standin_log) = (_run(revision, s, tmp_path) for s in SCHEDULERS)
     assert (standin.outcome, standin.phase, standin.signature) == (model.outcome, model.phase, model.signature)
     assert model.outcome == (Outcome.CRASH if revision == "pre-fix" else Outcome.PASS), model.reason
-    assert _contract_lines(standin_log) == _contract_lines(model_log)
+    if revision == "pre-fix":
+        assert _contract_lines(standin_log) == _contract_lines(model_log)
+    else:
+        # After a pass the harness stops the server, and whether the front sees its scheduler's pipe close before
+        # the stop reaches it is a race on a loaded machine (CI saw the stand-in's front log "It usually means one
+        # child failed." at teardown, once, on a passing run): a pass is compared on its start-up lines.
+        started = {contract.READY_LINE, contract.UVICORN_RUNNING}
+        assert _contract_lines(standin_log) & started == _contract_lines(model_log) & started == started
     catalogue = Catalogue.load()
     found = [catalogue.match_text(log) for log in (model_log, standin_log)]
     assert [m.signature.id if m else None for m in found] == [model.signature] * 2
@@ -151,7 +158,10 @@ def test_a_harness_run_reaches_the_same_verdict(revision: str, tmp_path: Path) -
         ours, theirs = found[1], found[0]
         assert ours is not None and theirs is not None and ours.evidence is not None and theirs.evidence is not None
         assert ours.evidence.ok and theirs.evidence.ok
-    present = {k for k, v in model.metrics.items() if v is not None}
-    assert present == {k for k, v in standin.metrics.items() if v is not None}
+    # The client's event-loop lag is sampled every 20 ms of the measured phase: a stand-in run can end before the
+    # first tick (CI saw it), so whether it has a value says how long the run lasted, not what the server speaks.
+    def present(metrics: Mapping[str, float | None]) -> set[str]:
+        return {k for k, v in metrics.items() if v is not None and not k.startswith("loop_lag_ms")}
+    assert present(model.metrics) == present(standin.metrics)
     _same_shape(dict(model.ground_truth or {}), dict(standin.ground_truth or {}), "ground truth")
     assert (standin.ground_truth or {}).get("scheduler", "standin") == "standin"
