@@ -19,6 +19,7 @@ import traceback
 from multiprocessing.connection import Connection
 
 from harness.sim import SIM_LABEL
+from harness.sim.req_state import Req
 from harness.sim.server_settings import SchedulerSettings
 from harness.sim.sim_logging import configure_logging
 
@@ -32,12 +33,90 @@ class SchedulerLoop:
 
     out: Connection
     stats: dict
+    # What both schedulers keep, and the admission and step below read (one rule, the reference server's, for both).
+    s: SchedulerSettings
+    waiting: list[Req]
+    running: list[Req]
+    chunked_req: Req | None
+    _last_finish: float | None
+
+    def _budget(self, r: Req) -> int:
+        raise NotImplementedError
+
+    def _match(self, r: Req) -> None:
+        raise NotImplementedError
+
+    def _release(self, r: Req) -> None:
+        raise NotImplementedError
+
+    def _send(self, r: Req) -> None:
+        raise NotImplementedError
+
+    def run_prefill(self, batch: list[tuple[Req, int]]) -> None:
+        raise NotImplementedError
+
+    def run_decode(self) -> None:
+        raise NotImplementedError
 
     def has_work(self) -> bool:
-        raise NotImplementedError
+        return bool(self.waiting or self.running or self.chunked_req)
+
+    def _admit(self) -> list[tuple[Req, int]]:
+        """The next prefill batch: (request, tokens it extends now). SGLang's PrefillAdder: the chunked
+        request's next chunk first (``add_chunked_req``), then waiting requests, each extending what its
+        cached prefix leaves; one that does not fit the chunk budget is cut to it and becomes the chunked
+        request (``add_one_req``, schedule_policy.py 0.5.14 :704-725, :986-1015)."""
+        chunk = self.s.chunked_prefill_size if self.s.chunked_prefill_size > 0 else None
+        batch: list[tuple[Req, int]] = []
+        tokens = 0
+        if self.chunked_req is not None:
+            r = self.chunked_req
+            left = len(r.input_ids) - r.seq_len
+            take = min(left, chunk) if chunk else left
+            batch.append((r, take))
+            tokens += take
+            if take < left:
+                return batch
+            self.chunked_req = None
+        committed = sum(self._budget(r) for r in self.running) + sum(self._budget(r) for r, _ in batch)
+        admitted: list[Req] = []
+        for r in list(self.waiting):
+            need = self._budget(r)
+            if len(self.running) + len(batch) >= self.s.max_running_requests or committed + need > self.s.max_total_tokens:
+                break
+            if chunk is not None and tokens >= chunk:
+                break
+            if batch and tokens + len(r.input_ids) > self.s.max_prefill_tokens:
+                break
+            self._match(r)
+            extend = len(r.input_ids) - r.seq_len
+            take = min(extend, chunk - tokens) if chunk is not None else extend
+            batch.append((r, take))
+            admitted.append(r)
+            committed += need
+            tokens += take
+            if take < extend:
+                self.chunked_req = r
+                break
+        for r in admitted:
+            self.waiting.remove(r)
+        return batch
 
     def step(self) -> None:
-        raise NotImplementedError
+        batch = self._admit() if (self.waiting or self.chunked_req) else []
+        if batch:
+            self.run_prefill(batch)
+        elif self.running:
+            self.run_decode()
+        for r in list(self.running):
+            if r.finish_reason is not None:
+                self.running.remove(r)
+                self._release(r)
+                if r.count_in_stats:
+                    self.stats["requests"] += 1
+                    self._last_finish = time.monotonic()
+            if len(r.output_ids) > r.sent_len or r.finish_reason is not None:
+                self._send(r)
 
     def add_request(self, msg: dict) -> None:
         raise NotImplementedError
