@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as `python benchmarks/x.py` from any directory
     sys.path.insert(0, str(REPO))
 
-from harness.util.kill import end_child  # noqa: E402
+from harness.util.kill import end_child, end_group  # noqa: E402
 
 DEFAULT_TESTS = (
     "tests/test_interrupt_double.py::test_a_second_signal_during_teardown_loses_no_record",
@@ -45,17 +45,33 @@ def start_burners(n: int) -> list[subprocess.Popen[bytes]]:
             for _ in range(n)]
 
 
-def one_round(tests: list[str], timeout_s: float) -> dict[str, Any]:
+def round_argv(tests: list[str], suite: bool) -> list[str]:
+    if suite:
+        return ["make", "--no-print-directory", "test"]
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-rfE", *tests]
+
+
+def one_round(argv: list[str], timeout_s: float, log: Path | None = None) -> dict[str, Any]:
     began = time.monotonic()
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-rfE", *tests]
+    # Its own session, so a round past its bound is ended with every worker and server it started.
+    proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout_s, check=False)
-        code, output = done.returncode, done.stdout + done.stderr
-    except subprocess.TimeoutExpired as exc:
-        code, output = -int(signal.SIGKILL), str(exc.stdout or "")
+        output, _ = proc.communicate(timeout=timeout_s)
+        code = proc.returncode
+    except subprocess.TimeoutExpired:
+        end_group(proc.pid, grace_s=10.0)
+        output, _ = proc.communicate()
+        code = -int(signal.SIGKILL)
+    if log is not None:
+        log.write_text(output)
     failed = sorted(set(_FAILED.findall(output)))
     last = (output.strip().splitlines() or [""])[-1]
     return {"exit_code": code, "failed": failed, "summary": last, "wall_s": round(time.monotonic() - began, 1)}
+
+
+def _log(out: Path | None, n: int) -> Path | None:
+    return None if out is None else out.with_name(f"{out.stem}.round{n}.log")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,15 +81,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burners", type=int, default=os.cpu_count() or 1, help="busy processes (default: cores)")
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="bound on one round")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument("--suite", action="store_true", help="each round is the whole `make test` (tests ignored)")
     args = parser.parse_args(argv)
+    command = round_argv(args.tests, args.suite)
     burners = start_burners(args.burners)
     try:
-        rounds = [one_round(args.tests, args.timeout_s) for _ in range(args.rounds)]
+        rounds = [one_round(command, args.timeout_s, _log(args.out, n)) for n in range(1, args.rounds + 1)]
     finally:
         for proc in burners:
             end_child(proc, grace_s=2.0)
     result = {
-        "benchmark": "under_load", "tests": args.tests, "burners": args.burners, "cores": os.cpu_count(),
+        "benchmark": "under_load", "tests": ["make test"] if args.suite else args.tests,
+        "burners": args.burners, "cores": os.cpu_count(),
         # so a caller can check that these, and not some other process that loops, are gone
         "burner_pids": [proc.pid for proc in burners],
         "rounds": rounds, "failures": sum(len(r["failed"]) or int(r["exit_code"] != 0) for r in rounds),
