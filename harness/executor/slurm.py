@@ -37,9 +37,13 @@ from harness.util.text import first_line
 
 __all__ = ["ExecutorInterrupted", "SlurmExecutor", "SlurmOptions", "gres_for"]
 
-# sacct states after which a job will not run again (submitit counts PREEMPTED as not done: it may requeue).
-_RUNNING = ("RUNNING", "COMPLETING", "CONFIGURING", "STAGE_OUT", "SUSPENDED")
-_WAITING = ("PENDING", "REQUEUED", "RESIZING", "UNKNOWN", "READY", "")
+# A job in any other state will not run again (submitit counts PREEMPTED as not done: it may requeue). squeue's and
+# scontrol's states count too: SIGNALING (a scancel or a time limit being delivered; the suite once recorded a
+# cancelled job as "SIGNALING" under load, not "CANCELLED by 0") and STOPPED keep their allocation; the REQUEUE_*
+# and hold states come back to the queue.
+_RUNNING = ("RUNNING", "COMPLETING", "CONFIGURING", "STAGE_OUT", "SUSPENDED", "SIGNALING", "STOPPED")
+_WAITING = ("PENDING", "REQUEUED", "RESIZING", "UNKNOWN", "READY", "", "REQUEUE_FED", "REQUEUE_HOLD",
+            "RESV_DEL_HOLD", "SPECIAL_EXIT")
 
 
 @dataclass(frozen=True)
