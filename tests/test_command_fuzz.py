@@ -26,11 +26,18 @@ import pytest
 from harness.records.run_record import record_to_dict
 from tests.helpers import make_record
 
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = pytest.mark.standin
+
 REPO = Path(__file__).resolve().parent.parent
 SEED_SCENARIO = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
 FUZZ_SEED = int(os.environ.get("SGLANG_REPRO_FUZZ_SEED", "24"))
 EXAMPLES = int(os.environ.get("SGLANG_REPRO_CMD_FUZZ_EXAMPLES", "25"))
 BOUND_S = 2.0
+# A catastrophic regex or a quadratic parse burns CPU, which BOUND_S catches on any machine; the wall bound is for
+# what waits without burning (a FIFO, a lock), and on a loaded machine wall time is CPU time times the load (at load 9
+# on 2 cores an answer took 3.5 s of wall).
+WALL_BOUND_S = 20.0
 LOCATED = re.compile(r"^.+:\d+:\d+: ")  # a scenario problem: FILE:LINE:COL: what
 WARM_MODULES = ("harness.commands.store", "harness.commands.metrics", "harness.commands.triage",
                 "harness.commands.bisect", "harness.commands.minimize", "harness.commands.run",
@@ -132,7 +139,7 @@ def _check(answer: dict[str, Any], codes: tuple[int, ...], where: str) -> None:
         assert len([ln for ln in lines if not ln.startswith(("usage:", " "))]) == 1, f"{where}: {lines[:5]}"
         assert all(len(ln) < 1500 for ln in lines), f"{where}: a line of {max(map(len, lines))} chars"
     assert float(answer["cpu"]) < BOUND_S, f"{where}: {answer['cpu']:.2f} s of CPU"
-    assert float(answer["wall"]) < BOUND_S, f"{where}: {answer['wall']:.2f} s"
+    assert float(answer["wall"]) < WALL_BOUND_S, f"{where}: {answer['wall']:.2f} s"
 
 
 def _run(worker: Callable[[dict[str, Any]], dict[str, Any]], argv: list[str], tmp: Path, n: int,
