@@ -16,7 +16,7 @@ computation in place of the model, for tests whose claim is about search logic, 
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_REVISION", "DEFAULT_SCHEDULER", "SCHEDULERS",
+__all__ = ["DEFAULT_REVISION", "DEFAULT_SCHEDULER", "SCHEDULER_ENV", "SCHEDULERS",
            "REFERENCE_SERVER_LABEL", "REVISIONS", "SIM_NAME", "SIM_LABEL", "version_string"]
 
 REVISIONS = ("pre-fix", "post-fix")
@@ -27,6 +27,10 @@ DEFAULT_REVISION = "post-fix"
 # (harness.bisect.demo_repo) may turn this default so that every build of it starts the stand-in.
 SCHEDULERS = ("model", "standin")
 DEFAULT_SCHEDULER = "model"
+# A launch that names no --sim-scheduler takes this variable's value, so a test module can move every reference
+# server its commands start (through compare, run, nightly, bisect) to the stand-in at once; the choice is in every
+# server's logged ServerArgs (sim_scheduler=...) and in /sim/stats' "scheduler".
+SCHEDULER_ENV = "SGLANG_REPRO_SIM_SCHEDULER"
 SIM_NAME = "sglang-repro-reference-server"
 SIM_LABEL = "[sglang-repro reference server]"
 # How the harness names it beside real builds in results and reports.

@@ -7,10 +7,11 @@ unchanged; an unknown flag exits 2 with argparse's message, as SGLang's own pars
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 from typing import Any
 
-from harness.sim import DEFAULT_REVISION, DEFAULT_SCHEDULER, REVISIONS, SCHEDULERS
+from harness.sim import DEFAULT_REVISION, DEFAULT_SCHEDULER, REVISIONS, SCHEDULER_ENV, SCHEDULERS
 from harness.sim.release_rules import rules_for
 
 __all__ = ["build_parser", "parse_position_drop", "parse_server_args", "ATTENTION_BACKENDS", "SPECULATIVE_ALGORITHMS"]
@@ -165,8 +166,9 @@ SIM_KNOBS: dict[str, dict[str, Any]] = {
                               "(and so at every later one): K:F, e.g. 2:0.1"},
     # Not an SGLang behaviour: which scheduler child computes the tokens (harness.sim.standin: torch-free,
     # deterministic, the same HTTP and log contract; for tests whose claim is about search logic).
-    "scheduler": {"choices": SCHEDULERS, "default": DEFAULT_SCHEDULER,
-                  "help": "model: the tiny PyTorch model; standin: the torch-free stand-in of the reference server"},
+    "scheduler": {"choices": SCHEDULERS, "default": None,
+                  "help": "model: the tiny PyTorch model; standin: the torch-free stand-in of the reference server; "
+                          f"unset: ${SCHEDULER_ENV} if set, else {DEFAULT_SCHEDULER}"},
     "gpu-sm": {"type": int, "default": None,
                "help": "compute capability major of the GPU the model stands for (10: SM100, B200), for SGLang's "
                        "hardware-dependent defaults (Gemma-4's attention backend); unset: the --sim-device's own"},
@@ -205,6 +207,10 @@ def parse_server_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error(str(exc))
     if args.sim_position_drop is not None and parse_position_drop(args.sim_position_drop) is None:
         parser.error(f"--sim-position-drop must be K:F with K >= 1 and F within [0, 1], got {args.sim_position_drop!r}")
+    if args.sim_scheduler is None:
+        args.sim_scheduler = os.environ.get(SCHEDULER_ENV) or DEFAULT_SCHEDULER
+        if args.sim_scheduler not in SCHEDULERS:
+            parser.error(f"${SCHEDULER_ENV}={args.sim_scheduler!r}: valid values are {', '.join(SCHEDULERS)}")
     if args.sim_step_cost_ms < 0:
         parser.error(f"--sim-step-cost-ms must be >= 0, got {args.sim_step_cost_ms}")
     if args.speculative_algorithm is not None and args.speculative_algorithm.upper() not in SPECULATIVE_ALGORITHMS:

@@ -11,6 +11,8 @@ metrics present. A stand-in that drifts (a renamed key, another message, a lost 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -165,3 +167,38 @@ def test_a_harness_run_reaches_the_same_verdict(revision: str, tmp_path: Path) -
     assert present(model.metrics) == present(standin.metrics)
     _same_shape(dict(model.ground_truth or {}), dict(standin.ground_truth or {}), "ground truth")
     assert (standin.ground_truth or {}).get("scheduler", "standin") == "standin"
+
+
+def test_a_drafter_that_loses_a_draft_position_loses_it_on_both(tmp_path: Path) -> None:
+    """--sim-position-drop 1:1 cuts every verify before draft position 1: both accept nothing, log the same line."""
+    logs, meta = {}, {}
+    for name in SCHEDULERS:
+        server = start_server([*EAGER, "--sim-scheduler", name, "--sim-position-drop", "1:1"],
+                              tmp_path / f"{name}.log", timeout=120)
+        try:
+            status, body = server.post("/generate", PROMPT)
+            assert status == 200, body
+            meta[name] = json.loads(body)["meta_info"]
+        finally:
+            stop_server(server)
+        logs[name] = [line.split("] ", 1)[-1] for line in server.log_text().splitlines() if "--sim-position-drop:" in line]
+    assert logs["model"] == logs["standin"] and len(logs["model"]) == 1, logs
+    # every verify step accepted no draft (one bucket: zero accepted), so the same accept length on both
+    assert [len(m["spec_accept_histogram"]) for m in meta.values()] == [1, 1], meta
+    assert meta["model"]["spec_accept_length"] == meta["standin"]["spec_accept_length"], meta
+
+
+def test_the_scheduler_variable_moves_a_launch_that_names_none(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SGLANG_REPRO_SIM_SCHEDULER", "standin")
+    server = start_server(EAGER, tmp_path / "env.log", timeout=120)
+    try:
+        status, body = server.get("/sim/stats")
+        assert status == 200 and json.loads(body)["scheduler"] == "standin"
+    finally:
+        stop_server(server)
+    assert "sim_scheduler='standin'" in server.log_text()
+    monkeypatch.setenv("SGLANG_REPRO_SIM_SCHEDULER", "torch")
+    done = subprocess.run([sys.executable, "-m", "harness.sim.server", *EAGER], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "$SGLANG_REPRO_SIM_SCHEDULER='torch': valid values are model, standin" in done.stderr
