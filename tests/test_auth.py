@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parent.parent
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
 KEY = "sk-test-key-0123456789"
 
-pytestmark = pytest.mark.slow
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.standin]
 
 
 def test_headers_come_from_the_scenario_flags() -> None:

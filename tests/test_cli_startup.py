@@ -13,6 +13,9 @@ import pytest
 from harness.cli import main, make_parser
 from harness.commands import COMMANDS
 
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = pytest.mark.standin
+
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
 CLEAN_LOG = REPO / "fixtures" / "logs" / "clean.log"

@@ -12,7 +12,8 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
 
-pytestmark = pytest.mark.slow
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.standin]
 
 
 def report_of(stdout: str) -> dict:
@@ -38,6 +39,9 @@ def test_demo_scenario_before_crashes_after_passes(run_cli, tmp_path):
             assert roles["before"]["outcomes"] == ["pass"]
     html = (Path(report["cases"][0]["roles"][0]["artifact_dirs"][0]).parts[0])
     assert html == "runs"
+    # the module's marker reached every server compare started (tests/conftest.py)
+    logs = list(tmp_path.rglob("server*.log"))
+    assert logs and all("sim_scheduler='standin'" in p.read_text(errors="replace") for p in logs), logs
 
 
 def _cost_scenario(tmp_path: Path, before: str, after: str) -> Path:

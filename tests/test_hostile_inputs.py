@@ -24,6 +24,9 @@ from harness.records.artifacts import write_repro
 from harness.scenario import load_file
 from harness.util.net import url_for
 
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = pytest.mark.standin
+
 REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
 LINE = re.compile(r"^\S.*:\d+:\d+: ")

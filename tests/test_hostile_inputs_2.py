@@ -22,6 +22,9 @@ from harness.util.bounded_read import ReadRefused, load_json, read_bytes, walk_f
 from harness.util.errors import UserError
 from harness.util.redact import REDACTED, is_secret_name, redact_argv, redact_env, redact_log
 
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = pytest.mark.standin
+
 REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
 CASE = "tokens=276,path=eager"

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = pytest.mark.standin
+
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "fixtures" / "bisect" / "stale_out_cache_loc_tiny.yaml"
 REDRAW = "\r\x1b[2K"

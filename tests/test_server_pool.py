@@ -15,7 +15,8 @@ from harness.server.pool import ServerPool
 REPO = Path(__file__).resolve().parent.parent
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
 
-pytestmark = pytest.mark.slow
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.standin]
 
 
 def _case(name: str, **server: object):

@@ -23,6 +23,9 @@ from harness.workload.phases import (
 )
 from harness.workload.prompts import Prompt
 
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = pytest.mark.standin
+
 REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "scenarios" / "cache_state" / "hicache_loadback_draft_state.yaml"
 

@@ -17,6 +17,9 @@ from harness.store.transfer import export_store
 from tests.helpers import make_record
 from tests.history.nights import CASES, record_slowdown, record_speed_slide
 
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = pytest.mark.standin
+
 
 def test_a_slowdown_of_one_build_on_three_cases_is_one_incident_with_a_runnable_next_step(tmp_path) -> None:
     rng = random.Random(3)

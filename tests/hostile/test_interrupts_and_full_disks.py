@@ -16,7 +16,8 @@ import pytest
 
 from tests.hostile._probe import CASE, REPO, SEED
 
-pytestmark = pytest.mark.slow
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.standin]
 
 
 def _start(argv: list[str]) -> subprocess.Popen[str]:

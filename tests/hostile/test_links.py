@@ -14,6 +14,9 @@ from harness.util.output_path import make_folder, refuse_links
 from harness.util.paths import resolve_fixture
 from tests.hostile._probe import CASE, SEED, cli, refused
 
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = pytest.mark.standin
+
 
 def _nothing_in(folder: Path) -> None:
     assert list(folder.iterdir()) == [], list(folder.iterdir())

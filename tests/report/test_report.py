@@ -26,6 +26,9 @@ from harness.report.markdown import MAX_CHARS
 from harness.util.errors import UserError
 from tests.run_records import judged
 
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = pytest.mark.standin
+
 SIG = "frozen-kv-mtp-stale-out-cache-loc"
 HOSTILE = "<script>alert(1)</script>"
 REPO = Path(__file__).resolve().parents[2]

@@ -103,7 +103,8 @@ def test_an_sqlite_store_is_refused_before_anything_is_submitted(command: str, t
 # --------------------------------------------------------------------------- on the one-node cluster
 
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.standin]
 
 
 def test_compare_trials_run_at_once_on_disjoint_gpus_into_postgres(slurm_conf: str, pg_url: str,

@@ -18,6 +18,9 @@ from harness.store.store import new_batch, open_store
 from tests.helpers import make_record
 from tests.store._cdp import visit
 
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = pytest.mark.standin
+
 EVIL = '<script>alert("pwned")</script>'
 _QUIET = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
           "--disable-component-update", "--disable-sync", "--disable-default-apps", "--disable-extensions",

@@ -16,6 +16,9 @@ from harness.store.store import build_key, new_batch, open_store
 from harness.store.transfer import export_store
 from tests.helpers import make_record
 
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = pytest.mark.standin
+
 # Mixed case and punctuation: PostgreSQL's default collation would sort these apart from Python's order.
 SCENARIOS = ("beta", "Alpha", "alpha-2", "_under")
 

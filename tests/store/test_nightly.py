@@ -15,6 +15,9 @@ from harness.store.store import new_batch, open_store
 from tests.helpers import make_record
 from tests.history.nights import record_drift
 
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = pytest.mark.standin
+
 CRASH = "scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml"
 
 

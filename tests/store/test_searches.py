@@ -20,6 +20,9 @@ from harness.store.store import new_batch, open_store
 from harness.store.url import STORE_ENV
 from tests.helpers import make_record
 
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = pytest.mark.standin
+
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = REPO / "fixtures" / "bisect" / "stale_out_cache_loc_tiny.yaml"
 SIG = "frozen-kv-mtp-stale-out-cache-loc"
