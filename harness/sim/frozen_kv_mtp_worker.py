@@ -23,6 +23,7 @@ from harness.sim.forward_batch import ForwardBatch, ForwardMode, SeqSpan
 from harness.sim.frozen_kv_mtp_cuda_graph_runner import FrozenKVMTPCudaGraphRunner
 from harness.sim.memory_pool import KVPool, ReqToTokenPool, TokenToKVPoolAllocator
 from harness.sim.model_runner import BatchModel, ModelRunner
+from harness.sim.position_drop import PositionDrop
 from harness.sim.req_state import Req
 from harness.sim.sampling import sample
 from harness.sim.server_settings import chain_length
@@ -65,16 +66,7 @@ class FrozenKVMTPWorker:
         # topk 1: the draft model runner's own attention backend; topk > 1: triton (0.5.14 :242-252)
         self.draft_attn_backend = draft_attn_backend
         self.cuda_graph_runner: FrozenKVMTPCudaGraphRunner | None = None
-        # A calibration lever (--sim-position-drop K:F), labelled as the model's, not SGLang's: of the verify steps
-        # that would accept position K, a fraction F is cut before it, spread evenly (error diffusion: each step
-        # adds F to a running sum and is cut when it reaches 1), so every trial loses close to F, not a random
-        # share that a short workload would make anywhere from none to twice F.
-        self.position_drop = position_drop
-        self._drop_due = 0.0
-        if position_drop is not None:
-            logger.info("%s --sim-position-drop: draft position %d loses %.1f%% of its acceptance (a calibration "
-                        "lever of the model, not an SGLang behaviour)", SIM_LABEL, position_drop[0],
-                        100 * position_drop[1])
+        self.position_drop = PositionDrop(position_drop, logger)  # --sim-position-drop: the model's lever
         logger.info("%s Frozen-KV MTP worker: topk=%d, %d draft token(s) per branch, revision %s",
                     SIM_LABEL, topk, self.chain_len, revision)
 
@@ -174,13 +166,7 @@ class FrozenKVMTPWorker:
             match = (drafts.to(dev) == target[:, : n - 1]).to(torch.int64).cumprod(dim=1).sum(dim=1)
             best = int(match.argmax())
             a = int(match[best])
-            if self.position_drop is not None and a >= self.position_drop[0]:
-                self._drop_due += self.position_drop[1]
-                if self._drop_due >= 1.0:
-                    # Cut before position K: the target's own token there is the bonus, so the output is the same
-                    # tokens; only acceptance at K (and after it) drops.
-                    self._drop_due -= 1.0
-                    a = self.position_drop[0] - 1
+            a = self.position_drop.cut(a)
             keep = slots[i, best, : a + 1]
             dropped = torch.ones((k, n), dtype=torch.bool, device=dev)
             dropped[best, : a + 1] = False

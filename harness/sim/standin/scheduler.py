@@ -22,6 +22,7 @@ from multiprocessing.connection import Connection
 
 from harness.sim import SIM_LABEL
 from harness.sim.metrics_reporter import MetricsReporter
+from harness.sim.position_drop import PositionDrop
 from harness.sim.req_state import Req
 from harness.sim.scheduler_entry import SchedulerLoop
 from harness.sim.server_settings import SchedulerSettings, chain_length
@@ -53,7 +54,6 @@ class StandinScheduler(SchedulerLoop):
         self.chain_len = chain_length(s.num_steps, s.topk, s.num_draft_tokens) if s.speculative else 0
         self.topk = s.topk if s.speculative else 1
         self._accept_due = 0.0
-        self._drop_due = 0.0
         self._cache: list[tuple[int, ...]] = []  # finished sequences, newest last (the radix cache's stand-in)
         self._hashes: dict[str, int] = {}
         cost = s.step_cost_ms / 1000.0
@@ -62,10 +62,7 @@ class StandinScheduler(SchedulerLoop):
         self.capture_bs = min(s.cuda_graph_max_bs, s.max_running_requests)
         logger.info("%s stand-in scheduler (no model, no torch: harness.sim.standin), revision %s, draft path %s",
                     SIM_LABEL, s.revision, "none" if not s.speculative else ("eager" if s.eager_draft else "graph"))
-        if s.position_drop is not None:  # the model's line, word for word (frozen_kv_mtp_worker)
-            logger.info("%s --sim-position-drop: draft position %d loses %.1f%% of its acceptance (a calibration "
-                        "lever of the model, not an SGLang behaviour)", SIM_LABEL, s.position_drop[0],
-                        100 * s.position_drop[1])
+        self.position_drop = PositionDrop(s.position_drop, logger)  # the model's rule and line
 
     def _refuse_unmodelled(self) -> None:
         s = self.s
@@ -208,13 +205,7 @@ class StandinScheduler(SchedulerLoop):
         self._accept_due += self.s.draft_agreement * self.chain_len
         a = min(self.chain_len, int(self._accept_due))
         self._accept_due -= a
-        drop = self.s.position_drop
-        if drop is not None and a >= drop[0]:  # the model's rule (frozen_kv_mtp_worker): cut before position K
-            self._drop_due += drop[1]
-            if self._drop_due >= 1.0:
-                self._drop_due -= 1.0
-                a = drop[0] - 1
-        return a
+        return self.position_drop.cut(a)
 
     def run_decode(self) -> None:
         reqs = self.running
