@@ -146,7 +146,12 @@ def test_a_harness_run_reaches_the_same_verdict(revision: str, tmp_path: Path) -
     assert (standin.outcome, standin.phase, standin.signature) == (model.outcome, model.phase, model.signature)
     assert model.outcome == (Outcome.CRASH if revision == "pre-fix" else Outcome.PASS), model.reason
     if revision == "pre-fix":
-        assert _contract_lines(standin_log) == _contract_lines(model_log)
+        # The harness stops a server as soon as its log shows the crash, with a SIGTERM to the server's group: a
+        # scheduler that had not yet reported its exception to the front ends by that SIGTERM (-15), and the
+        # SubprocessWatchdog logs CHILD_CRASHED_LINE (harness.contract.facts); one that had, does not. Which comes
+        # first is a race in SGLang as here (CI saw the stand-in log it once): the other lines are compared.
+        assert (_contract_lines(standin_log) - {contract.CHILD_CRASHED_LINE}
+                == _contract_lines(model_log) - {contract.CHILD_CRASHED_LINE})
     else:
         # After a pass the harness stops the server, and whether the front sees its scheduler's pipe close before
         # the stop reaches it is a race on a loaded machine (CI saw the stand-in's front log "It usually means one
