@@ -23,9 +23,10 @@ REPO = Path(__file__).resolve().parents[2]
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
 EAGER = "tokens=276,path=eager"
 SIGNATURE = "frozen-kv-mtp-stale-out-cache-loc"
-# The tests whose claim is about the search (a case that does not fail, a spent budget) run on the stand-in of the
-# reference server (harness.sim.standin; tests/sim/test_standin_contract.py holds it to the same contract); the
-# minimization itself, the other crash and Ctrl-C run on the reference server.
+# The searches run on the stand-in of the reference server (harness.sim.standin; tests/sim/test_standin_contract.py
+# holds it to the same contract): a minimization starts a server a try, ~36 for the eager case. What a search
+# finds is then held to the reference server itself (the minimized file crashes there with the same signature, one
+# token shorter does not); the other crash and Ctrl-C run on the reference server.
 STANDIN = ",scheduler=standin"
 
 pytestmark = [pytest.mark.slow, pytest.mark.sim]
@@ -37,12 +38,14 @@ def eager_case():
 
 
 def test_eager_case_minimizes_to_the_trigger_and_the_smallest_crashing_prompt(tmp_path, run_cli):
-    build = resolve_build("sim:pre-fix")
     out = tmp_path / "minimal.yaml"
-    res = minimize(eager_case(), build, MinimizeOptions(jobs=2, out_root=tmp_path, output=out))
+    res = minimize(eager_case(), resolve_build("sim:pre-fix" + STANDIN),
+                   MinimizeOptions(jobs=2, out_root=tmp_path, output=out))
     assert res.exit_code == 0, res.message
     assert res.target is not None and res.target.signature == SIGNATURE
     assert len(res.confirmations) == 3 and all(res.target.matches(o) for o in res.confirmations)
+    tries = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("server*.log"))
+    assert "sim_scheduler='standin'" in tries and "sim_scheduler='model'" not in tries
 
     (case,) = load_file(out).cases  # the written file validates
     args = case.scenario.server.args
@@ -62,7 +65,8 @@ def test_eager_case_minimizes_to_the_trigger_and_the_smallest_crashing_prompt(tm
         if row.verdict == Verdict.INTERESTING:
             assert SIGNATURE in row.detail
 
-    # The smallest prompt length: tokens - 1 no longer reproduces (when tokens > 1).
+    # The smallest prompt length, on the reference server: tokens - 1 no longer reproduces (when tokens > 1).
+    build = resolve_build("sim:pre-fix")
     tokens = case.scenario.workload.prompt.tokens
     assert isinstance(tokens, int) and tokens < 276
     if tokens > 1:
@@ -71,9 +75,10 @@ def test_eager_case_minimizes_to_the_trigger_and_the_smallest_crashing_prompt(tm
         record = execute_run(replace(case, scenario=shorter), build, options=RunOptions(out_root=tmp_path))
         assert not res.target.matches(observe(record))
 
-    # Run as any scenario: the same signature.
+    # Run as any scenario, on the reference server: the same signature.
     done = run_cli("run", out, "--build", "sim:pre-fix", "--out", tmp_path / "rerun", "--no-progress")
     assert done.returncode == 1 and f"signature={SIGNATURE}" in done.stdout, done.stdout + done.stderr
+    assert "sim_scheduler='model'" in "".join(p.read_text() for p in (tmp_path / "rerun").rglob("server.log"))
 
 
 def test_a_case_that_does_not_fail_exits_1_and_writes_nothing(tmp_path, run_cli):
