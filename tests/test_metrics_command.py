@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.standin]
 
 
 def test_metrics_command_recomputes_a_runs_numbers_exactly(tmp_path: Path, run_cli) -> None:

@@ -20,6 +20,9 @@ from harness.util.errors import InfraError
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = REPO / "fixtures" / "bisect" / "stale_out_cache_loc_tiny.yaml"
 
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = pytest.mark.standin
+
 
 def _job(tmp_path: Path, *, scenario: Path, deadline_s: float, spec: str = "sim:pre-fix") -> ProbeJob:
     state = SearchState(scenario=str(scenario), case="default", build_template=spec,

@@ -40,7 +40,8 @@ def test_bad_cpus_or_memory_is_a_one_line_error(field: str, value: object, words
     assert f"{path}:{line_no}" in lines[0] and f"hardware.{field}" in lines[0] and words in lines[0]
 
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.standin]
 
 
 def test_the_job_asks_slurm_for_the_scenarios_cpus_and_memory(slurm_conf: str, pg_url: str, tmp_path: Path) -> None:

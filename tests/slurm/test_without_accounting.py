@@ -25,7 +25,8 @@ from harness.store.store import open_store
 from tests.slurm import _cluster
 from tests.slurm.test_executor import NIGHTLY_VERDICTS, REPO, _job_ids, _scenario, _when
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
+# A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.standin]
 
 # The whole command's bound (as the accounting tests'): its nightly takes about 40 s here; the old code waited
 # without end once they were done.
