@@ -149,7 +149,7 @@ def test_a_harness_run_reaches_the_same_verdict(revision: str, tmp_path: Path) -
         # The harness stops a server as soon as its log shows the crash, with a SIGTERM to the server's group: a
         # scheduler that had not yet reported its exception to the front ends by that SIGTERM (-15), and the
         # SubprocessWatchdog logs CHILD_CRASHED_LINE (harness.contract.facts); one that had, does not. Which comes
-        # first is a race in SGLang as here (CI saw the stand-in log it once): the other lines are compared.
+        # first is a race in SGLang as here (a make test here saw the stand-in log it once): the others are compared.
         assert (_contract_lines(standin_log) - {contract.CHILD_CRASHED_LINE}
                 == _contract_lines(model_log) - {contract.CHILD_CRASHED_LINE})
     else:
