@@ -4,6 +4,9 @@ in one line, exit 3, with the run's complete record still in a healthy store."""
 
 from __future__ import annotations
 
+import os
+import re
+import select
 import signal
 import sqlite3
 import subprocess
@@ -20,8 +23,8 @@ from tests.hostile._probe import CASE, REPO, SEED
 pytestmark = [pytest.mark.slow, pytest.mark.standin]
 
 
-def _start(argv: list[str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "harness", *argv], cwd=REPO, stdout=subprocess.PIPE,
+def _start(argv: list[str], python: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, *python, "-m", "harness", *argv], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 
@@ -79,38 +82,43 @@ def test_nightly_interrupted_while_detecting_exits_3_with_its_summary(tmp_path: 
     assert [o for _, o in _rows(tmp_path / "s.db")] == ["pass"]
 
 
-def _catches(pid: int, sig: int) -> bool:
-    """The harness's interpreter has a handler for ``sig`` (Linux: the SigCgt mask of /proc/PID/status). Between
-    fork and exec the child still shows the handlers of the pytest process it was forked from: its command line
-    tells the two apart."""
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    if argv[1:3] != [b"-m", b"harness"]:
-        return False
-    [mask] = [line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")]
-    return bool(int(mask, 16) >> (sig - 1) & 1)
+# A line of ``-X importtime`` for a module under harness/ other than the package itself: harness/__init__.py imports
+# nothing, and runpy loads __main__.py's code without an import, so the first such line is printed from inside
+# harness/__main__.py's guard, while `from harness.cli import entry` is still importing.
+_INSIDE_THE_GUARD = re.compile(rb"^import time:.*\|\s+harness\.\S+$", re.M)
+
+
+def _read_until_inside_the_guard(proc: subprocess.Popen[str], timeout_s: float) -> bytes:
+    """stderr up to the first import under harness/ (read from the descriptor: nothing is left in a buffer that
+    ``communicate`` would not see)."""
+    assert proc.stderr is not None
+    fd, seen = proc.stderr.fileno(), b""
+    deadline = time.monotonic() + timeout_s
+    while not _INSIDE_THE_GUARD.search(seen) and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.5)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            seen += chunk
+    return seen
 
 
 def test_a_signal_while_the_command_imports_is_exit_130_without_a_traceback(tmp_path: Path) -> None:
+    # Before harness/__main__.py runs, a SIGINT is Python's own: in its start-up, before the handler, it kills the
+    # program (-2); in site, which imports pathlib and urllib for the editable install's finder, it is a "Fatal
+    # Python error: init_import_site" with a traceback, for any program. Neither is the harness's window, and beside
+    # two CPU burners a signal timed from the spawn (0.8 s) or from the handler's installation (+0.3 s) landed in
+    # each. So the signal is sent once -X importtime shows a module under harness/ imported: the import of
+    # harness.cli has ~0.6 CPU-s left, so it lands there (130) or in the run (3).
     proc = _start(["compare", str(SEED), "--case", CASE, "--before", "sim:pre-fix", "--after", "sim:post-fix",
-                   "--out", str(tmp_path / "o"), "--no-store"])
-    # Until the interpreter installs its SIGINT handler (early in its start, before site), a SIGINT kills any
-    # program (-2, nothing said): not the harness's window. Beside a CPU burner a blind 0.8 s after the spawn
-    # landed there once. So: wait for the handler, then give site and runpy the time to enter harness/__main__.py's
-    # guard (0.1 s was enough beside the burners); the import of harness.cli after it takes ~0.6 CPU-s, so the
-    # signal lands in it (130), or in the run (3).
-    deadline = time.monotonic() + 60
-    while not _catches(proc.pid, signal.SIGINT) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert _catches(proc.pid, signal.SIGINT), "the interpreter never installed its SIGINT handler"
-    time.sleep(0.3)
+                   "--out", str(tmp_path / "o"), "--no-store"], python=("-X", "importtime"))
+    seen = _read_until_inside_the_guard(proc, timeout_s=60)
+    assert _INSIDE_THE_GUARD.search(seen), seen.decode(errors="replace")[-2000:]
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert "Traceback" not in err, err
-    assert proc.returncode in (130, 3), (proc.returncode, err)
+    err = seen.decode(errors="replace") + err
+    assert "Traceback" not in err, err[-4000:]
+    assert proc.returncode in (130, 3), (proc.returncode, err[-4000:])
 
 
 @pytest.fixture
