@@ -68,6 +68,22 @@ def worker() -> Iterator[Callable[[dict[str, Any]], dict[str, Any]]]:
     proc.wait(30)
 
 
+@pytest.fixture(scope="module")
+def release_frames_cached() -> None:
+    """The release fit's line data for the sglang files the fixture logs name, computed before the triage examples.
+
+    Its first computation (the index asked for the release list, each file of each of 15 releases read from its
+    wheel and parsed, kept under ``<cache>/triage-frames``: docs/triage.md) is a cache fill, not the catastrophic
+    regex or quadratic parse BOUND_S is for: for these logs 4.4 CPU-s cold against 0.56 kept (load 6). On a fresh
+    machine beside two CPU burners an example that filled it ran past the wall bound (exit -14 at 3.98 CPU-s,
+    round 1 of bench_under_load --suite). The mutated logs name the same files, so the examples judge them against
+    the kept data, as every triage after the first does."""
+    logs = sorted((REPO / "fixtures" / "logs").glob("*.log"))
+    done = subprocess.run([sys.executable, "-m", "harness", "triage", *map(str, logs), "--explain"], cwd=REPO,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode in (0, 1, 3) and "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
 # --------------------------------------------------------------------------- hostile material
 
 
@@ -346,7 +362,8 @@ def test_metrics_on_hostile_requests_jsonl_is_an_answer_or_one_line(tmp_path: Pa
     assert codes.get(2) and (codes.get(0) or codes.get(1)), codes
 
 
-def test_triage_on_hostile_logs_and_catalogues_is_an_answer_or_one_line(tmp_path: Path, worker) -> None:
+def test_triage_on_hostile_logs_and_catalogues_is_an_answer_or_one_line(tmp_path: Path, worker,
+                                                                       release_frames_cached: None) -> None:
     rng = random.Random(FUZZ_SEED + 3)
     h = Hostile(tmp_path / "hostile")
     logs = sorted((REPO / "fixtures" / "logs").glob("*.log"))
