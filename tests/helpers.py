@@ -30,6 +30,7 @@ from harness.contract import facts as contract
 from harness.records.outcome import Outcome, Phase
 from harness.records.run_record import RunRecord, record_from_dict
 from harness.server.lease import PortLease, lease_port
+from harness.util.kill import dies_with_parent
 
 __all__ = ["GIT_IDENTITY", "RECORD_SCENARIO", "SimServer", "copy_cited", "free_port", "git", "make_record", "start_server",
            "stop_server"]
@@ -128,9 +129,11 @@ def start_server(args: list[str], log: Path, wait_ready: bool = True, timeout: f
     port = free_port()
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     with open(log, "wb") as fh:
+        # dies_with_parent: a pytest worker killed without its teardown (SIGTERM to make test's group) left its
+        # servers running in their own sessions, re-parented to PID 1
         proc = subprocess.Popen([sys.executable, "-m", "harness.sim.server", *args, "--host", "127.0.0.1",
                                  "--port", str(port)], cwd=REPO, stdout=fh, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=dies_with_parent(os.getpid()))
     server = SimServer(proc, port, log)
     if wait_ready:
         deadline = time.monotonic() + timeout

@@ -16,8 +16,6 @@ two cases, so a crash reaches its verdict within about 50 ms of the line, not at
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import enum
 import logging
 import os
@@ -41,7 +39,7 @@ from harness.util.atomic import write_atomic
 from harness.util.bounded_read import tail_lines
 from harness.util.errors import EXIT_INFRA, HarnessError, InfraError
 from harness.util.interrupts import Shield
-from harness.util.kill import signal_group
+from harness.util.kill import dies_with_parent, signal_group
 from harness.util.net import url_for
 from harness.util.redact import redact_text, redact_values, register_secrets, secret_flag_values, secret_values
 from harness.util.text import last_line
@@ -64,7 +62,6 @@ _HEALTH_POLL_S = 0.1
 # timeout never sees a 200, and readiness would rest on the ready log line, which --log-level warning
 # hides. The probe runs in its own thread, so a hung server cannot delay a crash verdict.
 _HEALTH_TIMEOUT_S = HEALTH_PROBE_TIMEOUT_S
-_PR_SET_PDEATHSIG = 1
 
 
 class ServerDied(HarnessError):
@@ -96,16 +93,6 @@ class ServerState(enum.Enum):
     STOPPED = "stopped"
 
 
-def _load_prctl() -> Callable[..., int] | None:
-    # Resolved in the parent: the child between fork and exec should do as little as possible.
-    name = ctypes.util.find_library("c")
-    try:
-        return ctypes.CDLL(name or "libc.so.6", use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_prctl = _load_prctl()
 
 
 _MAX_LINE = 1 << 20
@@ -119,22 +106,6 @@ def _listeners(port: int) -> set[int | None]:
     except (psutil.Error, OSError):
         return set()
     return {c.pid for c in conns if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN}
-
-
-def _child_setup(parent_pid: int) -> Callable[[], None] | None:
-    # The signal fires when the forking *thread* ends; from a pool thread that would kill a healthy server
-    # when the pool retires the thread, so there only the watchdog guards against a dead harness.
-    if _prctl is None or threading.current_thread() is not threading.main_thread():
-        return None
-    prctl = _prctl
-
-    def setup() -> None:
-        # SIGKILL this server when the thread that started it dies, even if the harness is SIGKILLed.
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return setup
 
 
 class ServerProcess:
@@ -254,7 +225,7 @@ class ServerProcess:
                 stderr=subprocess.STDOUT,
                 env=self.env,
                 start_new_session=True,
-                preexec_fn=_child_setup(os.getpid()),
+                preexec_fn=dies_with_parent(os.getpid()),
             )
         except OSError as exc:
             self._watchdog.disarm()

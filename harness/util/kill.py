@@ -9,6 +9,8 @@ mean "already gone" and whether the harness's own group may be hit. Here, once:
   reused; killing our own group would end the harness);
 - :func:`end_group`: TERM, a grace, then KILL, of one process group, each wait bounded;
 - :func:`end_child`: the same for a direct child (a ``Popen``), reaped;
+- :func:`dies_with_parent`: a child the kernel SIGKILLs when the thread that started it ends, so a harness (or a
+  test) killed without a chance to clean up leaves no server behind;
 - :func:`release_watcher`: the disarm handshake of a watcher process (the reaper's watchdog, a bisection's
   guard): close its pipe once it was told ``disarm``, wait a bounded time, KILL it if it does not go.
 
@@ -19,12 +21,48 @@ Killing every process of a *run* (its group and the escapees found by their tag)
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import signal
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 
-__all__ = ["end_child", "end_group", "group_alive", "release_watcher", "signal_group", "signal_process"]
+__all__ = ["dies_with_parent", "end_child", "end_group", "group_alive", "release_watcher", "signal_group",
+           "signal_process"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    # Resolved in the parent: the child between fork and exec should do as little as possible.
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name or "libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_prctl = _load_prctl()
+
+
+def dies_with_parent(parent_pid: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the kernel SIGKILL the child when the thread that forked it ends (Linux
+    ``PR_SET_PDEATHSIG``), even by SIGKILL; None where that cannot be had (no prctl, or not the main thread)."""
+    # The signal fires when the forking *thread* ends; from a pool thread that would kill a healthy server
+    # when the pool retires the thread, so there only the watchdog guards against a dead harness.
+    if _prctl is None or threading.current_thread() is not threading.main_thread():
+        return None
+    prctl = _prctl
+
+    def setup() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return setup
 
 
 def signal_group(pgid: int, sig: int) -> bool:
