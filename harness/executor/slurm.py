@@ -118,7 +118,9 @@ class _Tracked:
     handle: Any  # submitit.Job
     state: str = "PENDING"
     record: Any = None  # what the job handed back (a RunRecord by default), or the executor's lost one
-    unknown_since: float | None = None  # when sacct first could not say (a cluster without accounting)
+    unknown_since: float | None = None  # since when sacct cannot say (a cluster without accounting, or behind)
+    ended_since: float | None = None  # when the job was first seen ended without sacct's whole word on it
+    node: str = ""  # where it ran, as sacct said when asked for this job alone
 
 
 # Without accounting (AccountingStorageType=accounting_storage/none, a small cluster's default) sacct answers
@@ -127,6 +129,12 @@ class _Tracked:
 # queued or running), and the job's own folder (submitit's result pickle, the handed-back record); a job none
 # of them can place for longer than its time limit and this margin is lost, with that said.
 _UNKNOWN_MARGIN_S = 600.0
+# With accounting, sacct can still lag slurmctld, which queues a job's start and end for a busy or restarting
+# slurmdbd. CI saw a scancelled job that sacct had not placed yet recorded with scontrol's bare "CANCELLED" (no
+# "by UID", no node). And once slurmctld reconnects to slurmdbd it sends it the job again without its requester:
+# here sacct then said "CANCELLED" for 12 s before "CANCELLED by 0" (tests/slurm/test_executor.py stops slurmdbd
+# around a scancel). An ended job without a record waits this long for sacct's whole state, then takes what it has.
+_SACCT_LAG_S = 90.0
 _ASK_TIMEOUT_S = 30.0
 
 
@@ -155,6 +163,28 @@ def state_without_accounting(job_id: str, folder: Path, result_pickle: Path) -> 
     return "ENDED" if left else "UNKNOWN"  # squeue answered without it: the job has left the queue
 
 
+def sacct_state(job_id: str) -> tuple[str, str] | None:
+    """sacct's State and NodeList of one job's allocation, or None when sacct has no line for it."""
+    shown = _ask(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,NodeList"])
+    if shown is None or shown.returncode != 0:
+        return None
+    for line in shown.stdout.splitlines():
+        state, _, node = line.partition("|")
+        if state.strip():
+            return state.strip(), node.strip()
+    return None
+
+
+def cluster_has_accounting() -> bool:
+    """Whether the cluster keeps accounting (``AccountingStorageType`` other than ``accounting_storage/none``,
+    as ``scontrol show config`` says); False when scontrol cannot say."""
+    shown = _ask(["scontrol", "show", "config"])
+    if shown is None or shown.returncode != 0:
+        return False
+    found = re.search(r"^AccountingStorageType\s*=\s*(\S+)", shown.stdout, re.MULTILINE)
+    return found is not None and found.group(1) != "accounting_storage/none"
+
+
 def _lost_run(job: RunJob, reason: str, folder: Path, interrupted: bool) -> RunRecord:
     return lost_record(job, reason, folder, outcome=Outcome.INTERRUPTED if interrupted else Outcome.INFRA)
 
@@ -175,6 +205,7 @@ class SlurmExecutor:
         self._call = call
         self._result_type = result_type
         self._lost = lost
+        self._accounting: bool | None = None  # asked once, the first time sacct has not placed an ended job
 
     def run_all(self, jobs: Sequence[RunJob], on_record: Callable[[RunRecord], None] | None = None) -> list[RunRecord]:
         """Submit ``jobs`` and wait; their records in the order of ``jobs`` (``on_record`` sees each as it
@@ -257,14 +288,20 @@ class SlurmExecutor:
                                                        Path(t.handle.paths.result_pickle))
                     base = t.state.split()[0].upper()
                     t.unknown_since = t.unknown_since or time.monotonic()
+                else:  # sacct has placed it: its state and node count from here on
+                    t.unknown_since = None
                 if base == "UNKNOWN" and self._unknown_too_long(t):
                     t.state = f"UNKNOWN for {time.monotonic() - (t.unknown_since or 0):.0f} s"
-                elif base in _RUNNING or base in _WAITING:
+                elif base in _RUNNING or base in _WAITING or self._sacct_may_catch_up(t, sacct_unsure):
                     continue
+                sacct_unsure = t.unknown_since is not None  # asked alone, sacct may have placed it
                 if sacct_unsure and not placed_without_sacct:  # once a command: how it knew
                     placed_without_sacct = True
+                    if self._accounting is None:
+                        self._accounting = cluster_has_accounting()
+                    why = "yet (slurmdbd behind or down?)" if self._accounting else "(a cluster without accounting?)"
                     _say(f"slurm: job {t.handle.job_id} ended ({t.state}) by scontrol, squeue and its folder: sacct "
-                         "has no record of it (a cluster without accounting?)")
+                         f"has no record of it {why}")
                 t.record = self._finish(t)
                 if on_record:
                     on_record(t.record)
@@ -274,6 +311,27 @@ class SlurmExecutor:
                 last = line
             if any(t.record is None for t in tracked):
                 time.sleep(self.options.poll_s)
+
+    def _sacct_may_catch_up(self, t: _Tracked, sacct_unsure: bool) -> bool:
+        """Whether a job that ended without handing a record back waits for sacct's whole state (who cancelled it,
+        where it ran): on a cluster with accounting, while sacct has no line for it or says a bare
+        ``CANCELLED``, for at most ``_SACCT_LAG_S`` from when it was first seen ended."""
+        placed_ended = sacct_unsure and t.state.split()[0].upper() != "COMPLETED"  # COMPLETED: its folder has it
+        if not (placed_ended or t.state.upper() == "CANCELLED"):
+            return False
+        if self._result_type is RunRecord and handed_back(_job_folder(t)) is not None:
+            return False  # the run's own record is taken, and SLURM's state is not in it
+        if self._accounting is None:
+            self._accounting = cluster_has_accounting()
+        if not self._accounting:
+            return False
+        t.ended_since = t.ended_since or time.monotonic()
+        # submitit's watcher stops asking sacct about a job once it holds an ended state for it: asked here alone.
+        answer = sacct_state(str(t.handle.job_id))
+        if answer is not None and answer[0].upper() != "CANCELLED":
+            t.state, t.node, t.unknown_since = answer[0], answer[1], None
+            return False
+        return time.monotonic() - t.ended_since < _SACCT_LAG_S
 
     def _unknown_too_long(self, t: _Tracked) -> bool:
         """No source has placed the job for longer than its time limit and a margin: the wait ends."""
@@ -320,7 +378,7 @@ class SlurmExecutor:
                 why = f": {_last_line(exc)}"
             return self._lost(t.job, f"slurm job {job_id} FAILED{why}", _job_folder(t), False)
         # TIMEOUT, CANCELLED by UID, PREEMPTED, NODE_FAIL, OUT_OF_MEMORY, DEADLINE, BOOT_FAIL: SLURM ended it.
-        node = t.handle.get_info(mode="cache").get("NodeList", "") if t.unknown_since is None else ""
+        node = t.node or (t.handle.get_info(mode="cache").get("NodeList", "") if t.unknown_since is None else "")
         where = f" on {node}" if node and node != "None assigned" else ""
         return self._lost(t.job, f"slurm job {job_id} {t.state}{where}: SLURM ended the job before it handed "
                                  "back a record", _job_folder(t), False)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -28,12 +29,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tests.helpers import free_port
 
-__all__ = ["CONF_ENV", "GPUS", "GPU_TYPE", "missing_binaries", "start", "stop"]
+__all__ = ["CONF_ENV", "GPUS", "GPU_TYPE", "missing_binaries", "slurmdbd_down", "start", "stop"]
 
 CONF_ENV = "SLURM_CONF"
 GPUS = 4
@@ -216,6 +217,23 @@ def _start_accounting(home: Path, ports: dict[str, int], env: dict[str, str], ti
     _wait_for("slurmdbd", lambda: _port_open(ports["dbd"]), home, timeout_s)
     _wait_for("sacctmgr", lambda: _ok(["sacctmgr", "-i", "add", "cluster", CLUSTER], env)
               or _ok(["sacctmgr", "-n", "show", "cluster", CLUSTER], env), home, timeout_s)
+
+
+@contextlib.contextmanager
+def slurmdbd_down(conf: str, *, timeout_s: float = 60.0) -> Iterator[None]:
+    """The accounting cluster of ``conf`` without its slurmdbd for the block (slurmctld keeps what it would send
+    it, sacct fails), then slurmdbd started again on its port."""
+    home = Path(conf).parent
+    pid = int((home / "slurmdbd.pid").read_text())
+    port = int(re.search(r"AccountingStoragePort=(\d+)", (home / "slurm.conf").read_text()).group(1))  # type: ignore[union-attr]
+    _signal_group(pid, signal.SIGTERM)
+    _wait_for("slurmdbd to stop", lambda: not _alive(pid) and not _port_open(port), home, timeout_s)
+    try:
+        yield
+    finally:
+        env = {**os.environ, CONF_ENV: conf, "PATH": os.environ.get("PATH", "") + ":/usr/sbin"}
+        _spawn(home, "slurmdbd", ["slurmdbd", "-D"], env)
+        _wait_for("slurmdbd", lambda: _port_open(port), home, timeout_s)
 
 
 def _port_open(port: int) -> bool:

@@ -219,6 +219,37 @@ def test_scancel_and_the_time_limit_end_as_infra_with_slurms_reason(slurm_conf: 
     assert _left_queue([first, second]), _queued([first, second])
 
 
+def test_a_job_cancelled_while_slurmdbd_is_down_takes_sacct_s_state_once_it_is_back(slurm_conf: str, pg_url: str,
+                                                                                  tmp_path: Path) -> None:
+    """CI: a scancelled job that slurmdbd had not recorded yet (sacct had no line for it) was recorded with
+    scontrol's bare "CANCELLED", no "by UID" and no node. Here sacct cannot place the job at all until slurmdbd
+    is back; the submitter waits for it (harness/executor/slurm.py's _SACCT_LAG_S) rather than take scontrol's."""
+    stderr = tmp_path / "stderr.txt"
+    with _cluster.slurmdbd_down(slurm_conf):
+        proc = _slow_run(tmp_path, pg_url, "--trials", "1")
+        try:
+            (job,) = _job_ids(_wait_for_text(stderr, r"1 running", proc, 120))
+            _wait_for_servers(tmp_path, 1, proc, 120)
+            subprocess.run(["scancel", job], check=True, timeout=30)
+            deadline = time.monotonic() + 60
+            while "JobState=CANCELLED" not in subprocess.run(["scontrol", "show", "job", "-o", job], text=True,
+                                                              capture_output=True, timeout=30).stdout:
+                assert time.monotonic() < deadline, "scontrol never said CANCELLED"
+                time.sleep(0.5)
+            time.sleep(3)  # three polls of the submitter with scontrol's CANCELLED and no sacct
+            assert proc.poll() is None and "1 done" not in stderr.read_text(), stderr.read_text()
+        except BaseException:
+            proc.kill()
+            subprocess.run(["scancel", *_job_ids(stderr.read_text())], timeout=30)
+            raise
+    stdout, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 3, stdout + stderr.read_text()
+    with open_store(pg_url) as store:
+        (record,) = store.records()
+    assert f"slurm job {job} CANCELLED by 0 on {_cluster.NODE}:" in record.reason, record.reason
+    assert "sacct has no record" not in stderr.read_text()
+
+
 def test_a_job_ended_after_its_run_gives_the_runs_record_and_no_infra_one(slurm_conf: str, pg_url: str,
                                                                           tmp_path: Path) -> None:
     """CI saw a time-limited job finish its run and record a pass just before SLURM ended it: the submitter
