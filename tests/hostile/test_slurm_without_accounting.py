@@ -21,11 +21,19 @@ from tests.helpers import make_record
 from tests.hostile._probe import CASE, SEED
 
 
+def _on_path(bin_dir: Path, scripts: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each of ``scripts`` (name -> bash body) as an executable in ``bin_dir``, first on PATH."""
+    bin_dir.mkdir()
+    for name, body in scripts.items():
+        path = bin_dir / name
+        path.write_text(f"#!/bin/bash\n{body}\n")
+        path.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+
+
 @pytest.fixture
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A queue folder: ``queue/<job id>`` holds the job's state while squeue lists it."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     queue = tmp_path / "queue"
     queue.mkdir()
     scripts = {
@@ -36,11 +44,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         # scontrol show job -o ID: forgotten at once (MinJobAge passed), as a busy cluster does
         "scontrol": 'echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1',
     }
-    for name, body in scripts.items():
-        path = bin_dir / name
-        path.write_text(f"#!/bin/bash\n{body}\n")
-        path.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    _on_path(tmp_path / "bin", scripts, monkeypatch)
     return queue
 
 
@@ -95,8 +99,6 @@ def test_a_finished_job_hands_back_its_record_and_a_vanished_one_is_lost_not_wai
 def lagging_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A cluster with accounting whose slurmdbd is behind: scontrol already says a job is CANCELLED; sacct says
     what the file ``sacct-line`` holds (``STATE|NODE``), nothing while it is absent."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     line = tmp_path / "sacct-line"
     scripts = {
         # submitit: sacct -o JobID,State,NodeList --parsable2 -j ID; the executor: sacct -X -n -P -j ID -o State,...
@@ -106,11 +108,7 @@ def lagging_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                     'else echo "JobId=$4 JobName=x JobState=CANCELLED Reason=None"; fi',
         "squeue": 'exit 0',
     }
-    for name, body in scripts.items():
-        path = bin_dir / name
-        path.write_text(f"#!/bin/bash\n{body}\n")
-        path.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    _on_path(tmp_path / "bin", scripts, monkeypatch)
     return line
 
 
