@@ -315,7 +315,8 @@ class SlurmExecutor:
     def _sacct_may_catch_up(self, t: _Tracked, sacct_unsure: bool) -> bool:
         """Whether a job that ended without handing a record back waits for sacct's whole state (who cancelled it,
         where it ran): on a cluster with accounting, while sacct has no line for it or says a bare
-        ``CANCELLED``, for at most ``_SACCT_LAG_S`` from when it was first seen ended."""
+        ``CANCELLED``, for at most ``_SACCT_LAG_S`` from when it was first seen ended. When sacct, asked about the
+        job alone, has more, the job takes it (``state``, ``node``) and waits no longer."""
         placed_ended = sacct_unsure and t.state.split()[0].upper() != "COMPLETED"  # COMPLETED: its folder has it
         if not (placed_ended or t.state.upper() == "CANCELLED"):
             return False
@@ -386,7 +387,11 @@ class SlurmExecutor:
     def _cancel(self, tracked: list[_Tracked], on_record: Callable[[Any], None] | None) -> list[Any]:
         """Cancel every unfinished job (one scancel each, checked) and give each an ``infra`` record."""
         for t in tracked:
-            if t.record is None:
+            if t.record is None and t.ended_since is not None:  # ended before the interrupt, waiting for sacct
+                t.record = self._finish(t)
+                if on_record:
+                    on_record(t.record)
+            elif t.record is None:
                 try:
                     t.handle.cancel(check=True)
                 except Exception as exc:  # report and go on cancelling the others

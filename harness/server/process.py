@@ -93,8 +93,6 @@ class ServerState(enum.Enum):
     STOPPED = "stopped"
 
 
-
-
 _MAX_LINE = 1 << 20
 _DRAIN_S = 0.5  # after the server exits, how long its last output may take to reach the watcher
 

@@ -107,6 +107,7 @@ def lagging_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "scontrol": 'if [ "$2" = config ]; then echo "AccountingStorageType   = accounting_storage/slurmdbd"; '
                     'else echo "JobId=$4 JobName=x JobState=CANCELLED Reason=None"; fi',
         "squeue": 'exit 0',
+        "scancel": f'echo "$@" >> "{tmp_path / "scancelled"}"',  # never the real one: CI's cluster has jobs too
     }
     _on_path(tmp_path / "bin", scripts, monkeypatch)
     return line
@@ -142,3 +143,16 @@ def test_sacct_that_never_catches_up_ends_the_wait_with_scontrols_state_said_onc
     assert "slurm job 45 CANCELLED: SLURM ended the job" in cancelled.record.reason
     err = capfd.readouterr().err
     assert err.count("sacct has no record of it yet (slurmdbd behind or down?)") == 1, err
+
+
+def test_an_interrupt_while_an_ended_job_waits_for_sacct_records_slurms_end_not_the_interrupt(
+        lagging_cluster: Path, tmp_path: Path) -> None:
+    """Ctrl-C while a job SLURM already ended waits for sacct's whole state: that job is not cancelled again nor
+    recorded as interrupted; it gets the state there is."""
+    ended, running = _tracked(tmp_path, "46"), _tracked(tmp_path, "47")
+    executor = SlurmExecutor(SlurmOptions(folder=tmp_path / "jobs", poll_s=0.2))
+    ended.state, ended.ended_since = "CANCELLED", time.monotonic()
+    records = executor._cancel([ended, running], None)
+    assert records[0].outcome is Outcome.INFRA and "slurm job 46 CANCELLED" in records[0].reason
+    assert records[1].outcome is Outcome.INTERRUPTED and "submitter was interrupted" in records[1].reason
+    assert (tmp_path / "scancelled").read_text().split() == ["47"]

@@ -225,7 +225,10 @@ def slurmdbd_down(conf: str, *, timeout_s: float = 60.0) -> Iterator[None]:
     it, sacct fails), then slurmdbd started again on its port."""
     home = Path(conf).parent
     pid = int((home / "slurmdbd.pid").read_text())
-    port = int(re.search(r"AccountingStoragePort=(\d+)", (home / "slurm.conf").read_text()).group(1))  # type: ignore[union-attr]
+    found = re.search(r"AccountingStoragePort=(\d+)", (home / "slurm.conf").read_text())
+    if found is None:
+        raise RuntimeError(f"{home / 'slurm.conf'}: no AccountingStoragePort (a cluster without accounting?)")
+    port = int(found.group(1))
     _signal_group(pid, signal.SIGTERM)
     _wait_for("slurmdbd to stop", lambda: not _alive(pid) and not _port_open(port), home, timeout_s)
     try:
