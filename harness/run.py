@@ -502,7 +502,7 @@ def _drive(server: ServerProcess, resolved: Resolved, plan: Plan, ctx: RunContex
 
 def _positions(records: Sequence[RequestRecord]) -> dict[str, float | None]:
     """The acceptance rate at each draft position of the measured requests (accept_rate_pos<k>), present only
-    where the server sent a histogram: what a reference check per position judges (harness.references)."""
+    where the server sent a histogram: what a baseline check per position judges (harness.baselines)."""
     measured = [r for r in records if not r.warmup and r.ok]
     return {position_metric(k): rate for k, rate in enumerate(accept_by_position(measured), 1)}
 
@@ -595,7 +595,7 @@ def evaluate_checks(checks: Checks, metrics: Mapping[str, float | None]) -> list
         a = checks.accept_length
         bounds.insert(0, (a, a.metric, "accept length", f"accept length ({a.source}: {a.metric})"))
     for bound, name, label, what in bounds:
-        # A reference check alone (no min/max) is judged on the item's trials together (harness.references).
+        # A baseline check alone (no min/max) is judged on the item's trials together (harness.baselines).
         if bound is not None and (bound.min is not None or bound.max is not None):
             problem = bound.violation(metrics.get(name), what)
             out.append(CheckResult(f"{label} within bounds", held=problem is None, detail=problem or ""))

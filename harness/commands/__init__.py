@@ -62,8 +62,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("bisect", "bisect",
             "find the commit or release that broke (or, with --find fix, fixed) a case: a crash signature or a "
             "metric (exit 0 found and confirmed, 1 not, 2 bad input, 3 infra)"),
-    Command("references", "references",
-            "record a scenario's acceptance-length references per hardware and build line (shows the change first)"),
+    Command("baselines", "baselines",
+            "record a scenario's acceptance-length baselines per hardware and build line (shows the change first)"),
 )  # fmt: skip
 
 

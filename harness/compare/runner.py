@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.baselines.role import judge_role_baselines
 from harness.build import Builds
 from harness.compare.verdicts import (
     DEFAULT_METRICS,
@@ -43,7 +44,6 @@ from harness.records.metric_definitions import (
 )
 from harness.records.outcome import MEASURED, Outcome
 from harness.records.run_record import RunRecord
-from harness.references.role import judge_role_references
 from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario import Case, LoadedScenario
 from harness.scenario.model import RelativeChecks
@@ -209,11 +209,11 @@ def _compare_one(case: Case, specs: Mapping[str, str], by_role: Mapping[str, Seq
         specs_judged = []
     base = compare_case(case.name, case.values, roles, checks, metrics=specs_judged)
     checks += _relative_checks(tolerances, base)
-    # A pull request's CI run has one build and no pair: its acceptance is held against the recorded reference
-    # (harness.references), and the report says how, as pytest -m gpu does.
-    references = tuple(r for r in (judge_role_references(case, role, runs) for role, runs in ran.items()) if r)
+    # A pull request's CI run has one build and no pair: its acceptance is held against the recorded baseline
+    # (harness.baselines), and the report says how, as pytest -m gpu does.
+    baselines = tuple(r for r in (judge_role_baselines(case, role, runs) for role, runs in ran.items()) if r)
     return CaseComparison(case=base.case, values=base.values, roles=base.roles, expectations=tuple(checks),
-                          metrics=base.metrics, verdict=base.verdict, references=references)
+                          metrics=base.metrics, verdict=base.verdict, baselines=baselines)
 
 
 # Stopped by a signal outside any run (between two, in the pool's teardown): no run of its own was cut.

@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness import __version__
+from harness.baselines.role import RoleBaselines
 from harness.measure import statistics as st
 from harness.measure.expectation import ExpectationCheck
 from harness.records.metric_definitions import COMPARED, Metric
 from harness.records.outcome import MEASURED, Outcome, most_telling, parse_outcome
-from harness.references.role import RoleReferences
 from harness.sim import REFERENCE_SERVER_LABEL
 from harness.util.clock import now_iso
 from harness.util.str_enum import StrEnum
@@ -399,9 +399,9 @@ class CaseComparison:
     expectations: tuple[ExpectationCheck, ...]
     metrics: tuple[MetricComparison, ...]
     verdict: MetricVerdict
-    # Each role's reference checks (harness.references.role), for a scenario that has any: shown in the reports
+    # Each role's baseline checks (harness.baselines.role), for a scenario that has any: shown in the reports
     # (pytest -m gpu is what fails on them; a comparison's exit code stays its expectations' and metrics').
-    references: tuple[RoleReferences, ...] = ()
+    baselines: tuple[RoleBaselines, ...] = ()
 
     @property
     def expectations_held(self) -> bool:
@@ -428,7 +428,7 @@ class CaseComparison:
             "roles": [r.to_dict() for r in self.roles],
             "expectations": [e.to_dict() for e in self.expectations],
             "metrics": [m.to_dict() for m in self.metrics],
-            "references": [r.to_dict() for r in self.references],
+            "baselines": [r.to_dict() for r in self.baselines],
         }
 
     @classmethod
@@ -440,7 +440,7 @@ class CaseComparison:
             expectations=tuple(ExpectationCheck.from_dict(e) for e in data.get("expectations", ())),
             metrics=tuple(MetricComparison.from_dict(m) for m in data.get("metrics", ())),
             verdict=MetricVerdict(data["verdict"]),
-            references=tuple(RoleReferences.from_dict(r) for r in data.get("references", ())),
+            baselines=tuple(RoleBaselines.from_dict(r) for r in data.get("baselines", ())),
         )
 
 

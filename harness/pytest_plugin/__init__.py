@@ -12,7 +12,7 @@ Each concern is its own plugin module, loaded through ``pytest_plugins`` below:
 - :mod:`.runner`     the default ``pytest_sglang_repro_run``: resolve the build, ``execute_run``
 - :mod:`.reporting`  failure text, JUnit properties, the ``$GITHUB_STEP_SUMMARY`` table
 - :mod:`.sharding`   the deterministic ``--shard K/N`` split
-- :mod:`.references` reference checks on an item's trials; ``--update-references``
+- :mod:`.baselines` baseline checks on an item's trials; ``--update-baselines``
 - :mod:`.store`      ``--store URL`` / ``$SGLANG_REPRO_STORE``: each trial recorded in the results store
 
 Item ids: ``<file>::<case>::<role>`` runs the role's real build (marker ``gpu``);
@@ -34,7 +34,7 @@ pytest_plugins = [
     "harness.pytest_plugin.reporting",
     "harness.pytest_plugin.store",
     "harness.pytest_plugin.sharding",
-    "harness.pytest_plugin.references",
+    "harness.pytest_plugin.baselines",
 ]
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness.measure.expectation import premise_gap, run_holds
-from harness.pytest_plugin import gating, leasing, references, reporting, runner
+from harness.pytest_plugin import baselines, gating, leasing, reporting, runner
 from harness.pytest_plugin.options import settings
 from harness.records.outcome import NOT_TRIED, Outcome
 from harness.scenario import Case
@@ -111,8 +111,8 @@ class ScenarioItem(pytest.Item):
                         continue
                     raise ScenarioFailure(problem, result, trial, trials)
             if expectation is None or "pass" in expectation.outcomes:
-                # Judged on all the trials together, once they ended as expected (harness.references).
-                references.check_item(self, self.case, self.role, self.reference, results)
+                # Judged on all the trials together, once they ended as expected (harness.baselines).
+                baselines.check_item(self, self.case, self.role, self.reference, results)
         except InfraError as exc:
             pytest.skip(f"infra: {exc}{gating.model_hint(str(exc))}")
         except UserError as exc:
@@ -122,7 +122,7 @@ class ScenarioItem(pytest.Item):
         if isinstance(excinfo.value, ScenarioFailure):
             failure = excinfo.value
             return reporting.failure_text(failure.problem, failure.result, failure.trial, failure.trials)
-        if isinstance(excinfo.value, references.ReferenceFailure):
+        if isinstance(excinfo.value, baselines.BaselineFailure):
             return str(excinfo.value)
         return super().repr_failure(excinfo, style=style)
 

@@ -127,8 +127,8 @@ class StepSummary:
             detail = str(report.longrepr[2]).removeprefix("Skipped: ")
         elif report.failed:
             detail = report.longreprtext.strip().splitlines()[0] if report.longreprtext.strip() else "failed"
-        else:  # a reference check's verdict, where the item had one, says more than the last trial's reason
-            detail = str(props.get("references") or props.get("reason", ""))
+        else:  # a baseline check's verdict, where the item had one, says more than the last trial's reason
+            detail = str(props.get("baselines") or props.get("reason", ""))
         self.rows[report.nodeid] = (report.outcome, props, detail)
 
     def markdown(self) -> str:

@@ -25,7 +25,7 @@ from harness.compare.verdicts import (
 from harness.report import _format as f
 from harness.report.svg import ROLE_COLORS, Series, trial_plot
 
-__all__ = ["render_html", "phase_table", "reference_table", "EXCERPT_LIMIT"]
+__all__ = ["render_html", "phase_table", "baseline_table", "EXCERPT_LIMIT"]
 
 EXCERPT_LIMIT = 20_000
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -176,14 +176,14 @@ def _expectation_table(case: CaseComparison) -> str:
     )
 
 
-def reference_table(case: CaseComparison) -> str:
-    """Each role's reference checks (harness.references.role): the key it was judged by and each figure's line
-    (reference, measured, band), or why none was judged. Every text is escaped: a file path or build line is
+def baseline_table(case: CaseComparison) -> str:
+    """Each role's baseline checks (harness.baselines.role): the key it was judged by and each figure's line
+    (baseline, measured, band), or why none was judged. Every text is escaped: a file path or build line is
     the user's."""
-    if not case.references:
+    if not case.baselines:
         return ""
     rows = []
-    for ref in case.references:
+    for ref in case.baselines:
         where = (f"<code>{_e(ref.hardware)}</code>, build line <code>{_e(ref.line)}</code>, "
                  f"<code>{_e(ref.path)}</code>")
         if ref.skipped:
@@ -193,7 +193,7 @@ def reference_table(case: CaseComparison) -> str:
         for message, held in zip(ref.verdicts, ref.held):
             rows.append(f"<tr><th>{_e(ref.role)}</th><td>{where}</td><td>{_e(message)}</td>"
                         f"<td>{_badge('held', 'held') if held else _badge('NOT HELD', 'not-held')}</td></tr>")
-    return ("<h3>Reference checks</h3><table><thead><tr><th>Role</th><th>Reference</th><th>Measured against it"
+    return ("<h3>Baseline checks</h3><table><thead><tr><th>Role</th><th>Baseline</th><th>Measured against it"
             "</th><th>Held</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
 
 
@@ -329,7 +329,7 @@ def _case_section(index: int, case: CaseComparison) -> str:
         + _role_table(case)
         + "<h3>Expectations</h3>"
         + _expectation_table(case)
-        + reference_table(case)
+        + baseline_table(case)
         + "<h3>Metrics</h3>"
         + _metric_table(case)
         + _phase_table(case)

@@ -80,12 +80,12 @@ def _expectation_table(case: CaseComparison) -> list[str]:
     return lines
 
 
-def _reference_table(case: CaseComparison) -> list[str]:
-    """Each role's reference checks: one row per figure (reference, measured, band), or why none was judged."""
-    if not case.references:
+def _baseline_table(case: CaseComparison) -> list[str]:
+    """Each role's baseline checks: one row per figure (baseline, measured, band), or why none was judged."""
+    if not case.baselines:
         return []
-    lines = ["| Role | Reference | Measured against it | Held |", "| --- | --- | --- | --- |"]
-    for ref in case.references:
+    lines = ["| Role | Baseline | Measured against it | Held |", "| --- | --- | --- | --- |"]
+    for ref in case.baselines:
         where = f"{_code(ref.hardware)}, {_code(ref.line)}"
         if ref.skipped:
             lines.append(f"| **{_cell(ref.role)}** | {where} | {_cell(ref.skipped)} | {_STATE_MARK['not run']} |")
@@ -236,9 +236,9 @@ def _render(report: ComparisonReport, excerpt_limit: int, with_artifacts: bool) 
         expectation_lines = _expectation_table(case)
         if expectation_lines:
             lines += ["", *expectation_lines]
-        reference_lines = _reference_table(case)
-        if reference_lines:
-            lines += ["", *reference_lines]
+        baseline_lines = _baseline_table(case)
+        if baseline_lines:
+            lines += ["", *baseline_lines]
         metric_lines = _metric_table(case)
         if metric_lines:
             lines += ["", *metric_lines]

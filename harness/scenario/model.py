@@ -29,8 +29,8 @@ __all__ = [
     "Hardware",
     "PromptSpec",
     "ProfileExpectation",
-    "ReferenceCheck",
-    "ReferencedBound",
+    "BaselineCheck",
+    "BaselineBound",
     "RelativeChecks",
     "Scenario",
     "Server",
@@ -363,29 +363,29 @@ class Bound(_Strict):
         return None
 
 
-class ReferenceCheck(_Strict):
-    """Judged against the recorded reference of this case, hardware and build line (docs/references.md):
-    a one-sided test at ``false_failure_rate`` per check, on the item's trials (harness.references)."""
+class BaselineCheck(_Strict):
+    """Judged against the recorded baseline of this case, hardware and build line (docs/baselines.md):
+    a one-sided test at ``false_failure_rate`` per check, on the item's trials (harness.baselines)."""
 
-    reference: bool = Field(default=False, description="judge against fixtures/references/<scenario>.yaml")
+    baseline: bool = Field(default=False, description="judge against fixtures/baselines/<scenario>.yaml")
     false_failure_rate: float | None = Field(
         default=None, gt=0, lt=0.5, description="the rate at which an unchanged build fails this check "
-        "(default 0.01, or pytest --reference-false-failure-rate)")
+        "(default 0.01, or pytest --baseline-false-failure-rate)")
 
     @model_validator(mode="after")
-    def _needs_reference(self) -> ReferenceCheck:
-        if self.false_failure_rate is not None and not self.reference:
-            raise ValueError("false_failure_rate applies to a reference check: add reference: true")
+    def _needs_baseline(self) -> BaselineCheck:
+        if self.false_failure_rate is not None and not self.baseline:
+            raise ValueError("false_failure_rate applies to a baseline check: add baseline: true")
         return self
 
 
-class ReferencedBound(Bound, ReferenceCheck):
-    """A bound (min/max on each run) and/or a reference check (on the item's trials together)."""
+class BaselineBound(Bound, BaselineCheck):
+    """A bound (min/max on each run) and/or a baseline check (on the item's trials together)."""
 
     @model_validator(mode="after")
-    def _order(self) -> ReferencedBound:  # replaces Bound's: a reference alone is a whole check
-        if self.min is None and self.max is None and not self.reference:
-            raise ValueError("a bound needs min, max or both, or reference: true")
+    def _order(self) -> BaselineBound:  # replaces Bound's: a baseline alone is a whole check
+        if self.min is None and self.max is None and not self.baseline:
+            raise ValueError("a bound needs min, max or both, or baseline: true")
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError(f"min ({self.min}) is greater than max ({self.max})")
         return self
@@ -399,7 +399,7 @@ class ReferencedBound(Bound, ReferenceCheck):
 ACCEPT_LENGTH_METRICS = {source.value: m.name for source, m in ACCEPT_LENGTH_BY_SOURCE.items()}
 
 
-class AcceptLengthBound(ReferencedBound):
+class AcceptLengthBound(BaselineBound):
     source: Literal["requests", "server", "gauge"] = Field(
         default="requests",
         description="which figure is bounded: requests = the measured requests' own spec_accept_length "
@@ -452,9 +452,9 @@ class Checks(_Strict):
     crash_signatures: list[str] | Literal["all"] = "all"
     all_requests_succeed: bool = True
     accept_length: AcceptLengthBound | None = None
-    output_throughput: ReferencedBound | None = Field(default=None, description="output tokens/s")
-    accept_by_position: ReferenceCheck | None = Field(
-        default=None, description="acceptance rate at each draft position against the recorded reference")
+    output_throughput: BaselineBound | None = Field(default=None, description="output tokens/s")
+    accept_by_position: BaselineCheck | None = Field(
+        default=None, description="acceptance rate at each draft position against the recorded baseline")
     relative: RelativeChecks | None = None
     phases: dict[str, PhaseChecks] = Field(default_factory=dict, description="per workload phase, by phase name")
     across_phases: list[CrossPhaseCheck] = Field(default_factory=list)
@@ -463,24 +463,24 @@ class Checks(_Strict):
     @classmethod
     def _plain_bound(cls, value: Any, info: ValidationInfo) -> Any:
         # A plain Bound built in code bounds the default figure (the measured requests' own).
-        wanted = AcceptLengthBound if info.field_name == "accept_length" else ReferencedBound
+        wanted = AcceptLengthBound if info.field_name == "accept_length" else BaselineBound
         if isinstance(value, Bound) and not isinstance(value, wanted):
             return value.model_dump()
         return value
 
     @model_validator(mode="after")
-    def _reference_rate(self) -> Checks:
-        if self.accept_by_position is not None and not self.accept_by_position.reference:
-            raise ValueError("checks.accept_by_position is judged against a recorded reference: "
-                             "write accept_by_position: {reference: true}")
+    def _baseline_rate(self) -> Checks:
+        if self.accept_by_position is not None and not self.accept_by_position.baseline:
+            raise ValueError("checks.accept_by_position is judged against a recorded baseline: "
+                             "write accept_by_position: {baseline: true}")
         return self
 
-    def reference_checks(self) -> dict[str, ReferenceCheck]:
-        """The checks judged against recorded references, by the figure they judge."""
-        found: dict[str, ReferenceCheck | None] = {"accept_length": self.accept_length,
+    def baseline_checks(self) -> dict[str, BaselineCheck]:
+        """The checks judged against recorded baselines, by the figure they judge."""
+        found: dict[str, BaselineCheck | None] = {"accept_length": self.accept_length,
                                                    "accept_by_position": self.accept_by_position,
                                                    "output_throughput": self.output_throughput}
-        return {name: c for name, c in found.items() if c is not None and c.reference}
+        return {name: c for name, c in found.items() if c is not None and c.baseline}
 
 
 class BuildRole(_Strict):

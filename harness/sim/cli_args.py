@@ -159,8 +159,8 @@ SIM_KNOBS: dict[str, dict[str, Any]] = {
     "rules": {"default": None, "metavar": "VERSION",
               "help": "follow this sglang release's rules where releases differ (e.g. 0.5.23: a one-step draft is "
                       "captured, not eager); unset: 0.5.14's"},
-    # Not an SGLang behaviour: a labelled lever for calibrating reference checks per draft position
-    # (benchmarks/bench_references.py). K:F cuts a fraction F of the verify steps that would accept position K.
+    # Not an SGLang behaviour: a labelled lever for calibrating baseline checks per draft position
+    # (benchmarks/bench_baselines.py). K:F cuts a fraction F of the verify steps that would accept position K.
     "position-drop": {"default": None, "metavar": "K:F",
                       "help": "model a drafter that loses a fraction F of its acceptance at draft position K "
                               "(and so at every later one): K:F, e.g. 2:0.1"},

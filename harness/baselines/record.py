@@ -1,7 +1,7 @@
-"""Recording references: trials summarised into an entry, merged into the scenario's file, shown first.
+"""Recording baselines: trials summarised into an entry, merged into the scenario's file, shown first.
 
 A re-recording replaces the entry of the same case, hardware and build line and keeps the one it replaced
-under ``replaced`` (newest first), so the file says what the reference was before an intended change.
+under ``replaced`` (newest first), so the file says what the baseline was before an intended change.
 Nothing is written unless asked: :func:`plan` returns the change (a diff) and :func:`apply` writes it.
 """
 
@@ -13,12 +13,12 @@ from datetime import date
 from pathlib import Path
 
 from harness import __version__
+from harness.baselines.check import summarise
+from harness.baselines.files import dump, load, render_diff, save
+from harness.baselines.judge import measured_trials, trial_values
+from harness.baselines.model import BaselineFile, Entry, Figure, ReplacedEntry
 from harness.records.metric_definitions import ACCEPT_LENGTH, ACCEPT_LENGTH_SERVER, OUTPUT_THROUGHPUT, position_metric
 from harness.records.run_record import RunRecord
-from harness.references.check import summarise
-from harness.references.files import dump, load, render_diff, save
-from harness.references.judge import measured_trials, trial_values
-from harness.references.model import Entry, Figure, ReferenceFile, ReplacedEntry
 from harness.util.bounded_read import read_text
 from harness.util.errors import UserError
 
@@ -48,7 +48,7 @@ def entry_from_runs(runs: Sequence[RunRecord], *, case: str, hardware: str, line
     """The entry the trials of ``runs`` make; UserError when fewer than two trials measured anything."""
     trials = measured_trials(runs)
     if len(trials) < 2:
-        raise UserError(f"case {case}: {len(trials)} trial(s) finished their workload; a reference needs at least "
+        raise UserError(f"case {case}: {len(trials)} trial(s) finished their workload; a baseline needs at least "
                         "2 (its spread is what the check's band is made of): give --trials 2 or more")
     positions: list[Figure] = []
     for k in range(1, _MAX_POSITIONS + 1):
@@ -79,7 +79,7 @@ class Change:
 
     path: Path
     old_text: str
-    new: ReferenceFile
+    new: BaselineFile
 
     @property
     def new_text(self) -> str:
@@ -95,8 +95,8 @@ def plan(path: Path, scenario: str, entries: Sequence[Entry], *, why: str | None
     current = load(path)
     old_text = read_text(path, "source") if current is not None else ""
     if current is not None and current.scenario != scenario:
-        raise UserError(f"{path}: holds the references of scenario {current.scenario!r}, not {scenario!r}")
-    kept = list(current.references) if current is not None else []
+        raise UserError(f"{path}: holds the baselines of scenario {current.scenario!r}, not {scenario!r}")
+    kept = list(current.baselines) if current is not None else []
     for entry in entries:
         old = next((e for e in kept if e.key == entry.key), None)
         if old is not None:
@@ -104,7 +104,7 @@ def plan(path: Path, scenario: str, entries: Sequence[Entry], *, why: str | None
             history = [_replaced(old, entry.recorded, why), *old.replaced]
             entry = entry.model_copy(update={"replaced": history})
         kept.append(entry)
-    return Change(path, old_text, ReferenceFile(scenario=scenario, references=kept))
+    return Change(path, old_text, BaselineFile(scenario=scenario, baselines=kept))
 
 
 def apply(change: Change) -> None:

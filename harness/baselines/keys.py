@@ -1,4 +1,4 @@
-"""What a reference is keyed by: the hardware a run stood on and the build line its role stands for."""
+"""What a baseline is keyed by: the hardware a run stood on and the build line its role stands for."""
 
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ def this_cpu_key() -> str:
 
 def build_line(case: Case, role: str, *, reference_server: bool) -> str:
     """The build the scenario names for ``role``: its reference-server spec or its real one. A run of another
-    build for the role (``--build after=python:...``, a pull request's) is judged by this line's reference."""
+    build for the role (``--build after=python:...``, a pull request's) is judged by this line's baseline."""
     build = case.scenario.builds[role]
     if reference_server:
-        # The revision only: a knob (draft-agreement=0.6) models a change of that build, judged by its reference.
+        # The revision only: a knob (draft-agreement=0.6) models a change of that build, judged by its baseline.
         return f"sim:{build.sim.partition(',')[0]}"
     return build.spec

@@ -1,10 +1,10 @@
-"""Judging a run's trials against a recorded reference: a one-sided test at a stated false-failure rate.
+"""Judging a run's trials against a recorded baseline: a one-sided test at a stated false-failure rate.
 
-The question a reference check asks is "is this build's figure lower than the reference's?", with the
+The question a baseline check asks is "is this build's figure lower than the baseline's?", with the
 answer wrong (a failure of an unchanged build) at most ``rate`` of the time. The test is Student's
 two-sample t test, pooled, one-sided:
 
-- the reference holds ``n_ref`` trials' mean and sample standard deviation; the run gives ``n`` trials;
+- the baseline holds ``n_ref`` trials' mean and sample standard deviation; the run gives ``n`` trials;
 - under "unchanged build" both sets of trials are draws of one distribution, which is exactly what the
   pooled test assumes (equal variances); Welch's test would spend degrees of freedom on a difference
   of variances the null does not have, and with the 3 trials of a pull request's run its band is wide;
@@ -12,8 +12,8 @@ two-sample t test, pooled, one-sided:
   fails when the run's mean is below it.
 
 Where both spreads are zero (a deterministic model on a quiet machine), the standard error is zero and
-any drop would fail: the spread is floored at :data:`SD_FLOOR_REL` of the reference's mean (a figure's
-last printed digit), so a rounding difference is not a regression; documented in docs/references.md.
+any drop would fail: the spread is floored at :data:`SD_FLOOR_REL` of the baseline's mean (a figure's
+last printed digit), so a rounding difference is not a regression; documented in docs/baselines.md.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Band:
     """The lower edge a run's mean must reach, and how it was derived."""
 
     lower: float
-    reference: Summary
+    baseline: Summary
     measured: Summary
     rate: float
     t: float  # the critical value used
@@ -65,7 +65,7 @@ class Band:
 
     def describe(self) -> str:
         return (f">= {self.lower:.4g} (one-sided pooled t test at a {self.rate:.2%} false-failure rate: "
-                f"{self.reference.n} recorded trials sd {self.reference.sd:.3g}, "
+                f"{self.baseline.n} recorded trials sd {self.baseline.sd:.3g}, "
                 f"{self.measured.n} measured sd {self.measured.sd:.3g})")
 
 
@@ -76,21 +76,21 @@ def _t_critical(rate: float, df: int) -> float:
     return float(student_t.ppf(1.0 - rate, df))
 
 
-def band(reference: Summary, measured: Summary, rate: float = DEFAULT_FALSE_FAILURE_RATE) -> Band:
-    """The band ``measured`` is judged by against ``reference`` at false-failure rate ``rate`` (0 < rate < 0.5).
+def band(baseline: Summary, measured: Summary, rate: float = DEFAULT_FALSE_FAILURE_RATE) -> Band:
+    """The band ``measured`` is judged by against ``baseline`` at false-failure rate ``rate`` (0 < rate < 0.5).
 
-    With two trials in all the pooled spread has no degree of freedom: the band is then the reference's
+    With two trials in all the pooled spread has no degree of freedom: the band is then the baseline's
     own mean less the floor (a check with so few trials cannot say more, and says so in the docs).
     """
     if not 0.0 < rate < 0.5:
         raise ValueError(f"false-failure rate {rate} must be within (0, 0.5)")
-    n1, n2 = reference.n, measured.n
-    floor = SD_FLOOR_REL * abs(reference.mean)
+    n1, n2 = baseline.n, measured.n
+    floor = SD_FLOOR_REL * abs(baseline.mean)
     df = n1 + n2 - 2
     if df < 1:
-        return Band(reference.mean - floor, reference, measured, rate, 0.0, floor)
-    pooled = math.sqrt(((n1 - 1) * reference.sd ** 2 + (n2 - 1) * measured.sd ** 2) / df)
+        return Band(baseline.mean - floor, baseline, measured, rate, 0.0, floor)
+    pooled = math.sqrt(((n1 - 1) * baseline.sd ** 2 + (n2 - 1) * measured.sd ** 2) / df)
     pooled = max(pooled, floor)
     se = pooled * math.sqrt(1.0 / n1 + 1.0 / n2)
     t = _t_critical(rate, df)
-    return Band(reference.mean - t * se, reference, measured, rate, t, se)
+    return Band(baseline.mean - t * se, baseline, measured, rate, t, se)

@@ -1,4 +1,4 @@
-"""harness.references: the file format (strict, file:line errors), the band's calibration, recording."""
+"""harness.baselines: the file format (strict, file:line errors), the band's calibration, recording."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
+from harness.baselines.check import Summary, band, summarise
+from harness.baselines.files import BaselineFileError, dump, load
+from harness.baselines.judge import judge_entry
+from harness.baselines.model import BaselineFile, Entry, Figure
+from harness.baselines.record import entry_from_runs, plan
 from harness.records.run_record import record_from_dict
-from harness.references.check import Summary, band, summarise
-from harness.references.files import ReferenceFileError, dump, load
-from harness.references.judge import judge_entry
-from harness.references.model import Entry, Figure, ReferenceFile
-from harness.references.record import entry_from_runs, plan
-from harness.scenario.model import Checks, ReferenceCheck
+from harness.scenario.model import BaselineCheck, Checks
 from harness.util.errors import UserError
 
 GOOD = textwrap.dedent("""\
     version: 1
     scenario: guard
-    references:
+    baselines:
     - case: draft=topk1
       hardware: cpu AMD EPYC x2
       line: sim:post-fix
@@ -60,7 +60,7 @@ def test_a_good_file_loads_and_finds_its_entry(tmp_path: Path) -> None:
 def test_a_bad_file_is_one_line_naming_file_line_and_field(tmp_path: Path, edit: tuple[str, str], where: str,
                                                            says: str) -> None:
     path = _write(tmp_path, GOOD.replace(*edit))
-    with pytest.raises(ReferenceFileError) as err:
+    with pytest.raises(BaselineFileError) as err:
         load(path)
     assert len(err.value.lines) == 1, err.value.lines
     line = err.value.lines[0]
@@ -68,8 +68,8 @@ def test_a_bad_file_is_one_line_naming_file_line_and_field(tmp_path: Path, edit:
 
 
 def test_two_entries_for_one_key_are_refused(tmp_path: Path) -> None:
-    body = GOOD.split("references:\n")[1]
-    with pytest.raises(ReferenceFileError, match="repeats references"):
+    body = GOOD.split("baselines:\n")[1]
+    with pytest.raises(BaselineFileError, match="repeats baselines"):
         load(_write(tmp_path, GOOD + body))
 
 
@@ -121,16 +121,16 @@ def _run(trial: int, accept: float, positions: list[float], *, outcome: str = "p
 def test_a_drop_at_one_position_fails_naming_that_position(tmp_path: Path) -> None:
     refs = load(_write(tmp_path, GOOD))
     assert refs is not None
-    entry = refs.references[0]
-    checks = Checks.model_validate({"accept_length": {"reference": True}, "accept_by_position": {"reference": True}})
+    entry = refs.baselines[0]
+    checks = Checks.model_validate({"accept_length": {"baseline": True}, "accept_by_position": {"baseline": True}})
     steady = [_run(t, 2.5 + 0.01 * t, [0.8, 0.6 + 0.005 * t]) for t in range(3)]
-    assert all(v.held for v in judge_entry(checks.reference_checks(), entry, steady))
+    assert all(v.held for v in judge_entry(checks.baseline_checks(), entry, steady))
     dropped = [_run(t, 2.5, [0.8, 0.54 + 0.005 * t]) for t in range(3)]  # position 2 lost 10%
-    verdicts = judge_entry(checks.reference_checks(), entry, dropped)
+    verdicts = judge_entry(checks.baseline_checks(), entry, dropped)
     failed = [v for v in verdicts if not v.held]
     assert [(v.metric, v.position) for v in failed] == [("accept_by_position", 2)]
     message = failed[0].message()
-    for part in ("acceptance rate at draft position 2", "reference 0.6", "0.545", "band >= "):
+    for part in ("acceptance rate at draft position 2", "baseline 0.6", "0.545", "band >= "):
         assert part in message, message
 
 
@@ -138,7 +138,7 @@ def test_a_figure_no_trial_measured_fails_rather_than_passes(tmp_path: Path) -> 
     refs = load(_write(tmp_path, GOOD))
     assert refs is not None
     crashed = [_run(t, 2.5, [0.8, 0.6], outcome="crash") for t in range(3)]
-    verdicts = judge_entry({"accept_length": ReferenceCheck(reference=True)}, refs.references[0], crashed)
+    verdicts = judge_entry({"accept_length": BaselineCheck(baseline=True)}, refs.baselines[0], crashed)
     assert [v.held for v in verdicts] == [False]
     assert "not measured" in verdicts[0].message()
 
@@ -166,16 +166,16 @@ def test_a_reference_file_of_another_scenario_is_refused(tmp_path: Path) -> None
                   accept_length=Figure(mean=1, sd=0))
     with pytest.raises(UserError, match="not 'other'"):
         plan(path, "other", [entry])
-    assert ReferenceFile(scenario="other").references == []
+    assert BaselineFile(scenario="other").baselines == []
 
 
 def test_checks_accept_a_reference_alone_and_refuse_a_rate_without_one() -> None:
-    checks = Checks.model_validate({"accept_length": {"reference": True, "false_failure_rate": 0.001},
-                                    "output_throughput": {"reference": True}})
-    assert set(checks.reference_checks()) == {"accept_length", "output_throughput"}
-    with pytest.raises(ValueError, match="add reference: true"):
+    checks = Checks.model_validate({"accept_length": {"baseline": True, "false_failure_rate": 0.001},
+                                    "output_throughput": {"baseline": True}})
+    assert set(checks.baseline_checks()) == {"accept_length", "output_throughput"}
+    with pytest.raises(ValueError, match="add baseline: true"):
         Checks.model_validate({"accept_length": {"min": 1.5, "false_failure_rate": 0.01}})
-    with pytest.raises(ValueError, match="reference: true"):
+    with pytest.raises(ValueError, match="baseline: true"):
         Checks.model_validate({"output_throughput": {}})
 
 

@@ -1,4 +1,4 @@
-"""sglang-repro references record SCENARIO --build B: measure (or take from the store) and record references.
+"""sglang-repro baselines record SCENARIO --build B: measure (or take from the store) and record baselines.
 
 The change is printed as a diff against the file before anything is written; ``--dry-run`` writes nothing.
 Exit 0 recorded (or unchanged), 2 bad input, 3 fewer than two trials finished their workload.
@@ -12,23 +12,23 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
+from harness.baselines.files import baselines_path
+from harness.baselines.keys import build_line, hardware_key
+from harness.baselines.model import Entry
 from harness.commands._common import selected_cases
 from harness.records.metric_definitions import ACCEPT_LENGTH
 from harness.records.run_record import RunRecord
-from harness.references.files import references_path
-from harness.references.keys import build_line, hardware_key
-from harness.references.model import Entry
 from harness.scenario import Case
 from harness.util.argtypes import positive_int
 from harness.util.errors import EXIT_INFRA, UserError
 
 DESCRIPTION = __doc__
-DEFAULT_TRIALS = 10  # a tighter band than a scenario's 3-5 trials: the reference's spread is half the band
+DEFAULT_TRIALS = 10  # a tighter band than a scenario's 3-5 trials: the baseline's spread is half the band
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    rec = sub.add_parser("record", help="record references of a scenario's cases (shows the change first)",
+    rec = sub.add_parser("record", help="record baselines of a scenario's cases (shows the change first)",
                          description=DESCRIPTION)
     rec.add_argument("scenario", type=Path, metavar="SCENARIO", help="a scenario file")
     rec.add_argument("--build", required=True, metavar="ROLE[=SPEC]",
@@ -53,7 +53,7 @@ def _role_and_spec(case: Case, value: str, reference: bool) -> tuple[str, str]:
     role, sep, spec = value.partition("=")
     roles = case.scenario.builds
     if role not in roles:
-        raise UserError(f"--build {value!r}: a reference is recorded for a role's build line; give ROLE or "
+        raise UserError(f"--build {value!r}: a baseline is recorded for a role's build line; give ROLE or "
                         f"ROLE=SPEC with ROLE one of {', '.join(roles)}")
     if sep:
         return role, spec
@@ -117,7 +117,7 @@ def _from_store(args: argparse.Namespace, case: Case, role: str, spec: str, refe
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.references.record import apply, entry_from_runs, plan
+    from harness.baselines.record import apply, entry_from_runs, plan
 
     loaded, cases = selected_cases(args)
     if args.since_ack and not args.from_store:
@@ -125,24 +125,24 @@ def main(args: argparse.Namespace) -> int:
     entries: list[Entry] = []
     for case in cases:
         role, spec = _role_and_spec(case, args.build, args.reference)
-        reference = spec.startswith(("sim:", "simsrc:"))
+        on_reference_server = spec.startswith(("sim:", "simsrc:"))
         print(f"{case.name}: {'store runs of' if args.from_store else 'measuring'} {role} ({spec})", flush=True)
-        runs = (_from_store(args, case, role, spec, reference) if args.from_store
+        runs = (_from_store(args, case, role, spec, on_reference_server) if args.from_store
                 else _measure(case, role, spec, args.trials or DEFAULT_TRIALS, args.out))
-        hosts = {hardware_key(r.host, reference_server=reference, gpus=case.scenario.hardware.gpus) for r in runs}
+        hosts = {hardware_key(r.host, reference_server=on_reference_server, gpus=case.scenario.hardware.gpus) for r in runs}
         if len(hosts) > 1:
             raise UserError(f"case {case.name}: the runs stood on different hardware ({', '.join(sorted(hosts))}); "
-                            "a reference is per hardware: record each from its own runs")
+                            "a baseline is per hardware: record each from its own runs")
         if not hosts:
             print(f"sglang-repro: case {case.name}: no runs to record", file=sys.stderr)
             return EXIT_INFRA
         try:
             entries.append(entry_from_runs(runs, case=case.name, hardware=hosts.pop(),
-                                           line=build_line(case, role, reference_server=reference)))
+                                           line=build_line(case, role, reference_server=on_reference_server)))
         except UserError as exc:
             print(f"sglang-repro: {exc}", file=sys.stderr)
             return EXIT_INFRA
-    path = references_path(loaded.scenario.name)
+    path = baselines_path(loaded.scenario.name)
     change = plan(path, loaded.scenario.name, entries, why=args.why)
     print(change.diff or f"{path}: unchanged")
     if args.dry_run:

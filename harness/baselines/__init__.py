@@ -1,4 +1,4 @@
-"""Recorded references (``fixtures/references/<scenario>.yaml``) and the checks judged against them.
+"""Recorded baselines (``fixtures/baselines/<scenario>.yaml``) and the checks judged against them.
 
 - :mod:`.model`  the file format: an entry per case x hardware x build line, figures as mean and spread
 - :mod:`.files`  reading (strict, file:line errors) and writing (stable, atomic, diffable)

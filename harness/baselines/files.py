@@ -1,4 +1,4 @@
-"""Reading and writing ``fixtures/references/<scenario>.yaml``.
+"""Reading and writing ``fixtures/baselines/<scenario>.yaml``.
 
 Read as scenarios are (:mod:`harness.scenario.source`: plain YAML only, duplicate keys refused, bounded),
 validated strictly, every problem one ``FILE:LINE:COL: FIELD: message`` line (exit 2). Written whole and
@@ -15,54 +15,54 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from harness.references.model import Entry, ReferenceFile, slug
+from harness.baselines.model import BaselineFile, Entry, slug
 from harness.scenario.errors import ScenarioError, format_line, validation_lines
 from harness.scenario.source import SourceError, read_source
 from harness.util.atomic import write_atomic
 from harness.util.paths import FIXTURES
 
-__all__ = ["REFERENCES_ENV", "ReferenceFileError", "dump", "load", "references_dir", "references_path", "render_diff",
+__all__ = ["BASELINES_ENV", "BaselineFileError", "dump", "load", "baselines_dir", "baselines_path", "render_diff",
            "save"]
 
-# Where the references live; a test (or a CI job with its own) points it elsewhere.
-REFERENCES_ENV = "SGLANG_REPRO_REFERENCES"
+# Where the baselines live; a test (or a CI job with its own) points it elsewhere.
+BASELINES_ENV = "SGLANG_REPRO_BASELINES"
 
 _HEADER = """\
-# Recorded references of scenario {name}: reviewed data, written by
-# `sglang-repro references record` or `pytest --update-references` (docs/references.md).
+# Recorded baselines of scenario {name}: reviewed data, written by
+# `sglang-repro baselines record` or `pytest --update-baselines` (docs/baselines.md).
 # One entry per case x hardware (GPU model and count; CPU model and cores for the reference server) x
 # build line; each figure is the mean and sample sd over `trials` trials. `replaced` keeps what a
 # re-recording replaced.
 """
 
 
-class ReferenceFileError(ScenarioError):
-    """A references file that does not validate; one line per problem."""
+class BaselineFileError(ScenarioError):
+    """A baselines file that does not validate; one line per problem."""
 
 
-def references_dir() -> Path:
-    env = os.environ.get(REFERENCES_ENV)
-    return Path(env) if env else FIXTURES / "references"
+def baselines_dir() -> Path:
+    env = os.environ.get(BASELINES_ENV)
+    return Path(env) if env else FIXTURES / "baselines"
 
 
-def references_path(scenario_name: str, folder: Path | None = None) -> Path:
-    return (folder or references_dir()) / f"{slug(scenario_name)}.yaml"
+def baselines_path(scenario_name: str, folder: Path | None = None) -> Path:
+    return (folder or baselines_dir()) / f"{slug(scenario_name)}.yaml"
 
 
-def load(path: Path) -> ReferenceFile | None:
-    """The file's references; None when there is no file; ReferenceFileError when it does not validate."""
+def load(path: Path) -> BaselineFile | None:
+    """The file's baselines; None when there is no file; BaselineFileError when it does not validate."""
     if not path.exists():
         return None
     try:
         source = read_source(path)
     except SourceError as exc:
-        raise ReferenceFileError([format_line(path, (exc.line, exc.column), exc.field, exc.message)]) from None
+        raise BaselineFileError([format_line(path, (exc.line, exc.column), exc.field, exc.message)]) from None
     except OSError as exc:
-        raise ReferenceFileError([format_line(path, (1, 1), "", f"cannot read: {exc.strerror or exc}")]) from None
+        raise BaselineFileError([format_line(path, (1, 1), "", f"cannot read: {exc.strerror or exc}")]) from None
     try:
-        return ReferenceFile.model_validate(source.data)
+        return BaselineFile.model_validate(source.data)
     except ValidationError as exc:
-        raise ReferenceFileError(validation_lines(exc, model=ReferenceFile, data=source.data, file=path,
+        raise BaselineFileError(validation_lines(exc, model=BaselineFile, data=source.data, file=path,
                                                   position=source.position)) from None
 
 
@@ -70,10 +70,10 @@ def _plain(entry: Entry) -> dict[str, Any]:
     return entry.model_dump(mode="json", exclude_none=True, exclude_defaults=False)
 
 
-def dump(refs: ReferenceFile) -> str:
+def dump(refs: BaselineFile) -> str:
     """The file's text: header, then the data in a stable order (entries sorted by their key)."""
-    entries = sorted(refs.references, key=lambda e: e.key)
-    data = {"version": refs.version, "scenario": refs.scenario, "references": [_plain(e) for e in entries]}
+    entries = sorted(refs.baselines, key=lambda e: e.key)
+    data = {"version": refs.version, "scenario": refs.scenario, "baselines": [_plain(e) for e in entries]}
     body = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=110, allow_unicode=True)
     return _HEADER.format(name=refs.scenario) + body
 
@@ -85,6 +85,6 @@ def render_diff(path: Path, old_text: str, new_text: str) -> str:
     return "".join(lines)
 
 
-def save(path: Path, refs: ReferenceFile) -> None:
+def save(path: Path, refs: BaselineFile) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, dump(refs))

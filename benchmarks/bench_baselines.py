@@ -1,6 +1,6 @@
-"""Does a reference check fail an unchanged build at its stated rate, and catch a 10% drop at one draft position?
+"""Does a baseline check fail an unchanged build at its stated rate, and catch a 10% drop at one draft position?
 
-Usage: python benchmarks/bench_references.py [--null-trials 30] [--drop-trials 20] [--checks 50] [--out FILE]
+Usage: python benchmarks/bench_baselines.py [--null-trials 30] [--drop-trials 20] [--checks 50] [--out FILE]
 
 All runs are real harness runs (``harness.run.execute_run``) of the case ``draft=topk1`` of
 scenarios/frozen_kv_mtp/accept_length_guard.yaml on the CPU reference server (a model of SGLang's Frozen-KV
@@ -11,8 +11,8 @@ The noise. On the reference server, trials of one prompt set give identical acce
 deterministic CPU model at temperature 0: checked here, ``fixed_prompts``), so a calibration on them would
 count nothing. Each pooled trial therefore draws its own prompts (``workload.prompt.seed`` = the trial's
 seed): the trial-to-trial noise is prompt sampling, independent by construction, which is what the pooled t
-test assumes. It tests the statistic's calibration, not a GPU's noise (docs/references.md says what a GPU
-reference's spread is made of).
+test assumes. It tests the statistic's calibration, not a GPU's noise (docs/baselines.md says what a GPU
+baseline's spread is made of).
 
 1. Pools: ``--null-trials`` trials of ``sim:post-fix`` (seeds 1000...) and ``--drop-trials`` of
    ``sim:post-fix,position-drop=K:0.1`` (seeds 2000...; the labelled knob that cuts a tenth of the verify
@@ -20,16 +20,16 @@ reference's spread is made of).
    position with it);
    and ``--fixed-trials`` of post-fix plus 5 of the drop on the seed scenario's own workload and prompts (the
    regime its CI check judges: one prompt set, identical trials).
-2. Null checks: ``--checks`` times, a reference of ``--ref-trials`` trials and a check of n trials drawn
+2. Null checks: ``--checks`` times, a baseline of ``--ref-trials`` trials and a check of n trials drawn
    without replacement from the null pool (disjoint): how many checks fail at the stated rate (per figure:
-   acceptance length, each position), and by TensorRT-LLM's rule (fail below 95% of the reference's
+   acceptance length, each position), and by TensorRT-LLM's rule (fail below 95% of the baseline's
    acceptance length) and vLLM's (|relative error| of acceptance length > 0.05, or a position below
-   reference x 0.95). ``--resamples`` more draws give a tighter estimate of the same rates.
-3. Drop checks: the same reference draws against n trials of the drop pool, at n = 3 and 5: how often each
-   rule fails, and whether the first position the reference check names is K.
+   baseline x 0.95). ``--resamples`` more draws give a tighter estimate of the same rates.
+3. Drop checks: the same baseline draws against n trials of the drop pool, at n = 3 and 5: how often each
+   rule fails, and whether the first position the baseline check names is K.
 
 No parameter of the statistic is tuned here: the rate is stated (1%) and the spread floor is fixed in
-harness/references/check.py; so there is no tuning seed set to keep apart from the reporting one.
+harness/baselines/check.py; so there is no tuning seed set to keep apart from the reporting one.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ from typing import Any
 
 from _common import REPO, SERVER_LABEL, emit, quiet_logging
 
+from harness.baselines.check import Summary, band, summarise
 from harness.records.metric_definitions import ACCEPT_LENGTH, position_metric
 from harness.records.run_record import RunRecord
-from harness.references.check import Summary, band, summarise
 from harness.scenario import Case, load_file, select_cases
 
 SCENARIO = REPO / "scenarios" / "frozen_kv_mtp" / "accept_length_guard.yaml"
@@ -100,7 +100,7 @@ def _pool(spec: str, seeds: Sequence[int | None], args: argparse.Namespace, posi
 
 
 def _rules(ref: list[list[float]], run: list[list[float]], rate: float) -> dict[str, Any]:
-    """Every rule's verdict on one check: the reference test per figure, TensorRT-LLM's, vLLM's."""
+    """Every rule's verdict on one check: the baseline test per figure, TensorRT-LLM's, vLLM's."""
     cols = len(ref[0])
     ref_s = [summarise([r[c] for r in ref]) for c in range(cols)]
     run_s = [summarise([r[c] for r in run]) for c in range(cols)]
@@ -122,7 +122,7 @@ def _rules(ref: list[list[float]], run: list[list[float]], rate: float) -> dict[
 
 def _score(null: list[list[float]], other: list[list[float]] | None, *, ref_n: int, n: int, checks: int,
            rate: float, rng: random.Random) -> dict[str, Any]:
-    """``checks`` draws: a reference from ``null``, a check from ``other`` (None: disjointly from ``null``)."""
+    """``checks`` draws: a baseline from ``null``, a check from ``other`` (None: disjointly from ``null``)."""
     cols = len(null[0])
     al_fail = pos_fail = any_fail = trt = vllm = 0
     first: dict[str, int] = {}
@@ -149,11 +149,11 @@ def _score(null: list[list[float]], other: list[list[float]] | None, *, ref_n: i
 
 
 def _against_committed(drop: list[list[float]], rate: float) -> dict[str, Any]:
-    """The drop trials judged as CI judges them: against the committed reference of this CPU, if there is one."""
-    from harness.references.files import load
-    from harness.references.keys import this_cpu_key
+    """The drop trials judged as CI judges them: against the committed baseline of this CPU, if there is one."""
+    from harness.baselines.files import load
+    from harness.baselines.keys import this_cpu_key
 
-    refs = load(REPO / "fixtures" / "references" / "frozen-kv-mtp-accept-length-guard.yaml")
+    refs = load(REPO / "fixtures" / "baselines" / "frozen-kv-mtp-accept-length-guard.yaml")
     entry = refs.find(CASE, this_cpu_key(), "sim:post-fix") if refs is not None else None
     if entry is None or entry.accept_length is None or not entry.accept_by_position:
         return {"hardware": this_cpu_key(), "entry": None}
@@ -168,7 +168,7 @@ def _against_committed(drop: list[list[float]], rate: float) -> dict[str, Any]:
             assert measured is not None
             b = band(Summary(entry.trials, figure.mean, figure.sd), measured, rate)
             if not b.held:
-                failed.append({"figure": "accept_length" if c == 0 else f"position {c}", "reference": figure.mean,
+                failed.append({"figure": "accept_length" if c == 0 else f"position {c}", "baseline": figure.mean,
                                "measured": round(measured.mean, 4), "band_lower": round(b.lower, 4)})
         al = summarise([row[0] for row in drop[:n]])
         assert al is not None
@@ -196,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--prompt-tokens", type=int, nargs="+", default=[32, 64], help="prompt lengths (cheap prefills)")
     p.add_argument("--positions", type=int, default=5, help="draft positions of the case (num-steps 5)")
     p.add_argument("--seed", type=int, default=20261203, help="the resampling's seed")
-    p.add_argument("--work", type=Path, default=REPO / "reports" / "benchmarks" / "references")
+    p.add_argument("--work", type=Path, default=REPO / "reports" / "benchmarks" / "baselines")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     quiet_logging(False)
@@ -230,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "case": f"{SCENARIO.relative_to(REPO)}::{CASE} (requests {args.requests}, max_new_tokens {args.max_new_tokens}, "
                 f"prompt tokens {args.prompt_tokens})",
         "figures": ["accept_length"] + [f"accept_rate_pos{k}" for k in range(1, args.positions + 1)],
-        "fixed_prompts": {"workload": "the seed scenario's own (reference overrides: 8 requests x 32 tokens)",
+        "fixed_prompts": {"workload": "the seed scenario's own (baseline overrides: 8 requests x 32 tokens)",
                           "trials": len(fixed), "identical": len({tuple(r) for r in fixed}) == 1 if fixed else None},
         "null_pool": {"trials": len(null), "figures": spread(null)},
         "drop_pool": {"spec": drop_spec, "trials": len(drop), "figures": spread(drop)},
@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      rng=rng) for n in (3, 5)},
         "drop": {n: _score(null, drop, ref_n=args.ref_trials, n=n, checks=args.checks, rate=args.rate, rng=rng)
                  for n in (3, 5)},
-        # The seed scenario's own regime: one prompt set, so the reference's spread is nil (floored) and a drop
+        # The seed scenario's own regime: one prompt set, so the baseline's spread is nil (floored) and a drop
         # at one position is far outside the band; one deterministic check per trial count.
         "fixed_drop": {n: _rules(fixed, fixed_drop[:n], args.rate) for n in (3, 5) if len(fixed_drop) >= n},
         "committed_reference": _against_committed(fixed_drop, args.rate),

@@ -1,4 +1,4 @@
-"""One item's trials against its recorded reference: a verdict per figure (and per draft position).
+"""One item's trials against its recorded baseline: a verdict per figure (and per draft position).
 
 What counts as a trial: a run that finished its workload (outcome pass or fail: a failed bound still
 measured); a crash or infra trial has no figures and is left out. A figure the run did not measure
@@ -10,26 +10,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from harness.baselines.check import DEFAULT_FALSE_FAILURE_RATE, Band, Summary, band, summarise
+from harness.baselines.model import Entry, Figure
 from harness.records.metric_definitions import ACCEPT_LENGTH, ACCEPT_LENGTH_SERVER, OUTPUT_THROUGHPUT, position_metric
 from harness.records.outcome import MEASURED
 from harness.records.run_record import RunRecord
-from harness.references.check import DEFAULT_FALSE_FAILURE_RATE, Band, Summary, band, summarise
-from harness.references.model import Entry, Figure
-from harness.scenario.model import ReferenceCheck
+from harness.scenario.model import BaselineCheck
 
-__all__ = ["ReferenceVerdict", "accept_figure", "judge_entry", "measured_trials", "missing_figures", "trial_values"]
+__all__ = ["BaselineVerdict", "accept_figure", "judge_entry", "measured_trials", "missing_figures", "trial_values"]
 
 _LABELS = {ACCEPT_LENGTH.name: "acceptance length", "accept_by_position": "acceptance rate",
            "output_throughput": "output throughput tok/s"}
 
 
 @dataclass(frozen=True)
-class ReferenceVerdict:
-    """One figure judged: which (and which draft position), the reference, what was measured, the band."""
+class BaselineVerdict:
+    """One figure judged: which (and which draft position), the baseline, what was measured, the band."""
 
     metric: str
     position: int | None
-    reference: Summary
+    baseline: Summary
     measured: Summary | None
     band: Band | None
     rate: float
@@ -44,18 +44,18 @@ class ReferenceVerdict:
         return f"{text} at draft position {self.position}" if self.position is not None else text
 
     def message(self) -> str:
-        """One line: the metric, its position, reference, measured and band (the failure message)."""
-        ref = f"reference {self.reference.mean:.4g} (sd {self.reference.sd:.3g}, {self.reference.n} trials)"
+        """One line: the metric, its position, baseline, measured and band (the failure message)."""
+        ref = f"baseline {self.baseline.mean:.4g} (sd {self.baseline.sd:.3g}, {self.baseline.n} trials)"
         if self.measured is None or self.band is None:
             return f"{self.label}: not measured in any trial; {ref}"
-        state = "held" if self.held else "BELOW the reference band"
+        state = "held" if self.held else "BELOW the baseline band"
         return (f"{self.label} {self.measured.mean:.4g} over {self.measured.n} trial(s) {state}: {ref}, "
                 f"band {self.band.describe()}")
 
     def properties(self) -> list[tuple[str, object]]:
-        """JUnit properties: reference, measured and band lower edge."""
-        name = f"reference.{self.metric}" + (f".pos{self.position}" if self.position is not None else "")
-        out: list[tuple[str, object]] = [(f"{name}.reference", round(self.reference.mean, 6))]
+        """JUnit properties: baseline, measured and band lower edge."""
+        name = f"baseline.{self.metric}" + (f".pos{self.position}" if self.position is not None else "")
+        out: list[tuple[str, object]] = [(f"{name}.baseline", round(self.baseline.mean, 6))]
         if self.measured is not None:
             out.append((f"{name}.measured", round(self.measured.mean, 6)))
         if self.band is not None:
@@ -78,11 +78,11 @@ def trial_values(runs: Sequence[RunRecord], metric_name: str) -> list[float]:
 
 
 def _verdict(metric: str, position: int | None, figure: Figure, trials: int, values: Sequence[float],
-             rate: float) -> ReferenceVerdict:
-    reference = Summary(trials, figure.mean, figure.sd)
+             rate: float) -> BaselineVerdict:
+    baseline = Summary(trials, figure.mean, figure.sd)
     measured = summarise(values)
-    return ReferenceVerdict(metric, position, reference, measured,
-                            band(reference, measured, rate) if measured is not None else None, rate)
+    return BaselineVerdict(metric, position, baseline, measured,
+                            band(baseline, measured, rate) if measured is not None else None, rate)
 
 
 def accept_figure(entry: Entry, accept_metric: str) -> Figure | None:
@@ -92,12 +92,12 @@ def accept_figure(entry: Entry, accept_metric: str) -> Figure | None:
             }.get(accept_metric)
 
 
-def judge_entry(checks: Mapping[str, ReferenceCheck], entry: Entry, runs: Sequence[RunRecord], *,
+def judge_entry(checks: Mapping[str, BaselineCheck], entry: Entry, runs: Sequence[RunRecord], *,
                 accept_metric: str = ACCEPT_LENGTH.name, default_rate: float = DEFAULT_FALSE_FAILURE_RATE,
-                ) -> list[ReferenceVerdict]:
-    """Every reference check of ``checks`` on ``runs`` against ``entry``. A check whose figure the reference
+                ) -> list[BaselineVerdict]:
+    """Every baseline check of ``checks`` on ``runs`` against ``entry``. A check whose figure the baseline
     does not hold is a verdict without band (not measured by the recording: re-record)."""
-    out: list[ReferenceVerdict] = []
+    out: list[BaselineVerdict] = []
     for name, check in checks.items():
         rate = check.false_failure_rate or default_rate
         if name == ACCEPT_LENGTH.name:
@@ -113,7 +113,7 @@ def judge_entry(checks: Mapping[str, ReferenceCheck], entry: Entry, runs: Sequen
     return out
 
 
-def missing_figures(checks: Mapping[str, ReferenceCheck], entry: Entry, *,
+def missing_figures(checks: Mapping[str, BaselineCheck], entry: Entry, *,
                     accept_metric: str = ACCEPT_LENGTH.name) -> list[str]:
     """The checked figures the entry does not hold (it was recorded before the check was added)."""
     held = {ACCEPT_LENGTH.name: accept_figure(entry, accept_metric),

@@ -1,4 +1,4 @@
-"""The format of ``fixtures/references/<scenario>.yaml``: recorded references, reviewed like code.
+"""The format of ``fixtures/baselines/<scenario>.yaml``: recorded baselines, reviewed like code.
 
 One file per scenario; one entry per (case, hardware, build line). The hardware key is ``<count>x <GPU
 model>`` for a real build (``1x NVIDIA H200``) and ``cpu <model> x<cores>`` for the CPU reference server
@@ -7,7 +7,7 @@ the role's build (``pip:sglang==0.5.15``, ``sim:post-fix``): a pull request's ru
 after=python:...`` is judged by the line its role stands for; ``build`` is what was actually measured.
 
 Each figure is the mean and sample standard deviation of per-trial figures, over ``trials`` trials; the
-check (:mod:`harness.references.check`) needs both. ``replaced`` keeps what a re-recording replaced.
+check (:mod:`harness.baselines.check`) needs both. ``replaced`` keeps what a re-recording replaced.
 Strict like scenarios: unknown keys, a duplicate key or a bad value are one line each with file:line.
 """
 
@@ -20,9 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.records.metric_definitions import ACCEPT_LENGTH, ACCEPT_LENGTH_SERVER
 
-__all__ = ["METRICS", "Entry", "Figure", "ReferenceFile", "ReplacedEntry", "key_text"]
+__all__ = ["METRICS", "Entry", "Figure", "BaselineFile", "ReplacedEntry", "key_text"]
 
-# The figures a reference holds, as checks name them (``checks.<name>: {reference: true}``).
+# The figures a baseline holds, as checks name them (``checks.<name>: {baseline: true}``).
 METRICS = (ACCEPT_LENGTH.name, "accept_by_position", "output_throughput")
 _DATE = r"^\d{4}-\d{2}-\d{2}$"
 
@@ -39,7 +39,7 @@ class Figure(_Strict):
 
 
 class ReplacedEntry(_Strict):
-    """What a later recording replaced: the figures as they were, and when they stopped being the reference."""
+    """What a later recording replaced: the figures as they were, and when they stopped being the baseline."""
 
     build: str = Field(min_length=1)
     recorded: str = Field(pattern=_DATE)
@@ -54,7 +54,7 @@ class ReplacedEntry(_Strict):
 
 
 class Entry(_Strict):
-    """The reference of one case on one kind of hardware and one build line."""
+    """The baseline of one case on one kind of hardware and one build line."""
 
     case: str = Field(min_length=1, max_length=200)
     hardware: str = Field(min_length=1, max_length=200)
@@ -88,25 +88,25 @@ def key_text(key: tuple[str, str, str]) -> str:
     return f"case {case} on {hardware}, build line {line}"
 
 
-class ReferenceFile(_Strict):
-    """A scenario's references."""
+class BaselineFile(_Strict):
+    """A scenario's baselines."""
 
     scenario: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
-    references: list[Entry] = Field(default_factory=list)
+    baselines: list[Entry] = Field(default_factory=list)
     version: Literal[1] = 1
 
     @model_validator(mode="after")
-    def _unique(self) -> ReferenceFile:
+    def _unique(self) -> BaselineFile:
         seen: dict[tuple[str, str, str], int] = {}
-        for i, entry in enumerate(self.references):
+        for i, entry in enumerate(self.baselines):
             if entry.key in seen:
-                raise ValueError(f"references[{i}] repeats references[{seen[entry.key]}] "
+                raise ValueError(f"baselines[{i}] repeats baselines[{seen[entry.key]}] "
                                  f"({key_text(entry.key)}): one entry per case, hardware and build line")
             seen[entry.key] = i
         return self
 
     def find(self, case: str, hardware: str, line: str) -> Entry | None:
-        return next((e for e in self.references if e.key == (case, hardware, line)), None)
+        return next((e for e in self.baselines if e.key == (case, hardware, line)), None)
 
 
 def slug(text: str) -> str:

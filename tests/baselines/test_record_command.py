@@ -1,4 +1,4 @@
-"""`sglang-repro references record` as a user runs it (a subprocess): from a real SQLite store, after an
+"""`sglang-repro baselines record` as a user runs it (a subprocess): from a real SQLite store, after an
 acknowledged incident, with the change shown before writing; bad input is one line and exit 2."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.baselines.files import load
 from harness.records.run_record import record_from_dict
-from harness.references.files import load
 from harness.store.store import new_batch, open_store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,13 +32,13 @@ def _run(minute: int, accept: float):
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness", "references", "record", *args], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "harness", "baselines", "record", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120, check=False)
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "SGLANG_REPRO_REFERENCES": str(tmp_path / "refs"),
+    return {**os.environ, "SGLANG_REPRO_BASELINES": str(tmp_path / "refs"),
             "SGLANG_REPRO_STORE": f"sqlite:///{tmp_path / 'results.db'}"}
 
 
@@ -61,7 +61,7 @@ def test_from_store_since_ack_takes_the_nights_after_the_acknowledgement(tmp_pat
     assert "+  accept_length: {mean: 2.112, sd: 0.001}" in dry.stdout and "dry run: nothing written" in dry.stdout
     path = tmp_path / "refs" / f"{NAME}.yaml"
     refs = load(path)
-    assert refs is not None and refs.references[0].trials == 6  # the dry run wrote nothing
+    assert refs is not None and refs.baselines[0].trials == 6  # the dry run wrote nothing
     done = _cli(*common, "--since-ack", "--why", "incident f1: new drafter", env=env)
     assert done.returncode == 0, done.stderr
     refs = load(path)
