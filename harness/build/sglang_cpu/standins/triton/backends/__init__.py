@@ -1,0 +1,13 @@
+"""``triton.backends`` stand-in: no backend, so torch's ``has_triton()`` finds none for the CPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from _sglang_cpu_standin import install_finder, module_getattr
+
+__all__ = ["backends"]
+
+backends: dict[str, Any] = {}
+install_finder(__name__)
+__getattr__ = module_getattr(__name__)
