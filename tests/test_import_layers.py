@@ -44,6 +44,11 @@ def imports_of(source: str, module: str, *, is_package: bool) -> list[tuple[int,
     return out
 
 
+# Package data, not harness modules: the import stand-ins a real SGLang CPU server's own interpreter finds on its
+# PYTHONPATH (``triton``, ``sgl_kernel``, ...). They import each other by their top-level names.
+STANDINS = Path("harness", "build", "sglang_cpu", "standins")
+
+
 def package_of(dotted: str) -> str:
     """``harness.X`` for any name under ``harness.X``; ``harness`` itself for the package's own names."""
     parts = dotted.split(".")
@@ -54,6 +59,8 @@ def first_party_imports(root: Path) -> dict[str, list[tuple[int, str]]]:
     """Module name -> its imports of ``harness`` names, for every module under ``root/harness``."""
     out: dict[str, list[tuple[int, str]]] = {}
     for path in sorted((root / "harness").rglob("*.py")):
+        if root / STANDINS in path.parents:
+            continue
         name = module_name(path, root)
         found = imports_of(path.read_text(encoding="utf-8"), name, is_package=path.name == "__init__.py")
         out[name] = [(line, dotted) for line, dotted in found if dotted == "harness" or dotted.startswith("harness.")]

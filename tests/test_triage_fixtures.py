@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness.signatures.catalogue import Catalogue
-from harness.signatures.fixture_file import read_fixture, rewrite_expectation
-from harness.signatures.verdicts import triage_text
+from harness.triage.fixture_file import read_fixture, rewrite_expectation
+from harness.triage.verdicts import triage_text
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((ROOT / "fixtures" / "triage").glob("*.*"))

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from harness.signatures.catalogue import Catalogue
-from harness.signatures.levels import judge_text
-from harness.signatures.release_frames import fit_releases, sglang_frames
-from harness.signatures.stated_version import stated_version
-from harness.signatures.verdicts import triage_text
+from harness.triage.levels import judge_text
+from harness.triage.release_frames import fit_releases, sglang_frames
+from harness.triage.stated_version import stated_version
+from harness.triage.verdicts import triage_text
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

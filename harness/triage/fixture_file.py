@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.signatures.levels import LEVELS, Level
+from harness.triage.levels import LEVELS, Level
 from harness.util.atomic import write_atomic
 from harness.util.bounded_read import read_text
 from harness.util.errors import UserError

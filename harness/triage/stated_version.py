@@ -3,7 +3,7 @@
 A paste names its release in a few ways: a version line (``sglang: 0.5.13.post1`` from ``python -m sglang.check_env``,
 ``sglang==0.5.13``, ``pip show``'s ``Name: sglang`` / ``Version:``, ``sglang 0.5.13``), an image tag
 (``lmsysorg/sglang:v0.5.13``), a ``site-packages/sglang-0.5.13.dist-info`` path; and its frames' file:line, which
-:mod:`harness.signatures.release_frames` fits to releases. Paths under ``site-packages``/``dist-packages`` say an
+:mod:`harness.triage.release_frames` fits to releases. Paths under ``site-packages``/``dist-packages`` say an
 installed wheel; a ``.../python/sglang/srt`` path says a source checkout (the Docker images install that way too).
 """
 

@@ -1,8 +1,8 @@
-"""One file triaged: its findings (:mod:`harness.signatures.levels`), grouped, each with what the version says.
+"""One file triaged: its findings (:mod:`harness.triage.levels`), grouped, each with what the version says.
 
 For a finding whose entry records its fix (``fixed``), the release comes from ``--version``, else from the text
-(:mod:`harness.signatures.stated_version`), else from the traceback's sglang frames fitted to the real releases
-(:mod:`harness.signatures.release_frames`, which may fetch wheels once; ``releases=False`` keeps it offline).
+(:mod:`harness.triage.stated_version`), else from the traceback's sglang frames fitted to the real releases
+(:mod:`harness.triage.release_frames`, which may fetch wheels once; ``releases=False`` keeps it offline).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.signatures.catalogue import Catalogue, Signature
-from harness.signatures.levels import Finding, Level, judge_text, rank
-from harness.signatures.release_frames import Frame, ReleaseFit, sglang_frames
-from harness.signatures.stated_version import StatedVersion, fix_verdict, stated_version
+from harness.triage.levels import Finding, Level, judge_text, rank
+from harness.triage.release_frames import Frame, ReleaseFit, sglang_frames
+from harness.triage.stated_version import StatedVersion, fix_verdict, stated_version
 
 __all__ = ["FileVerdict", "Group", "Judged", "triage_text"]
 
@@ -89,7 +89,7 @@ def _fix_of(sig: Signature, frames: tuple[Frame, ...], stated: StatedVersion, re
         return None, fix_verdict(sig.fixed, (), "no version line and no sglang frames")
     if not releases:
         return None, fix_verdict(sig.fixed, (), "no version line; fitting frames to releases is off")
-    from harness.signatures.release_frames import fit_releases
+    from harness.triage.release_frames import fit_releases
 
     fit = fit_releases(frames, cache_dir)
     return fit, fix_verdict(sig.fixed, fit.fits, _how(fit))

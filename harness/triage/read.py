@@ -1,0 +1,43 @@
+"""Triage's input: the files a person gives, refused before any is judged, each judged as a text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.signatures.catalogue import Catalogue
+from harness.triage.verdicts import FileVerdict, triage_text
+from harness.util.errors import UserError
+
+__all__ = ["triage"]
+
+
+def triage(paths: list[Path], catalogue: Catalogue, *, title: str | None = None, version: str | None = None,
+           releases: bool = True) -> list[FileVerdict]:
+    """Each file judged, in the order given. Raises UserError on a missing or unreadable file, before judging any."""
+    from harness.util.bounded_read import ReadRefused, read_bytes
+
+    for path in paths:
+        try:
+            if not path.exists():
+                raise UserError(f"{path}: no such log file")
+        except OSError as exc:  # a name too long, a loop of links
+            raise UserError(f"{path}: cannot look at it ({exc.strerror or exc})") from None
+        if not path.is_file():
+            raise UserError(f"{path}: not a regular file")
+    texts = []
+    for path in paths:
+        try:
+            texts.append(read_bytes(path, "log").decode("utf-8", errors="replace"))
+        except ReadRefused as exc:
+            raise UserError(str(exc)) from None
+        except OSError as exc:
+            raise UserError(f"{path}: cannot read ({exc.strerror or exc.__class__.__name__})") from None
+    from harness.triage.fixture_file import split_header
+
+    out = []
+    for path, text in zip(paths, texts, strict=True):
+        # a triage fixture is judged as its test judges it: header blanked, its title and version unless given
+        header, text = split_header(text)
+        out.append(triage_text(path, text, catalogue, title=title or header.get("title"),
+                               version=version or header.get("version"), releases=releases))
+    return out
