@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/bench_baselines.py [--null-trials 30] [--drop-trials 20] [--checks 50] [--out FILE]
 
-All runs are real harness runs (``harness.run.execute_run``) of the case ``draft=topk1`` of
+All runs are real harness runs (``harness.pipeline.execute_run``) of the case ``draft=topk1`` of
 scenarios/frozen_kv_mtp/accept_length_guard.yaml on the CPU reference server (a model of SGLang's Frozen-KV
 MTP mechanism, not SGLang), with a lighter workload (``--requests``, ``--max-new-tokens``, ``--prompt-tokens``) so the whole
 benchmark stays within about ten minutes of this machine.
@@ -78,7 +78,7 @@ def _figures(run: RunRecord, positions: int) -> list[float] | None:
 
 def _pool(spec: str, seeds: Sequence[int | None], args: argparse.Namespace, positions: int) -> list[list[float]]:
     from harness.build import Builds
-    from harness.run import RunOptions, execute_run, resolve_for
+    from harness.pipeline import RunOptions, execute_run, resolve_for
     from harness.server.pool import ServerPool
 
     builds = Builds()

@@ -18,7 +18,7 @@ What is measured, all on this machine's wall clock (`time.time()`):
   own timestamp has 1 s resolution and the file's mtime moves with every later line, so neither is used.
 * harness verdict: the workload client (`harness.workload.driver`) runs with `should_abort=server.failure` while
   `ServerProcess` feeds each log line to the catalogue's stream matcher; the verdict is in hand when the
-  workload has returned and the crash match is known, exactly as `harness.run` decides it (it waits up to
+  workload has returned and the crash match is known, exactly as `harness.pipeline` decides it (it waits up to
   0.3 s for the matcher when a request failed first). Also reported: when the watcher noticed the line
   (`ServerProcess.died_at`).
 * habit verdict: what `sglang.test.test_utils` users do: one request with a request timeout, and a
@@ -144,7 +144,7 @@ def harness_trial(index: int, work: Path, probe_interval_s: float, request_timeo
                 ignore_eos=True, temperature=0.0, stream=True, warmup=0, request_timeout_s=request_timeout_s,
                 jsonl_path=None, should_abort=server.failure, progress=False,
             )
-            # As harness.run._serve: a crash line can trail the failed request; give the watcher 0.3 s.
+            # As harness.pipeline._serve: a crash line can trail the failed request; give the watcher 0.3 s.
             server.died.wait(0.3 if any(not r.ok for r in result.records) else 0.0)
             verdict_at = time.time()
             match = server.crash_match
@@ -267,7 +267,7 @@ def run_benchmark(
         "method": {
             "crash_written": f"log size polled every {probe_interval_s * 1000:g} ms; the middle of the bracket from the "
                              "last poll without the line to the first poll with it or the verdict, if earlier",
-            "harness_verdict": "workload returned and the crash signature match is known (as harness.run)",
+            "harness_verdict": "workload returned and the crash signature match is known (as harness.pipeline)",
             "habit_verdict": f"earlier of: the request failing (timeout {request_timeout_s:g} s) or a "
                              f"/health_generate poll failing (every {health_interval_s:g} s)",
         },

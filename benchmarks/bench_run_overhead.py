@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 from _common import REPO, SERVER_LABEL, emit, quiet_logging
 
-from harness.run import RunOptions, execute_run
+from harness.pipeline import RunOptions, execute_run
 from harness.scenario import load_file, select_cases
 
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"

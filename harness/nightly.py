@@ -21,7 +21,7 @@ from harness.history.review import Review, review
 from harness.records.metric_definitions import relative_tolerances
 from harness.records.outcome import Outcome
 from harness.records.run_record import RunRecord
-from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
+from harness.pipeline import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario import Case
 from harness.store.store import new_batch
 from harness.store.url import redact_url, store_url

@@ -1,4 +1,4 @@
-"""A run's absolute checks (harness.run.evaluate_checks) and the relative ones between roles (compare)."""
+"""A run's absolute checks (harness.pipeline.evaluate_checks) and the relative ones between roles (compare)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 from harness.compare.runner import _relative_checks
 from harness.compare.verdicts import MetricComparison, MetricVerdict
-from harness.run import evaluate_checks
+from harness.pipeline import evaluate_checks
 from harness.scenario.model import Bound, Checks, RelativeChecks
 
 

@@ -62,7 +62,7 @@ def test_a_quick_command_imports_no_heavy_library_and_no_other_command(argv: lis
     assert commands <= {command, "_common"}
     # Nothing of the run path: no server, workload, statistics or report code, no part of the reference
     # server but its package's names.
-    assert not {"harness.run", "harness.compare.verdicts", "harness.compare.runner", "harness.measure.statistics",
+    assert not {"harness.pipeline", "harness.compare.verdicts", "harness.compare.runner", "harness.measure.statistics",
                 "harness.workload.driver", "harness.server.process", "harness.report", "harness.launch.launcher"} & modules
     assert not [m for m in modules if m.startswith("harness.sim.")]
 

@@ -43,7 +43,7 @@ WARM_MODULES = ("harness.commands.store", "harness.commands.metrics", "harness.c
                 "harness.commands.bisect", "harness.commands.minimize", "harness.commands.run",
                 "harness.commands.compare", "harness.commands.nightly", "harness.commands.dashboard",
                 "harness.store.transfer", "harness.store.store", "harness.measure.client_side", "harness.records.request_log",
-                "harness.signatures.catalogue", "harness.build.spec", "harness.dashboard.site", "harness.run")
+                "harness.signatures.catalogue", "harness.build.spec", "harness.dashboard.site", "harness.pipeline")
 
 
 @pytest.fixture(scope="module")

@@ -272,7 +272,7 @@ def test_manifest_mismatch_names_the_field() -> None:
 
 def test_accept_length_check_bounds_the_named_source() -> None:
     from harness.measure.client_side import ACCEPT_LENGTH_SOURCES
-    from harness.run import evaluate_checks
+    from harness.pipeline import evaluate_checks
     from harness.scenario.model import ACCEPT_LENGTH_METRICS, Checks
 
     def failed(check: dict) -> list[str]:

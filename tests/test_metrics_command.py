@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.standin]
 def test_metrics_command_recomputes_a_runs_numbers_exactly(tmp_path: Path, run_cli) -> None:
     import yaml
 
-    from harness.run import RunOptions, execute_run
+    from harness.pipeline import RunOptions, execute_run
     from harness.scenario import load_file, select_cases
 
     seed = Path(__file__).resolve().parent.parent / "scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml"

@@ -17,7 +17,7 @@ import yaml
 from harness.build import Build
 from harness.records.outcome import Outcome, Phase
 from harness.records.run_record import ExpectationResult, RunRecord, read_record
-from harness.run import RunOptions, execute_run
+from harness.pipeline import RunOptions, execute_run
 from harness.scenario import load_file, select_cases
 from harness.server.reaper import TAG_VAR
 
@@ -218,7 +218,7 @@ def test_full_pip_build_is_not_installed_without_the_hardware(tmp_path, monkeypa
 
 def test_phase_before_ready_does_not_rest_on_info_lines():
     from harness.contract import facts as contract
-    from harness.run import _before_ready_phase
+    from harness.pipeline import _before_ready_phase
 
     sigquit = f"[t] SIGQUIT received. signum=None, frame=None. {contract.CHILD_FAILED_RUNNING_LINE}"
     assert _before_ready_phase("", []) is Phase.STARTUP  # no port, no request: start-up

@@ -162,7 +162,7 @@ class Probe:
         return [trial_from_record(r) for r in self.runs.known(search_key(revision, self.state.experiment))]
 
     def _execute(self, spec: str, index: int, pool: ServerPool, builds: Builds) -> RunRecord:
-        from harness.run import RunOptions, execute_run, resolve_for
+        from harness.pipeline import RunOptions, execute_run, resolve_for
 
         return execute_run(self.case, resolve_for(self.case, spec, builds), role=None, trial=index, pool=pool,
                            options=RunOptions(out_root=Path(self.state.out_root), progress=False, gpus=self.gpus))

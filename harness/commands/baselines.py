@@ -62,7 +62,7 @@ def _role_and_spec(case: Case, value: str, reference: bool) -> tuple[str, str]:
 
 def _measure(case: Case, role: str, spec: str, trials: int, out: Path | None) -> list[RunRecord]:
     from harness.build import Builds
-    from harness.run import RunOptions, execute_run, resolve_for
+    from harness.pipeline import RunOptions, execute_run, resolve_for
     from harness.server.pool import ServerPool
     from harness.util.paths import reports_root
 

@@ -44,7 +44,7 @@ from harness.records.metric_definitions import (
 )
 from harness.records.outcome import MEASURED, Outcome
 from harness.records.run_record import RunRecord
-from harness.run import RunInterrupted, RunOptions, execute_run, resolve_for
+from harness.pipeline import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario import Case, LoadedScenario
 from harness.scenario.model import RelativeChecks
 from harness.server.pool import ServerPool

@@ -70,7 +70,7 @@ def gpus_from_env(environ: dict[str, str] | None = None) -> tuple[int, ...] | No
 def run_job(job: RunJob) -> RunRecord:
     """Run the job's case once (inside the job) and return its record; records it when it has a store.
 
-    A run stopped by SIGTERM (``scancel``, the time limit) raises :class:`harness.run.RunInterrupted`
+    A run stopped by SIGTERM (``scancel``, the time limit) raises :class:`harness.pipeline.RunInterrupted`
     after tearing its server down: the submitter turns the job into an ``infra`` record with SLURM's
     reason, so nothing of the interrupted run is recorded as a result here.
     """
@@ -118,7 +118,7 @@ def execute_job(job: RunJob, *, handed_back: Path | None = None) -> RunRecord:
     """The run of ``job`` in this process (the local executor calls this directly); with ``handed_back``
     (a SLURM job's folder) its record is written there before it goes into the store."""
     from harness.build import Builds
-    from harness.run import RunOptions, execute_run, resolve_for
+    from harness.pipeline import RunOptions, execute_run, resolve_for
     from harness.scenario import load_file, select_cases
     from harness.store.writer import record_run
 

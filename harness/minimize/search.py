@@ -44,7 +44,7 @@ from harness.minimize.oracle import (
 from harness.minimize.output import minimal_mapping, write_minimal
 from harness.records.outcome import Outcome
 from harness.records.run_record import RunRecord
-from harness.run import RunOptions, execute_run
+from harness.pipeline import RunOptions, execute_run
 from harness.scenario import Case, ScenarioError, load_file
 from harness.scenario.model import Timeouts
 from harness.store.searches import SearchRuns
@@ -290,7 +290,7 @@ def minimize(case: Case, build: Build, options: MinimizeOptions | None = None) -
     Interrupted (SIGINT, SIGTERM) during a run, it returns what it had tried so far as status
     ``interrupted`` (exit 3, as for any interrupt), so the report is still written.
     """
-    from harness.run import RunInterrupted
+    from harness.pipeline import RunInterrupted
 
     partial: dict[str, Callable[..., MinimizeResult]] = {}
     try:

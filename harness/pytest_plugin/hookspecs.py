@@ -1,7 +1,7 @@
 """The plugin's own hook: how one trial of an item is run.
 
 The plugin implements it (:mod:`harness.pytest_plugin.runner`: resolve the build, then
-``harness.run.execute_run``). A conftest may implement it first to run items differently; the
+``harness.pipeline.execute_run``). A conftest may implement it first to run items differently; the
 plugin's gating, GPU leasing, judging and reporting stay the same around it.
 """
 

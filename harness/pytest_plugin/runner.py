@@ -1,6 +1,6 @@
 """The plugin's own ``pytest_sglang_repro_run``: resolve the build once per session, then run.
 
-``harness.run`` and ``harness.build`` are imported on first use, so collecting (``--collect-only``,
+``harness.pipeline`` and ``harness.build`` are imported on first use, so collecting (``--collect-only``,
 ``-m``) never pays for them and never depends on them.
 """
 
@@ -42,7 +42,7 @@ def _resolve(config: pytest.Config, spec: str) -> Any:
 
 
 def _options(gpus: Sequence[int]) -> Any:
-    from harness.run import RunOptions
+    from harness.pipeline import RunOptions
 
     return RunOptions(progress=False, gpus=tuple(gpus) if gpus else None)
 
@@ -51,7 +51,7 @@ def _options(gpus: Sequence[int]) -> Any:
 def pytest_sglang_repro_run(
     item: pytest.Item, case: Case, role: str, spec: str, trial: int, gpus: Sequence[int]
 ) -> RunRecord:
-    from harness.run import execute_run
+    from harness.pipeline import execute_run
     from harness.server.pool import ServerPool
     from harness.util.paths import reports_root
 

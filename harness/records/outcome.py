@@ -4,7 +4,7 @@ One owner: nothing else in the harness defines an outcome, a phase or an order o
 
 Orderings, each for one question (they differ on purpose):
 
-- deciding one run (``harness.run``, phase by phase), first that applies: infra
+- deciding one run (``harness.pipeline``, phase by phase), first that applies: infra
   (could not even try) > crash (the server died, or logged a known signature) > timeout (a bound was
   reached) > fail (a check did not hold) > pass. ``interrupted`` (the harness was stopped by a signal)
   comes before all of them except infra: what did not finish was not judged.

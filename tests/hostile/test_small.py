@@ -47,7 +47,7 @@ def test_metrics_refuses_a_result_json_with_wrong_field_types(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     import yaml
 
-    from harness.run import RunOptions, execute_run
+    from harness.pipeline import RunOptions, execute_run
     from harness.scenario import load_file, select_cases
 
     data = yaml.safe_load(SEED.read_text())

@@ -13,7 +13,7 @@ from harness.minimize.atoms import Atom, base_mapping, initial_candidate
 from harness.minimize.defaults import read_defaults
 from harness.minimize.observation import Target, observe
 from harness.minimize.oracle import Oracle, Verdict
-from harness.run import RunOptions, execute_run
+from harness.pipeline import RunOptions, execute_run
 from harness.scenario import load_file, select_cases
 from harness.store.searches import SearchRuns
 from harness.store.store import new_batch
