@@ -1,7 +1,7 @@
-"""Nightly alerts on the grid histories (tests.history.grid): this project's detector beside the anchors.
+"""Nightly alerts on the grid histories (tests.series.grid): this project's detector beside the anchors.
 
 Every detector runs online (each night sees only the past) and is charged for every alert a
-person would get: steps, drift, and repeats of either (tests.history.scoring). Two seed sets:
+person would get: steps, drift, and repeats of either (tests.series.scoring). Two seed sets:
 ``--tune`` (the one the detector's constants were chosen on) and ``--report`` (never looked at
 while tuning). The anchors:
 
@@ -29,10 +29,10 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as `python benchmarks/x.py` from any directory
     sys.path.insert(0, str(REPO))
 
-from harness.history.steps import Rule, Tracker  # noqa: E402
-from tests.history.anchors import Replay, hud_rule, otava_rule, sglang_rule  # noqa: E402
-from tests.history.grid import grid  # noqa: E402
-from tests.history.scoring import Online, score_history, summarise  # noqa: E402
+from harness.series.steps import Rule, Tracker  # noqa: E402
+from tests.series.anchors import Replay, hud_rule, otava_rule, sglang_rule  # noqa: E402
+from tests.series.grid import grid  # noqa: E402
+from tests.series.scoring import Online, score_history, summarise  # noqa: E402
 
 RULE = Rule(0.02)
 TUNE_SEED, REPORT_SEED = 1, 2
@@ -83,7 +83,7 @@ def main() -> None:
     args = ap.parse_args()
     seeds = [int(s) for s in args.seed_sets.split(",")]
     summary = {
-        "benchmark": "nightly_alerts", "server": "none: synthetic histories (tests.history.grid)",
+        "benchmark": "nightly_alerts", "server": "none: synthetic histories (tests.series.grid)",
         "min_effect": RULE.min_effect, "tune_seed_set": TUNE_SEED, "report_seed_set": REPORT_SEED,
         "seed_sets": [run(s, args.per_cell, args.quiet, args.only) for s in seeds],
     }

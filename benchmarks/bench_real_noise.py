@@ -13,7 +13,7 @@ knobs in the night's build spec:
 
 Scored in the same run on the same stored series: this project's nightly (every transition it
 printed: opened, renamed, resolved), SGLang's 10% rule and the HUD's rule
-(``tests.history.anchors``), each alert a person would get counted. A change is found when an
+(``tests.series.anchors``), each alert a person would get counted. A change is found when an
 alert's first bad night lies within 2 nights of it (the step) or within the drift's nights; every
 other alert is a false alarm. Prints one JSON summary; ``--out FILE`` writes it too.
 
@@ -38,11 +38,11 @@ if str(REPO) not in sys.path:  # run as `python benchmarks/x.py` from any direct
 
 from _common import emit  # noqa: E402
 
-from harness.history.series import stored_case_points  # noqa: E402
 from harness.nightly import PlannedCase, run_nightly  # noqa: E402
 from harness.scenario import load_paths, select_cases  # noqa: E402
+from harness.series.points import stored_case_points  # noqa: E402
 from harness.store.store import open_store  # noqa: E402
-from tests.history.anchors import hud_rule, sglang_rule  # noqa: E402
+from tests.series.anchors import hud_rule, sglang_rule  # noqa: E402
 
 SCENARIO = REPO / "scenarios" / "frozen_kv_mtp" / "accept_length_guard.yaml"
 CASE = "draft=topk1"

@@ -16,12 +16,12 @@ from pathlib import Path
 
 from harness.build import Builds
 from harness.executor.job import PlannedCase
-from harness.history.incidents import Incident
-from harness.history.review import Review, review
+from harness.incidents.incident import Incident
+from harness.incidents.review import Review, review
+from harness.pipeline import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.records.metric_definitions import relative_tolerances
 from harness.records.outcome import Outcome
 from harness.records.run_record import RunRecord
-from harness.pipeline import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario import Case
 from harness.store.store import new_batch
 from harness.store.url import redact_url, store_url

@@ -7,7 +7,6 @@ import pytest
 
 from harness.compare.runner import _metric_specs
 from harness.compare.verdicts import DEFAULT_METRICS
-from harness.history.series import METRIC_RULES, rule_for
 from harness.measure.client_side import derive_metrics
 from harness.measure.server_side import ServerFigures
 from harness.records.metric_definitions import (
@@ -22,6 +21,7 @@ from harness.records.metric_definitions import (
     relative_tolerances,
 )
 from harness.scenario.model import ACCEPT_LENGTH_METRICS, AcceptLengthBound, RelativeChecks
+from harness.series.points import METRIC_RULES, rule_for
 
 
 def test_every_registered_metric_is_a_figure_a_run_produces() -> None:
@@ -120,9 +120,9 @@ def test_the_acceptance_rate_at_each_measured_draft_position_is_judged_per_phase
     from pathlib import Path
 
     from harness.compare.runner import _phase_specs
-    from harness.history.series import rule_for
     from harness.records.metric_definitions import ACCEPT_RATE, figure, position_metric, position_of
     from harness.scenario import load_paths
+    from harness.series.points import rule_for
 
     case = next(c for loaded in load_paths([Path(__file__).resolve().parent.parent / "scenarios"])
                 for c in loaded.cases if c.scenario.workload.phase_names)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.history.series import rule_for
 from harness.measure.acceptance import accept_by_position, accept_trend, cache_figures, cache_state, request_histogram
 from harness.records.request_log import RequestRecord
 from harness.scenario import Case, ScenarioError, load_file
+from harness.series.points import rule_for
 from harness.util.errors import HarnessError
 from harness.workload.phases import (
     _groups,

@@ -11,16 +11,16 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from harness.history.series import CasePoints, Point, rule_for
-from harness.history.steps import Finding, Rule, detect
 from harness.records.outcome import Outcome
+from harness.series.detections import SeriesFindings, case_findings
+from harness.series.points import CasePoints, Point
 
-__all__ = ["Alert", "Detector", "SeriesFindings", "bisect_command", "case_alerts", "case_findings", "new_alerts"]
+__all__ = ["STEP_KINDS", "Alert", "bisect_command", "case_alerts", "fingerprint", "names_json", "new_alerts"]
 
 STEP_KINDS = ("step", "drift", "level-change")  # a metric's change; a level change is renamed step or drift
 
@@ -60,19 +60,12 @@ class Alert:
                 f"    last good: {good}\n    first bad: {self.first_bad.build_label}\n    bisect: {self.bisect}")
 
 
-@dataclass(frozen=True)
-class SeriesFindings:
-    metric: str
-    indices: tuple[int, ...]  # point index of each value
-    findings: tuple[Finding, ...]  # Finding.index counts values of the series, not points
-
-
 def names_json(names: Sequence[tuple[str, str, str]]) -> str | None:
     """The store's ``alerts.names``: the history of an alert's names as JSON (None: it had one name)."""
     return json.dumps([{"night": n, "name": k, "evidence": e} for n, k, e in names]) if names else None
 
 
-def _fingerprint(*parts: object) -> str:
+def fingerprint(*parts: object) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:20]
 
 
@@ -124,26 +117,6 @@ def bisect_command(cp: CasePoints, good: Point | None, bad: Point, *, signature:
     return shlex.join(argv)
 
 
-# How a series' findings are had: (metric, rule, values, trials) -> findings; ``steps.detect`` by default,
-# the store's cache in ``harness.history.detections``.
-Detector = Callable[[str, Rule, Sequence[float], Sequence[Sequence[float]]], Sequence[Finding]]
-
-
-def case_findings(cp: CasePoints, tolerances: Mapping[str, float] | None = None, *,
-                  detector: Detector | None = None) -> list[SeriesFindings]:
-    out = []
-    for metric in cp.metric_names:
-        rule = rule_for(metric, tolerances)
-        if rule is None:
-            continue
-        idx, values = cp.series(metric)
-        if len(values) >= 4:
-            trials = cp.trials(metric)
-            found = detector(metric, rule, values, trials) if detector else detect(values, rule, trials)
-            out.append(SeriesFindings(metric, tuple(idx), tuple(found)))
-    return out
-
-
 def _event_alerts(cp: CasePoints) -> list[Alert]:
     alerts: list[Alert] = []
     seen: set[str] = set()
@@ -155,7 +128,7 @@ def _event_alerts(cp: CasePoints) -> list[Alert]:
         fresh = [s for s in p.signatures if s not in seen]
         if p.outcome == Outcome.CRASH and fresh:
             sig = fresh[0]
-            alerts.append(Alert(_fingerprint("new-signature", cp.scenario, cp.case, cp.hardware, sig),
+            alerts.append(Alert(fingerprint("new-signature", cp.scenario, cp.case, cp.hardware, sig),
                                 "new-signature", cp.scenario, cp.case, cp.hardware, None, sig, last_pass, p, None,
                                 f"signature {sig} never seen before on this case",
                                 bisect_command(cp, last_pass, p, signature=sig), cp.scenario_file))
@@ -163,7 +136,7 @@ def _event_alerts(cp: CasePoints) -> list[Alert]:
               and p.outcome in (Outcome.CRASH, Outcome.FAIL)):
             kind = "pass-to-crash" if p.outcome == Outcome.CRASH else "pass-to-fail"
             crash_sig = p.signatures[0] if p.signatures else None
-            alerts.append(Alert(_fingerprint(kind, cp.scenario, cp.case, cp.hardware, p.batch_id, p.build_key),
+            alerts.append(Alert(fingerprint(kind, cp.scenario, cp.case, cp.hardware, p.batch_id, p.build_key),
                                 kind, cp.scenario, cp.case, cp.hardware, None, crash_sig, last_decided, p, None,
                                 f"{last_decided.outcome.value} -> {p.outcome.value}"
                                 + (f" ({crash_sig})" if crash_sig else ""),
@@ -191,7 +164,7 @@ def case_alerts(cp: CasePoints, tolerances: Mapping[str, float] | None = None, *
                       + (" over the last builds" if f.kind == "drift" else ""))
             # The fingerprint keeps the name it was raised under: a rename is the same alert.
             names = tuple((cp.point(sf.indices[min(i, len(sf.indices) - 1)]).batch_label, k, e) for i, k, e in f.names)
-            alerts.append(Alert(_fingerprint(f.first_name, cp.scenario, cp.case, cp.hardware, sf.metric,
+            alerts.append(Alert(fingerprint(f.first_name, cp.scenario, cp.case, cp.hardware, sf.metric,
                                              bad.batch_id, bad.build_key),
                                 f.kind, cp.scenario, cp.case, cp.hardware, sf.metric, None, good, bad, f.effect,
                                 detail, bisect_command(cp, good, bad, metric=sf.metric,

@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from harness.history.incidents import stored_incidents
+from harness.incidents.incident import stored_incidents
 from harness.scenario.errors import excerpt
 from harness.store.schema import RESOLUTIONS
 from harness.store.store import open_store

@@ -33,13 +33,12 @@ from typing import Any
 import numpy as np
 import plotly
 
-from harness.history.alerts import SeriesFindings
-from harness.history.detections import findings_of
-from harness.history.incidents import StoredIncident, stored_incidents
-from harness.history.series import CasePoints, Point, host_changes, stored_case_points
-from harness.history.steps import noise
+from harness.incidents.incident import StoredIncident, stored_incidents
 from harness.records.metric_definitions import COMPARED, PHASE_SEPARATOR
 from harness.records.outcome import Outcome
+from harness.series.detections import SeriesFindings, findings_of
+from harness.series.points import CasePoints, Point, host_changes, stored_case_points
+from harness.series.steps import noise
 from harness.store.store import Store
 from harness.util.atomic import replace_with, write_atomic
 from harness.util.collector import collector_paused

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.history.alerts import Alert, bisect_command
-from harness.history.series import CasePoints, Point
+from harness.alerts.alert import Alert, bisect_command
+from harness.series.points import CasePoints, Point
 
 __all__ = ["Incident", "StoredIncident", "group", "next_step", "stored_incidents"]
 

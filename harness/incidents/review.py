@@ -16,12 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.history.alerts import STEP_KINDS, Alert, _fingerprint, case_alerts, names_json, new_alerts
-from harness.history.detections import findings_of
-from harness.history.incidents import Incident, group
-from harness.history.series import CasePoints, Point, rule_for, stored_case_points
-from harness.history.transients import K_NIGHTS, transient_at_end
+from harness.alerts.alert import STEP_KINDS, Alert, case_alerts, fingerprint, names_json, new_alerts
+from harness.incidents.incident import Incident, group
 from harness.records.outcome import Outcome
+from harness.series.detections import findings_of
+from harness.series.points import CasePoints, Point, rule_for, stored_case_points
+from harness.series.transients import K_NIGHTS, transient_at_end
 from harness.store.store import Store
 
 __all__ = ["Renamed", "Resolved", "Review", "review"]
@@ -118,7 +118,7 @@ def _transient_rows(cp: CasePoints, tolerances: Mapping[str, float] | None, batc
         if found is None or not found.regression:
             continue
         first = cp.point(idx[found.index])
-        fp = _fingerprint("transient", cp.scenario, cp.case, cp.hardware, metric, first.batch_id)
+        fp = fingerprint("transient", cp.scenario, cp.case, cp.hardware, metric, first.batch_id)
         detail = (f"{metric} {found.effect:+.1%} for {len(values) - 1 - found.index} night(s), then back "
                   f"({found.before:.4g} -> {found.after:.4g})")
         alert = Alert(fp, "transient", cp.scenario, cp.case, cp.hardware, metric, None, cp.point(idx[found.index - 1]),

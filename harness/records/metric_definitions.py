@@ -2,7 +2,7 @@
 the smallest relative change worth reporting, and where the figure comes from.
 
 Checks (``harness.pipeline``), statistics and comparison (``harness.compare.verdicts``, ``harness.compare.runner``),
-change detection over history (``harness.history.series``), nightly and the reports read these entries
+change detection over history (``harness.series.points``), nightly and the reports read these entries
 instead of spelling names, directions and tolerances of their own. ``harness.measure.client_side`` defines how each
 per-request figure is computed; this module says what it is.
 

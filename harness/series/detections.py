@@ -17,22 +17,21 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness.history import screen, steps
-from harness.history.alerts import SeriesFindings, case_findings
-from harness.history.series import CasePoints, Trials
-from harness.history.steps import Finding, Rule, Tracker
+from harness.series import screen, steps
+from harness.series.points import CasePoints, Trials, rule_for
+from harness.series.steps import Finding, Rule, Tracker, detect
 from harness.store.store import Store
 from harness.util.errors import InfraError
 
-__all__ = ["DETECTOR", "findings_of", "series_key"]
+__all__ = ["DETECTOR", "Detector", "SeriesFindings", "case_findings", "findings_of", "series_key"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +41,33 @@ DETECTOR = hashlib.sha256(Path(steps.__file__).read_bytes()).hexdigest()[:32]
 _INPUTS = ("rule", "y", "k", "dev")
 
 CaseKey = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class SeriesFindings:
+    metric: str
+    indices: tuple[int, ...]  # point index of each value
+    findings: tuple[Finding, ...]  # Finding.index counts values of the series, not points
+
+
+# How a series' findings are had: (metric, rule, values, trials) -> findings; ``steps.detect`` by default,
+# the store's cache in ``findings_of`` below.
+Detector = Callable[[str, Rule, Sequence[float], Sequence[Sequence[float]]], Sequence[Finding]]
+
+
+def case_findings(cp: CasePoints, tolerances: Mapping[str, float] | None = None, *,
+                  detector: Detector | None = None) -> list[SeriesFindings]:
+    out = []
+    for metric in cp.metric_names:
+        rule = rule_for(metric, tolerances)
+        if rule is None:
+            continue
+        idx, values = cp.series(metric)
+        if len(values) >= 4:
+            trials = cp.trials(metric)
+            found = detector(metric, rule, values, trials) if detector else detect(values, rule, trials)
+            out.append(SeriesFindings(metric, tuple(idx), tuple(found)))
+    return out
 
 
 def series_key(cp: CasePoints, metric: str, rule: Rule) -> str:
@@ -198,7 +224,7 @@ def _screened(jobs: Sequence[_Job], restored: Mapping[tuple[CaseKey, str], Resto
 
 def findings_of(store: Store | None, cases: Sequence[CasePoints],
                 tolerances: Mapping[str, Mapping[str, float]] | None = None) -> dict[CaseKey, list[SeriesFindings]]:
-    """Per (scenario, case, hardware): what ``alerts.case_findings`` says, through the store's cache.
+    """Per (scenario, case, hardware): what ``case_findings`` says, through the store's cache.
 
     ``tolerances`` by scenario, as the review takes them. Without a store, nothing is cached.
     """

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 from sqlalchemy import Select, select
 
-from harness.history.steps import Rule
 from harness.records.metric_definitions import ACCEPT_RATE, METRICS, PHASE_ONLY, PHASE_SEPARATOR, position_of
 from harness.records.outcome import Outcome, most_telling
+from harness.series.steps import Rule
 from harness.store.schema import batches, builds, hosts, metrics, runs
 from harness.store.store import Store, runs_select
 from harness.util.collector import collector_paused

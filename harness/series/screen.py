@@ -25,9 +25,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from harness.history import steps
-from harness.history.series import Trials
-from harness.history.steps import Rule, Tracker
+from harness.series import steps
+from harness.series.points import Trials
+from harness.series.steps import Rule, Tracker
 
 __all__ = ["MARGIN", "add_points", "hot_nights", "replay"]
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from harness.history.steps import MAX_BEFORE, MIN_BEFORE, SUSPICIOUS_Z, Finding, Rule, noise
+from harness.series.steps import MAX_BEFORE, MIN_BEFORE, SUSPICIOUS_Z, Finding, Rule, noise
 
 __all__ = ["K_NIGHTS", "transient_at_end"]
 

@@ -16,7 +16,7 @@
   name, evidence), renamed in place.
 - ``detections``: per series (scenario, case, hardware, metric and its rule), the sequential detector's
   state after the first ``points`` points, the digest of those points' inputs, and the detector's own
-  digest (its source): a cache, so a review recomputes only the nights since (``harness.history.detections``).
+  digest (its source): a cache, so a review recomputes only the nights since (``harness.series.detections``).
 """
 
 from __future__ import annotations

@@ -353,7 +353,7 @@ class Store:
     # ------------------------------------------------------------------ detections (a cache)
 
     def detection_rows(self) -> dict[str, dict[str, Any]]:
-        """Every cached detector state, by series key (``harness.history.detections``)."""
+        """Every cached detector state, by series key (``harness.series.detections``)."""
         with self._begin("cannot read detections") as conn:
             return {r.series_key: dict(r._mapping) for r in conn.execute(select(detections))}
 

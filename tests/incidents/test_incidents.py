@@ -7,15 +7,15 @@ import random
 
 import pytest
 
-from harness.history.alerts import Alert
-from harness.history.incidents import Incident, group, next_step
-from harness.history.review import review
-from harness.history.series import Point
+from harness.alerts.alert import Alert
+from harness.incidents.incident import Incident, group, next_step
+from harness.incidents.review import review
 from harness.records.outcome import Outcome
+from harness.series.points import Point
 from harness.store.store import new_batch, open_store
 from harness.store.transfer import export_store
 from tests.helpers import make_record
-from tests.history.nights import CASES, record_slowdown, record_speed_slide
+from tests.series.nights import CASES, record_slowdown, record_speed_slide
 
 # A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
 pytestmark = pytest.mark.standin
@@ -71,7 +71,7 @@ def test_alerts_of_different_builds_or_hardware_are_different_incidents() -> Non
 
 
 def test_a_kernel_update_keeps_the_series_and_shows_as_a_host_fact(tmp_path) -> None:
-    from harness.history.series import case_points, host_changes, series_hardware
+    from harness.series.points import case_points, host_changes, series_hardware
 
     assert series_hardware("cpu:Linux-6.18.44-cloud-amd64-x86_64-with-glibc2.36") == "cpu:Linux-x86_64"
     assert series_hardware("2xNVIDIA H100", "NVIDIA H100", 2) == "2xNVIDIA H100"
@@ -94,7 +94,7 @@ def test_a_series_of_this_host_survives_a_kernel_update(tmp_path) -> None:
     update (the platform string changes, nothing else): one series, keyed by core count and CPU model."""
     import dataclasses
 
-    from harness.history.series import case_points, host_changes
+    from harness.series.points import case_points, host_changes
     from harness.server.hardware import host_info
 
     here = host_info()

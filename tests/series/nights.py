@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from harness.history.review import Review, review
+from harness.incidents.review import Review, review
 from harness.store.store import Store, new_batch
 from tests.helpers import make_record
 

@@ -1,4 +1,4 @@
-"""Online scoring of detectors on the grid histories (``tests.history.grid``), counting what a person gets.
+"""Online scoring of detectors on the grid histories (``tests.series.grid``), counting what a person gets.
 
 Each night the detector sees the series so far (the nights with numbers; a gap night adds nothing)
 and says which changes it reports now, as (kind, series index). A report becomes an *alert* unless
@@ -30,8 +30,8 @@ from typing import Protocol
 
 import numpy as np
 
-from harness.history.steps import RENAMED
-from tests.history.grid import GridHistory
+from harness.series.steps import RENAMED
+from tests.series.grid import GridHistory
 
 __all__ = ["DELAY_BOUND", "Online", "Outcome", "score_history", "summarise"]
 

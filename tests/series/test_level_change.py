@@ -6,12 +6,12 @@ import json
 
 import numpy as np
 
-from harness.history.steps import RENAMED, Rule, Tracker
+from harness.series.steps import RENAMED, Rule, Tracker
 from harness.store.store import open_store
 from harness.store.transfer import export_store
-from tests.history.grid import grid
-from tests.history.nights import drift_levels, record_drift
-from tests.history.scoring import score_history
+from tests.series.grid import grid
+from tests.series.nights import drift_levels, record_drift
+from tests.series.scoring import score_history
 
 
 def _replay(levels: list[list[float]], rule: Rule) -> tuple[Tracker, list[tuple[int, str, int]]]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.history.steps import Rule, Tracker, detect
-from tests.history.anchors import Replay, _edivisive_split, sglang_rule
-from tests.history.grid import QUIET_KINDS, GridHistory, grid
-from tests.history.scoring import DELAY_BOUND, score_history, summarise
+from harness.series.steps import Rule, Tracker, detect
+from tests.series.anchors import Replay, _edivisive_split, sglang_rule
+from tests.series.grid import QUIET_KINDS, GridHistory, grid
+from tests.series.scoring import DELAY_BOUND, score_history, summarise
 
 RULE = Rule(0.02)
 

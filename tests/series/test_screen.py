@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from harness.history import detections, screen
-from harness.history.steps import Rule, Tracker
-from tests.history import synthetic
+from harness.series import detections, screen
+from harness.series.steps import Rule, Tracker
+from tests.series import synthetic
 
 
 def _full(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]]) -> Tracker:

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.alerts.alert import Alert
 from harness.compare.runner import compare_cases
 from harness.dashboard.site import build_site
-from harness.history.alerts import Alert
-from harness.history.incidents import Incident
-from harness.history.review import review
+from harness.incidents.incident import Incident
+from harness.incidents.review import review
 from harness.records.outcome import Outcome
 from harness.report import render_html, render_markdown
 from harness.scenario import load_file

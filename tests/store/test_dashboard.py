@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.dashboard.site import CSP, _page
-from harness.history.review import review
+from harness.incidents.review import review
 from harness.records.outcome import Outcome
 from harness.store.store import new_batch, open_store
 from tests.helpers import make_record
@@ -142,7 +142,7 @@ def test_the_policy_really_blocks_a_remote_load(tmp_path: Path) -> None:
 def test_the_dashboard_shows_an_incidents_names_and_state_over_its_nights(run_cli, tmp_path: Path) -> None:
     """A level change renamed drift in place, then accepted by ``store ack``: real headless Chromium reads the
     incidents table and finds one incident with both names and the nights of each, resolved: accepted."""
-    from tests.history.nights import record_drift
+    from tests.series.nights import record_drift
 
     db = tmp_path / "results.db"
     with open_store(str(db)) as store:

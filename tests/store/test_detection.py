@@ -1,4 +1,4 @@
-"""Change detection on seeded synthetic histories (tests.history.synthetic), also kept as fixtures."""
+"""Change detection on seeded synthetic histories (tests.series.synthetic), also kept as fixtures."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.history.alerts import case_alerts
-from harness.history.series import CasePoints, Point
-from harness.history.steps import Rule, detect
+from harness.alerts.alert import case_alerts
 from harness.records.outcome import Outcome
-from tests.history.scoring import TOLERANCE
-from tests.history.synthetic import KINDS, generate
+from harness.series.points import CasePoints, Point
+from harness.series.steps import Rule, detect
+from tests.series.scoring import TOLERANCE
+from tests.series.synthetic import KINDS, generate
 
 THROUGHPUT = Rule(0.05)  # the strictest minimum effect the issue names: 5% throughput
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "histories"

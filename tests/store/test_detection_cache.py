@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 from sqlalchemy import update
 
-from harness.history import detections, screen, steps
-from harness.history.alerts import SeriesFindings, case_findings
-from harness.history.detections import findings_of
-from harness.history.series import CasePoints, case_points
+from harness.series import detections, screen, steps
+from harness.series.detections import SeriesFindings, case_findings, findings_of
+from harness.series.points import CasePoints, case_points
 from harness.store.schema import detections as detections_table
 from harness.store.store import Store, new_batch, open_store
 from tests.helpers import make_record

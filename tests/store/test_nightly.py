@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.history.review import Review, review
+from harness.incidents.review import Review, review
 from harness.records.outcome import Outcome
 from harness.store.store import new_batch, open_store
 from tests.helpers import make_record
-from tests.history.nights import record_drift
+from tests.series.nights import record_drift
 
 # A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
 pytestmark = pytest.mark.standin

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from harness.dashboard import site
-from harness.history import detections, screen
-from harness.history import series as series_module
-from harness.history.review import review
-from harness.history.series import CasePoints, Point, stored_case_points
+from harness.incidents.review import review
 from harness.records.outcome import Outcome
+from harness.series import detections, screen
+from harness.series import points as series_module
+from harness.series.points import CasePoints, Point, stored_case_points
 from harness.store.store import new_batch, open_store
 from tests.helpers import make_record
 from tests.store.test_series_read import _varied_store

@@ -9,11 +9,11 @@ import random
 
 import numpy as np
 
-from harness.history import screen
-from harness.history.series import case_points, stored_case_points
-from harness.history.steps import Rule, Tracker
 from harness.records.outcome import Outcome
 from harness.records.run_record import GpuInfo, HostInfo
+from harness.series import screen
+from harness.series.points import case_points, stored_case_points
+from harness.series.steps import Rule, Tracker
 from harness.store.store import new_batch, open_store
 from tests.helpers import make_record
 
