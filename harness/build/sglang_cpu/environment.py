@@ -1,18 +1,128 @@
-"""The virtualenv of the real-SGLang CPU build, and the environment its server launches with (in progress)."""
+"""The virtualenv of the real-SGLang CPU build, and the environment its server launches with.
+
+One virtualenv per release under ``<cache>/envs/``, made once behind a file lock with a marker that says it is
+whole (the machinery of :mod:`harness.build.environments`): CPU ``torch==2.13.0``, the real wheel ``--no-deps``,
+then its pure-Python dependencies at the wheel's own pins (:mod:`harness.build.sglang_cpu.requirements`), all
+under a constraints file that pins torch and pins every GPU package to a version that does not exist. The
+stand-ins are not copied into it: they are this package's data, put first on the server's ``PYTHONPATH`` by
+:func:`server_environment`, so editing a port needs no rebuild.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+import shutil
+import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["LABEL", "STANDINS_DIR", "ensure_cpu_env", "server_environment"]
+from harness.build.environments import venv_python
+from harness.build.sglang_cpu.requirements import CPU_TORCH, constraints_text, cpu_requirements
+from harness.util.atomic import write_atomic
+from harness.util.bounded_read import read_json
+from harness.util.errors import InfraError, UserError
+from harness.util.paths import default_cache_dir
+from harness.util.proc import run_bounded
+from harness.util.text import last_line
+
+__all__ = ["LABEL", "RECIPE", "STANDINS_DIR", "cpu_env_dir", "cpu_env_ready", "ensure_cpu_env", "env_record",
+           "server_environment"]
+
+log = logging.getLogger(__name__)
 
 LABEL = "real SGLang, plain-torch kernels on CPU"
 STANDINS_DIR = Path(__file__).resolve().parent / "standins"
+# Bumped when what an environment holds changes (a package added, a pin rule changed): older ones are remade.
+RECIPE = 1
+_MARKER = "sglang-repro-cpu-env.json"
+_PIP_TIMEOUT_S = 1800.0
+_LOCK_TIMEOUT_S = _PIP_TIMEOUT_S * 3
+
+
+def cpu_env_dir(version: str, cache_dir: Path | None = None) -> Path:
+    tag = f"py{sys.version_info.major}{sys.version_info.minor}"
+    return (cache_dir or default_cache_dir()) / "envs" / f"sglang-{version}-cpu-torch{CPU_TORCH}-{tag}"
+
+
+def env_record(venv: Path) -> dict[str, object] | None:
+    """The marker of a whole environment (what was installed, how long it took), or None."""
+    marker = venv / _MARKER
+    if not marker.is_file():
+        return None
+    record = read_json(marker, "state")
+    return record if isinstance(record, dict) and record.get("recipe") == RECIPE else None
+
+
+def cpu_env_ready(version: str, *, cache_dir: Path | None = None) -> bool:
+    """Whether the environment of ``version`` is already made (so preparing it installs nothing)."""
+    return env_record(cpu_env_dir(version, cache_dir)) is not None
+
+
+def _pip(python: Path, args: Sequence[str], constraints: Path) -> None:
+    argv = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-c", str(constraints), *args]
+    done = run_bounded(argv, timeout=_PIP_TIMEOUT_S)
+    if done.returncode != 0:
+        errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR")] or [last_line(done.stderr)]
+        raise InfraError(f"pip install {' '.join(args)} failed: {errors[0]}")
 
 
 def ensure_cpu_env(version: str, *, cache_dir: Path | None = None) -> Path:
-    raise NotImplementedError("in progress (helper H1)")
+    """Make (once) and return the virtualenv of real ``sglang==version`` for the CPU; safe across processes."""
+    from harness.contract.wheels import fetch_wheel
+    from harness.util.output_path import make_folder
+
+    venv = cpu_env_dir(version, cache_dir)
+    try:
+        make_folder(venv.parent, "the environments cache")
+    except OSError as exc:
+        raise UserError(f"the environments cache {venv.parent}: cannot create it ({exc.strerror or exc}); "
+                        "give another --cache-dir or $SGLANG_REPRO_CACHE") from None
+    import filelock
+
+    with filelock.FileLock(str(venv.parent / f"{venv.name}.lock"), timeout=_LOCK_TIMEOUT_S):
+        if env_record(venv) is not None:
+            return venv
+        shutil.rmtree(venv, ignore_errors=True)  # a half-made env from a killed run, or an older recipe
+        started = time.monotonic()
+        wheel = fetch_wheel(version, cache_dir)
+        reqs = cpu_requirements(wheel)
+        log.info("making %s (real sglang==%s for the CPU)", venv, version)
+        done = run_bounded([sys.executable, "-m", "venv", str(venv)], timeout=300)
+        if done.returncode != 0:
+            raise InfraError(f"{sys.executable} -m venv {venv} failed: {last_line(done.stderr)}")
+        python = venv_python(venv)
+        constraints = venv / "sglang-repro-constraints.txt"
+        constraints.write_text(constraints_text())
+        _pip(python, [f"torch=={CPU_TORCH}"], constraints)
+        _pip(python, ["--no-deps", str(wheel)], constraints)
+        _pip(python, list(reqs.install), constraints)
+        if reqs.no_deps:
+            _pip(python, ["--no-deps", *reqs.no_deps], constraints)
+        seconds = round(time.monotonic() - started, 1)
+        record = {"recipe": RECIPE, "sglang": version, "torch": CPU_TORCH, "wheel_torch_pin": reqs.torch_pin,
+                  "label": LABEL, "seconds": seconds,
+                  "installed": list(reqs.install), "no_deps": list(reqs.no_deps), "skipped": list(reqs.skipped)}
+        write_atomic(venv / _MARKER, json.dumps(record, indent=1) + "\n")
+        log.info("made %s in %.0f s", venv, seconds)
+    return venv
 
 
 def server_environment(venv: Path) -> dict[str, str]:
-    return {"PYTHONPATH": str(STANDINS_DIR), "SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"}
+    """The variables a server of this build launches with (on top of the caller's environment).
+
+    - ``PYTHONPATH``: the stand-ins (``triton``, ``torchvision``, ``sgl_kernel``, ``sglang_cpu_ports``);
+    - ``SGLANG_USE_CPU_ENGINE=1``: without it ``is_cpu()`` is false (0.5.21 ``srt/utils/common.py:218-220``)
+      and the CUDA paths are taken (rotary embedding imports vllm, ``srt/layers/rotary_embedding/base.py:133``);
+    - ``HF_HUB_OFFLINE=1``: the model is a local folder; nothing is ever downloaded;
+    - ``SGLANG_REPRO_BUILD_LABEL``: what this build is, for logs and reports.
+    """
+    del venv  # the interpreter is chosen by the caller; nothing here depends on the release
+    return {
+        "PYTHONPATH": str(STANDINS_DIR),
+        "SGLANG_USE_CPU_ENGINE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "SGLANG_REPRO_BUILD_LABEL": LABEL,
+    }

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from triton.runtime.errors import OutOfResources, PTXASError
 from triton.runtime.jit import JITFunction, KernelInterface
 
-__all__ = ["Autotuner", "Config", "Heuristics", "autotune", "heuristics"]
+__all__ = ["Autotuner", "Config", "Heuristics", "OutOfResources", "PTXASError", "autotune", "heuristics"]
 
 
 class Config:
