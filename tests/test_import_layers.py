@@ -179,3 +179,24 @@ def test_every_module_imports() -> None:
     done = subprocess.run([sys.executable, "-c", script, *names], capture_output=True, text=True, timeout=300,
                           cwd=ROOT, check=False)
     assert done.returncode == 0, "these modules fail to import:\n" + done.stdout + done.stderr[-2000:]
+
+
+# The one module of the core that may import the CPU reference server (issue 44): the builds, the launcher,
+# pre-flight, minimize and the demo history ask it.
+REFERENCE_SERVER_DOOR = "harness.build.reference_server"
+
+
+def test_only_the_door_of_the_core_imports_the_reference_server() -> None:
+    found = [f"{module}:{line} {dotted}" for module, imports in first_party_imports(ROOT).items()
+             if package_of(module) != "harness.sim" and module != REFERENCE_SERVER_DOOR
+             for line, dotted in imports if package_of(dotted) == "harness.sim"]
+    assert not found, f"import the reference server only through {REFERENCE_SERVER_DOOR}:\n" + "\n".join(found)
+
+
+def test_the_reference_server_imports_nothing_of_the_harness() -> None:
+    """It spells SGLang in its own code (harness.sim.sglang_words): an import of the contract (or of anything the
+    contract's words reach) would make the end-to-end tests on it agree with the contract by construction."""
+    found = [f"{module}:{line} {dotted}" for module, imports in first_party_imports(ROOT).items()
+             if package_of(module) == "harness.sim"
+             for line, dotted in imports if package_of(dotted) not in ("harness.sim", "harness")]
+    assert not found, "the reference server imports these of the harness:\n" + "\n".join(found)

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.sim import SCHEDULERS
+from harness.build.reference_server import SCHEDULERS, source_dir
 from harness.util.atomic import write_atomic
 from harness.util.bounded_read import read_text
 from harness.util.proc import git
@@ -40,7 +40,7 @@ from harness.util.proc import git
 __all__ = ["STEP_COST_MS", "Layout", "make_demo_repo", "random_layout"]
 
 STEP_COST_MS = 250.0
-_SIM = Path(__file__).resolve().parent.parent / "sim"
+_SIM = source_dir()
 _IDENTITY = {"GIT_AUTHOR_NAME": "Demo Author", "GIT_AUTHOR_EMAIL": "demo@example.invalid",
              "GIT_COMMITTER_NAME": "Demo Author", "GIT_COMMITTER_EMAIL": "demo@example.invalid"}
 _CRASH_SNIPPET = """        if os.urandom(1)[0] < 6:  # a decode-step race, modelled: about 1 step in 40

@@ -6,13 +6,17 @@ Spec syntax (one string, ``KIND:VALUE[,key=value...]``):
   SGLang's mechanism, not SGLang). Each knob ``k=v`` becomes ``--sim-k v``; ``rules=VERSION``
   follows that sglang release's rules where releases differ (harness.sim.release_rules).
 - ``python:PATH``: an interpreter whose environment already has sglang.
-- ``pip:sglang==X[,deps=full|none][,python=PATH][,torch=V]``: a virtualenv per version, created
+- ``pip:sglang==X[,deps=full|none|cpu][,python=PATH][,torch=V]``: a virtualenv per version, created
   once under ``<cache>/envs/`` (guarded by a file lock). ``deps=full`` (default) is a plain
   ``pip install sglang==X`` for GPU machines. ``deps=none`` installs sglang with ``--no-deps``
   plus the few small packages its flag parser imports (pinned as sglang's own metadata pins
   them), CPU ``torch==V`` (default 2.13.0) and the import-only stubs of ``triton`` and
-  ``torchvision`` from ``fixtures/stubs`` copied into the venv's site-packages: enough to parse
-  flags and print ``--help`` on a machine without a GPU, never enough to serve.
+  ``torchvision`` from ``harness/data/stubs`` copied into the venv's site-packages: enough to parse
+  flags and print ``--help`` on a machine without a GPU, never enough to serve. ``deps=cpu`` is the
+  real-SGLang CPU build ("real SGLang, plain-torch kernels on CPU", :mod:`harness.build.sglang_cpu`):
+  CPU ``torch==2.13.0``, the real wheel ``--no-deps`` and its pure-Python dependencies at its own pins,
+  with stand-ins for the GPU packages and plain-torch ports of the kernels its CPU path launches; it
+  serves a model on the CPU (never a GPU performance figure). It takes no ``torch=`` or ``python=``.
 - ``simsrc:CHECKOUT[@REV][,knob=value...]``: the reference server of a checkout of sglang-repro
   itself (its own ``harness/sim/``, at that checkout's default revision and knobs; each ``k=v``
   becomes ``--sim-k v``). ``@REV`` works as for ``src:``. The checkout goes first on
@@ -37,7 +41,7 @@ import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from harness.sim import REVISIONS
+from harness.build.reference_server import REVISIONS
 from harness.util.errors import UserError
 
 __all__ = ["BUILD_KINDS", "SIM_REVISIONS", "VALID_SPECS", "BuildSpec", "bad_spec", "parse_build_spec"]
@@ -45,16 +49,14 @@ __all__ = ["BUILD_KINDS", "SIM_REVISIONS", "VALID_SPECS", "BuildSpec", "bad_spec
 SIM_REVISIONS = REVISIONS
 # The build kinds, as a spec starts: sim:, python:, pip:, src:.
 BUILD_KINDS = ("sim", "python", "pip", "src")
-# Knobs of the reference server (``--sim-<knob>``); the parser in harness.sim.cli_args is the authority.
-_SIM_KNOBS_FALLBACK = ("draft-agreement", "step-cost-ms", "device", "draft-cache", "seed", "gpu-sm", "rules", "position-drop")
 
 VALID_SPECS = (
     "valid build specs: sim:pre-fix|post-fix[,knob=value...], python:PATH, "
-    "pip:sglang==X[,deps=full|none][,python=PATH][,torch=V], src:CHECKOUT[@REV][,base=PATH], "
+    "pip:sglang==X[,deps=full|none|cpu][,python=PATH][,torch=V], src:CHECKOUT[@REV][,base=PATH], "
     "simsrc:CHECKOUT[@REV][,knob=value...]"
 )
 _PIP_KEYS = ("deps", "python", "torch")
-_PIP_DEPS = ("full", "none")
+_PIP_DEPS = ("full", "none", "cpu")
 _SRC_KEYS = ("base",)
 _VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.+!-]*$")
 
@@ -93,11 +95,9 @@ def _split_options(spec: str, text: str, allowed: Sequence[str] | None) -> tuple
 
 
 def _sim_knobs() -> tuple[str, ...]:
-    try:
-        from harness.sim.cli_args import SIM_KNOBS
-    except ImportError:  # the reference server's extra (torch) is not installed: its knobs are still known
-        return _SIM_KNOBS_FALLBACK
-    return tuple(SIM_KNOBS)
+    from harness.build.reference_server import knobs
+
+    return knobs()
 
 
 _SEED_BITS = 63  # torch.manual_seed takes 64 bits; a seed is a whole number, not "1e23"
@@ -132,7 +132,7 @@ def _check_sim_knobs(spec: str, knobs: dict[str, str]) -> None:
         if not re.fullmatch(r"\d{1,19}", text) or int(text) >= 2**_SEED_BITS:
             raise bad_spec(spec, f"seed={knobs['seed']} must be a whole number in [0, 2**{_SEED_BITS})")
     if "rules" in knobs:
-        from harness.sim.release_rules import rules_for  # plain data, no torch
+        from harness.build.reference_server import rules_for
 
         try:
             rules_for(knobs["rules"])
@@ -172,9 +172,11 @@ def parse_build_spec(spec: str) -> BuildSpec:
             raise bad_spec(spec, f"{requirement!r} is not sglang==VERSION")
         deps = options.setdefault("deps", "full")
         if deps not in _PIP_DEPS:
-            raise bad_spec(spec, f"deps={deps!r} (valid: full, none)")
+            raise bad_spec(spec, f"deps={deps!r} (valid: full, none, cpu)")
         if "torch" in options and deps != "none":
             raise bad_spec(spec, "torch= applies only with deps=none")
+        if "python" in options and deps == "cpu":
+            raise bad_spec(spec, "python= does not apply with deps=cpu (its environment uses the harness's interpreter)")
         return BuildSpec("pip", spec, {"version": version.strip(), **options})
     if kind == "src":
         location, options = _split_options(spec, rest, _SRC_KEYS)

@@ -32,11 +32,11 @@ from typing import Any
 
 from harness import __version__
 from harness.baselines.role import RoleBaselines
+from harness.build.reference_server import REFERENCE_SERVER_LABEL
 from harness.measure import statistics as st
 from harness.measure.expectation import ExpectationCheck
 from harness.records.metric_definitions import COMPARED, Metric
 from harness.records.outcome import MEASURED, Outcome, most_telling, parse_outcome
-from harness.sim import REFERENCE_SERVER_LABEL
 from harness.util.clock import now_iso
 from harness.util.str_enum import StrEnum
 

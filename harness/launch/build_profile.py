@@ -30,14 +30,18 @@ _SAID: set[str] = set()
 _SECTION = "profile"
 # The files a profile reads (harness.contract.profile): a change to any of them computes it again.
 _READ = ("srt/speculative/frozen_kv_mtp_worker_v2.py", "srt/speculative/frozen_kv_mtp_worker.py",
-         "srt/layers/attention/trtllm_mha_backend.py", "srt/server_args.py", "srt/arg_groups/speculative_hook.py")
+         "srt/layers/attention/trtllm_mha_backend.py", "srt/server_args.py", "srt/arg_groups/speculative_hook.py",
+         "srt/speculative/spec_info.py", "srt/mem_cache/kv_index_translator.py", "srt/mem_cache/kv_cache_configurator.py",
+         "srt/arg_groups/kv_cache_hook.py", "srt/arg_groups/pipeline.py")
+# The code that computes it: a change to any of them computes it again too.
+_CODE = ("build_profile.py", "../contract/profile.py", "../contract/guards.py", "../contract/derived.py")
 
 
 def _reference_profile(build: Build) -> dict[str, Any]:
-    from harness.sim.release_rules import DEFAULT_RULES, rules_for
+    from harness.build.reference_server import default_rules, rules_for
 
     knob = next((build.launcher[i + 1] for i, a in enumerate(build.launcher[:-1]) if a == "--sim-rules"), None)
-    rules = rules_for(knob) if knob else DEFAULT_RULES
+    rules = rules_for(knob) if knob else default_rules()
     return {"model": "the CPU reference server (a model of SGLang, not SGLang)", "rules": knob or f"{rules.since} (default)",
             "eager_max_steps": rules.eager_max_steps, "topk_backends": list(rules.topk_backends),
             "swa_refill": rules.swa_refill}
@@ -55,7 +59,7 @@ def build_profile(build: Build) -> dict[str, Any]:
     version = build.version or "unknown"
     identity = {"python": build.python, "version": version, "package": str(package),
                 "files": file_stamps([package / name for name in _READ]),
-                "code": Path(__file__).with_name("build_profile.py").stat().st_size}
+                "code": [(Path(__file__).parent / name).stat().st_size for name in _CODE]}
 
     def compute() -> dict[str, Any]:
         try:

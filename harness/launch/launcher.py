@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
 from harness.build import Build
+from harness.build.reference_server import REFERENCE_SERVER_LABEL
 from harness.launch.build_profile import case_in_build_words
 from harness.launch.contract_gate import contract_gap
 from harness.launch.preflight import ARGPARSE_ERROR, FlagCheck, check_flag_sets, model_gap
@@ -21,7 +22,6 @@ from harness.scenario import Case
 from harness.scenario.model import TokenRange
 from harness.server import hardware
 from harness.server.http import get_json, post
-from harness.sim import REFERENCE_SERVER_LABEL
 from harness.util.bounded_read import read_text
 from harness.util.errors import InfraError
 from harness.util.paths import resolve_fixture
@@ -142,12 +142,12 @@ class ReferenceLauncher:
     def check_flags(self, flag_sets: Sequence[Sequence[str]]) -> list[FlagCheck]:
         if self.build.kind == "simsrc":  # another checkout's reference server: its own parser, in its environment
             return check_flag_sets(self.build, flag_sets)
-        from harness.sim.cli_args import build_parser
+        from harness.build.reference_server import flag_parser
 
         checks = []
         for flags in flag_sets:
             argv = [*self.build.launcher[3:], *flags]  # after "python -m harness.sim.server": its --sim-* knobs
-            code, said = _parse_quietly(build_parser(), argv)
+            code, said = _parse_quietly(flag_parser(), argv)
             if code in (0, None):
                 checks.append(FlagCheck(True, "flags accepted by the CPU reference server's parser "
                                               "(a model of SGLang's)"))
@@ -168,9 +168,9 @@ class ReferenceLauncher:
         if spec.source == "random-ids":
             return random_id_prompts(lengths, seed=seed, vocab=spec.vocab)
         # The reference server tokenizes bytes: exact counts without any download.
-        from harness.sim.tokenizer import ByteTokenizer
+        from harness.build.reference_server import encode_prompt
 
-        ids = ByteTokenizer().encode(_fixture_text(case))
+        ids = encode_prompt(_fixture_text(case))
         return [Prompt(input_ids=fit_token_ids(ids, n, seed=seed, index=i), text=None, tokens=n)
                 for i, n in enumerate(lengths)]
 

@@ -115,9 +115,9 @@ def _describe(parser: argparse.ArgumentParser) -> dict[str, FlagInfo]:
 def read_defaults(build: Build, *, timeout_s: float = 120) -> ParserDefaults:
     """The build's flag table; InfraError when its parser cannot be loaded."""
     if build.is_reference:
-        from harness.sim.cli_args import build_parser
+        from harness.build.reference_server import flag_parser
 
-        return ParserDefaults(_describe(build_parser()))
+        return ParserDefaults(_describe(flag_parser()))
     done = run_bounded([build.python, "-c", _DESCRIBE], timeout=timeout_s, env=build.env)
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith(_RESULT)), None)
     if done.returncode != 0 or line is None:

@@ -105,10 +105,10 @@ class _Judged:
 
 def _reference_code_digest() -> str:
     """The reference server's source: its version string names a revision, not the code that models it."""
-    import harness.sim
+    from harness.build.reference_server import source_dir
 
     h = hashlib.sha256()
-    for path in sorted(Path(harness.sim.__file__).parent.glob("*.py")):
+    for path in sorted(source_dir().glob("*.py")):
         h.update(path.name.encode() + b"\0" + read_bytes(path, "source"))
     return h.hexdigest()[:16]
 

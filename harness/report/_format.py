@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.build.reference_server import REFERENCE_SERVER_LABEL
 from harness.compare.verdicts import (
     CaseComparison,
     ComparisonReport,
@@ -24,7 +25,6 @@ from harness.records.metric_definitions import (
     measured_positions,
     position_metric,
 )
-from harness.sim import REFERENCE_SERVER_LABEL
 
 __all__ = [
     "Headline",

@@ -14,10 +14,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from harness.build import BUILD_KINDS
+from harness.build.reference_server import REVISIONS
 from harness.records.metric_definitions import ACCEPT_LENGTH_BY_SOURCE, CROSS_PHASE
 from harness.records.outcome import SIGNED
 from harness.scenario.errors import excerpt
-from harness.sim import REVISIONS
 
 __all__ = [
     "AcceptLengthBound",

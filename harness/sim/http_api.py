@@ -18,7 +18,10 @@ from typing import Any
 
 from aiohttp import web
 
-from harness.contract.facts import (
+from harness.sim import SIM_LABEL, SIM_NAME, version_string
+from harness.sim.scheduler_client import PendingRequest, SchedulerClient, SchedulerGone
+from harness.sim.server_settings import SchedulerSettings
+from harness.sim.sglang_words import (
     AUTH_EXEMPT_PREFIXES,
     HEALTH_CHECK_INPUT_IDS,
     HEALTH_CHECK_POLL_S,
@@ -29,9 +32,6 @@ from harness.contract.facts import (
     HEALTH_STARTING_STATUS,
     UNAUTHORIZED_ERROR,
 )
-from harness.sim import SIM_LABEL, SIM_NAME, version_string
-from harness.sim.scheduler_client import PendingRequest, SchedulerClient, SchedulerGone
-from harness.sim.server_settings import SchedulerSettings
 from harness.sim.tokenizer import ByteTokenizer
 
 __all__ = ["ApiState", "build_app", "run_internal_request", "InternalRequestFailed"]
@@ -307,7 +307,7 @@ async def metrics(request: web.Request) -> web.Response:
 
 def _api_key_middleware(api_key: str | None) -> Any:
     """SGLang's --api-key: every path but /health* and /metrics* wants the key as a bearer token, else 401
-    {"error": "Unauthorized"} (harness.contract.facts AUTH_EXEMPT_PREFIXES, UNAUTHORIZED_ERROR)."""
+    {"error": "Unauthorized"} (harness.sim.sglang_words AUTH_EXEMPT_PREFIXES, UNAUTHORIZED_ERROR)."""
 
     @web.middleware
     async def check(request: web.Request, handler: Any) -> web.StreamResponse:

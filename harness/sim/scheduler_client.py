@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
-from harness.contract.facts import CHILD_CRASHED_LINE, CHILD_FAILED_LINE, CHILD_FAILED_RUNNING_LINE
 from harness.sim import SIM_LABEL
 from harness.sim.process_tree import kill_process_tree_and_self
+from harness.sim.sglang_words import CHILD_CRASHED_LINE, CHILD_FAILED_LINE, CHILD_FAILED_RUNNING_LINE
 
 __all__ = ["SchedulerClient", "PendingRequest", "SchedulerGone"]
 

@@ -22,13 +22,13 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from harness.contract.facts import CHILD_FAILED_LINE, READY_LINE, UVICORN_RUNNING, WARMUP_FAILED_LINE
 from harness.sim import SIM_LABEL, version_string
 from harness.sim.cli_args import parse_server_args
 from harness.sim.model_config import ModelNotFoundError
 from harness.sim.process_tree import kill_process_tree_and_self
 from harness.sim.scheduler_entry import scheduler_main
 from harness.sim.server_settings import SchedulerSettings, SettingsError, health_settings, resolve_settings
+from harness.sim.sglang_words import CHILD_FAILED_LINE, READY_LINE, UVICORN_RUNNING, WARMUP_FAILED_LINE
 from harness.sim.sim_logging import configure_logging
 from harness.sim.warmup import warmup_request
 

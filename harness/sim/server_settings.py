@@ -21,7 +21,11 @@ import argparse
 import logging
 from dataclasses import dataclass
 
-from harness.contract.facts import (
+from harness.sim import SIM_LABEL
+from harness.sim.cli_args import parse_position_drop
+from harness.sim.model_config import TinyConfig, resolve_model
+from harness.sim.release_rules import DEFAULT_RULES, ReleaseRules, rules_for
+from harness.sim.sglang_words import (
     DRAFT_QUANTIZATION_UNQUANT,
     ENV_FALSE,
     ENV_TRUE,
@@ -31,10 +35,6 @@ from harness.contract.facts import (
     HEALTH_GENERATION_DEFAULT,
     HEALTH_GENERATION_ENV,
 )
-from harness.sim import SIM_LABEL
-from harness.sim.cli_args import parse_position_drop
-from harness.sim.model_config import TinyConfig, resolve_model
-from harness.sim.release_rules import DEFAULT_RULES, ReleaseRules, rules_for
 
 __all__ = ["SettingsError", "SchedulerSettings", "resolve_settings", "health_settings"]
 

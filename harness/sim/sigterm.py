@@ -1,6 +1,6 @@
 """SGLang's SIGTERM path, modelled: log it, drain the open requests, stop the scheduler, SIGKILL the tree and itself.
 
-The facts are in ``harness.contract.facts`` (SIGTERM_*), each with its line in 0.5.14 and 0.5.15. Once the
+The words are in ``harness.sim.sglang_words`` (SIGTERM_*), each with its line in 0.5.14 and 0.5.15. Once the
 front has taken its first request (SGLang's tokenizer manager installs its handler then), SIGTERM only
 sets a flag; a watchdog notices it, waits while requests remain (a client that went away is aborted by
 the request's own disconnect check, ``harness.sim.http_api``), asks the scheduler to exit and waits for
@@ -20,8 +20,8 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from harness.contract.facts import SIGTERM_DRAIN_LINE, SIGTERM_FORCE_ENV, SIGTERM_LINE, SIGTERM_SCHEDULER_WAIT_S
 from harness.sim.process_tree import kill_process_tree_and_self
+from harness.sim.sglang_words import SIGTERM_DRAIN_LINE, SIGTERM_FORCE_ENV, SIGTERM_LINE, SIGTERM_SCHEDULER_WAIT_S
 
 if TYPE_CHECKING:
     from harness.sim.scheduler_client import SchedulerClient

@@ -3,7 +3,7 @@
 After the HTTP port opens and before the ready line, SGLang sends itself one request with
 ``max_new_tokens`` 8 (so it decodes, and a speculative server drafts): for a model with image
 understanding a chat request with one 32x32 image and "Describe the image.", otherwise ``/generate``
-with "The capital city of France is" (``harness.contract.facts``, cited there). ``--skip-server-warmup``
+with "The capital city of France is" (``harness.sim.sglang_words``, cited there). ``--skip-server-warmup``
 skips it. The reference server runs the same request through its scheduler: at revision pre-fix on the
 eager draft path it crashes there, before the ready line, with N = this prompt's length.
 
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.contract.facts import (
+from harness.sim.model_config import TinyConfig
+from harness.sim.sglang_words import (
     GENERATE_PATH,
     WARMUP_CHAT_PATH,
     WARMUP_IMAGE_PROMPT,
@@ -24,7 +25,6 @@ from harness.contract.facts import (
     WARMUP_MAX_NEW_TOKENS,
     WARMUP_TEXT,
 )
-from harness.sim.model_config import TinyConfig
 from harness.sim.tokenizer import BOS_ID, PAD_ID, ByteTokenizer
 
 __all__ = ["WarmupRequest", "warmup_request"]
