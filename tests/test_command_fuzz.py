@@ -367,7 +367,7 @@ def test_triage_on_hostile_logs_and_catalogues_is_an_answer_or_one_line(tmp_path
     rng = random.Random(FUZZ_SEED + 3)
     h = Hostile(tmp_path / "hostile")
     logs = sorted((REPO / "fixtures" / "logs").glob("*.log"))
-    catalogue = (REPO / "fixtures" / "signatures.yaml").read_bytes()
+    catalogue = (REPO / "harness" / "data" / "signatures.yaml").read_bytes()
     codes: dict[int, int] = {}
     for n in range(EXAMPLES):
         folder = tmp_path / f"t{n}"

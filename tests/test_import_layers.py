@@ -47,6 +47,8 @@ def imports_of(source: str, module: str, *, is_package: bool) -> list[tuple[int,
 # Package data, not harness modules: the import stand-ins a real SGLang CPU server's own interpreter finds on its
 # PYTHONPATH (``triton``, ``sgl_kernel``, ...). They import each other by their top-level names.
 STANDINS = Path("harness", "build", "sglang_cpu", "standins")
+# Likewise the import-only stubs a flags-only build's interpreter finds (``triton``, ``torchvision``: harness.data).
+STUBS = Path("harness", "data", "stubs")
 
 
 def package_of(dotted: str) -> str:
@@ -59,7 +61,7 @@ def first_party_imports(root: Path) -> dict[str, list[tuple[int, str]]]:
     """Module name -> its imports of ``harness`` names, for every module under ``root/harness``."""
     out: dict[str, list[tuple[int, str]]] = {}
     for path in sorted((root / "harness").rglob("*.py")):
-        if root / STANDINS in path.parents:
+        if root / STANDINS in path.parents or root / STUBS in path.parents:
             continue
         name = module_name(path, root)
         found = imports_of(path.read_text(encoding="utf-8"), name, is_package=path.name == "__init__.py")

@@ -1,4 +1,4 @@
-"""Reading and writing ``fixtures/baselines/<scenario>.yaml``.
+"""Reading and writing ``<baselines>/<scenario>.yaml`` (the project's ``baselines`` folder; ``fixtures/baselines`` here).
 
 Read as scenarios are (:mod:`harness.scenario.source`: plain YAML only, duplicate keys refused, bounded),
 validated strictly, every problem one ``FILE:LINE:COL: FIELD: message`` line (exit 2). Written whole and
@@ -8,7 +8,6 @@ atomically, in a stable order, so a re-recording's diff is the change and nothin
 from __future__ import annotations
 
 import difflib
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from harness.baselines.model import BaselineFile, Entry, slug
 from harness.scenario.errors import ScenarioError, format_line, validation_lines
 from harness.scenario.source import SourceError, read_source
 from harness.util.atomic import write_atomic
-from harness.util.paths import FIXTURES
+from harness.util.project_config import project
 
 __all__ = ["BASELINES_ENV", "BaselineFileError", "dump", "load", "baselines_dir", "baselines_path", "render_diff",
            "save"]
@@ -41,8 +40,8 @@ class BaselineFileError(ScenarioError):
 
 
 def baselines_dir() -> Path:
-    env = os.environ.get(BASELINES_ENV)
-    return Path(env) if env else FIXTURES / "baselines"
+    """``$SGLANG_REPRO_BASELINES``, else the project's ``baselines`` folder (harness.util.project_config)."""
+    return project().baselines
 
 
 def baselines_path(scenario_name: str, folder: Path | None = None) -> Path:

@@ -2,7 +2,7 @@
 
 ``deps=full`` is a plain ``pip install sglang==X`` (the GPU stack, for GPU machines). ``deps=none`` installs
 sglang with ``--no-deps`` plus the few small packages its flag parser imports (pinned as sglang's own
-metadata pins them), CPU ``torch==V`` and the import-only stubs of ``fixtures/stubs``: enough to parse flags
+metadata pins them), CPU ``torch==V`` and the import-only stubs of ``harness/data/stubs``: enough to parse flags
 and print ``--help`` on a machine without a GPU, never enough to serve. Creation is guarded by a file lock,
 so concurrent runs create an environment once; a marker file says it is complete.
 """
@@ -21,6 +21,7 @@ from pathlib import Path
 
 from harness.build.probes import PINS, PROBE_TIMEOUT_S, read_answer
 from harness.build.spec import BuildSpec, bad_spec
+from harness.data import data_path
 from harness.util.atomic import write_atomic
 from harness.util.bounded_read import read_bytes, read_json
 from harness.util.errors import InfraError, UserError
@@ -41,7 +42,7 @@ NODEPS_PACKAGES = (
 )  # fmt: skip
 NODEPS_TORCH = "2.13.0"  # the CPU build pip finds on these machines; sglang pins 2.11.0, unused for parsing
 
-_STUBS_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "stubs"
+_STUBS_DIR = data_path("stubs")
 _ENV_MARKER = "sglang-repro-env.json"
 _PIP_TIMEOUT_S = {"full": 3600.0, "none": 1200.0}
 

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="server logs, CI logs, issue bodies or pasted texts (markdown or plain)")
     parser.add_argument(
         "--catalogue", type=Path, default=None, metavar="PATH",
-        help="signature catalogue (default: fixtures/signatures.yaml of this checkout)",
+        help="signature catalogue (default: the built-in one merged with the project's signatures files)",
     )
     parser.add_argument("--title", default=None, metavar="TEXT",
                         help="the issue's title: its message counts for a traceback pasted without its exception line")
@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --bless: the verdict the fixture must give (LEVEL default confirmed; or none)")
     parser.add_argument("--source", default=None, metavar="URL", help="with --bless: where the text was copied from")
     parser.add_argument("--fixtures", type=Path, default=None, metavar="DIR",
-                        help="with --bless: the fixtures folder (default: fixtures/triage of this checkout)")
+                        help="with --bless: the fixtures folder (default: triage/ in the project's first fixtures folder)")
 
 
 def main(args: argparse.Namespace) -> int:

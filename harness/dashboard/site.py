@@ -27,11 +27,11 @@ import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib.resources import as_file, files
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import plotly
 
 from harness.incidents.incident import StoredIncident, stored_incidents
 from harness.records.metric_definitions import COMPARED, PHASE_SEPARATOR
@@ -429,8 +429,10 @@ def _build_site(store: Store, out_dir: Path) -> Path:
     # Every target checked before the first is written: a linked index.html is refused with nothing written.
     for page in ("plotly.min.js", "dashboard.js", *pages.values(), "index.html"):
         check_file_in(out_dir / page, f"-o {out_dir}: {page}")
-    for source in (Path(plotly.__file__).parent / "package_data" / "plotly.min.js", Path(__file__).parent / "dashboard.js"):
-        replace_with(out_dir / source.name, functools.partial(shutil.copyfile, source))
+    # Both read as package data: plotly's bundle, and the dashboard's own script (harness.dashboard's data).
+    for resource in (files("plotly") / "package_data" / "plotly.min.js", files("harness.dashboard") / "dashboard.js"):
+        with as_file(resource) as source:
+            replace_with(out_dir / source.name, functools.partial(shutil.copyfile, source))
     escaped = _Escaped()  # shared by every page: the cases share their builds and nights
     links = _Links(out_dir)
     profiles = _profiles(store, cases)

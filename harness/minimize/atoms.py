@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness.scenario.model import Scenario
-from harness.util.paths import FIXTURES, resolve_fixture
+from harness.util.paths import resolve_fixture
 
 __all__ = ["Atom", "Candidate", "Shape", "atom_class", "base_mapping", "initial_candidate", "to_mapping"]
 
@@ -118,7 +118,7 @@ def base_mapping(scenario: Scenario, file: Path) -> dict[str, Any]:
     data.pop("reference", None)
     prompt = data.get("workload", {}).get("prompt", {})
     fixture = prompt.get("fixture")
-    if fixture and not (FIXTURES / fixture).is_file():
+    if fixture and resolve_fixture(fixture) is None:  # not found from anywhere by its name alone
         found = resolve_fixture(fixture, relative_to=file.parent)
         if found is not None:
             prompt["fixture"] = str(found)

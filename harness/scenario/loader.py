@@ -25,7 +25,7 @@ from harness.scenario.model import Scenario
 from harness.scenario.overrides import SetOverride
 from harness.scenario.source import Source, SourceError, read_source
 from harness.util.collector import collector_paused
-from harness.util.paths import FIXTURES, resolve_fixture
+from harness.util.paths import fixture_roots, resolve_fixture
 
 __all__ = ["Case", "LoadedScenario", "find_scenario_files", "load_file", "load_paths", "select_cases"]
 
@@ -100,9 +100,10 @@ def _fixture_lines(source: Source, scenario: Scenario) -> list[str]:
     except (OSError, ValueError):  # e.g. a name longer than the file system allows
         found = None
     if found is None:
+        roots = ", ".join(map(str, fixture_roots()))
         return [format_line(source.path, source.position(("workload", "prompt", "fixture")),
                             "workload.prompt.fixture",
-                            f"no fixture file {excerpt(prompt.fixture)} under {FIXTURES} or the scenario's folder "
+                            f"no fixture file {excerpt(prompt.fixture)} under {roots} or the scenario's folder "
                             "(a fixture is read only from there)")]
     from harness.util.bounded_read import CAPS
 

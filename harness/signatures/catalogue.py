@@ -1,4 +1,4 @@
-"""Crash signatures: the catalogue in ``fixtures/signatures.yaml`` and matching it over server logs.
+"""Crash signatures: the catalogue in ``harness/data/signatures.yaml`` and matching it over server logs.
 
 A signature names one known way a server dies (a product bug or an infrastructure problem). It
 matches a log when its ``message`` regex is found in one log line and, if it lists ``frames``,
@@ -95,8 +95,10 @@ _CRASH_MARKERS = re.compile(
 
 
 def default_catalogue_path() -> Path:
-    """The catalogue shipped with the repository: ``fixtures/signatures.yaml`` next to ``harness/``."""
-    return Path(__file__).resolve().parents[2] / "fixtures" / "signatures.yaml"
+    """The built-in catalogue, package data of the harness: ``harness/data/signatures.yaml``."""
+    from harness.data import data_path
+
+    return data_path("signatures.yaml")
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,7 @@ class Catalogue:
     """The known crash signatures, in catalogue order (earlier entries win on the same line)."""
 
     def __init__(self, signatures: Sequence[Signature], source: Path | None = None,
-                 families: Sequence[Family] = ()) -> None:
+                 families: Sequence[Family] = (), sources: Sequence[Path] = ()) -> None:
         self.families = {f.id: f for f in families}
         self._by_id: dict[str, Signature] = {}
         for sig in signatures:
@@ -168,21 +170,39 @@ class Catalogue:
                 raise UserError(f"{source or '<catalogue>'}: signature '{sig.id}': duplicate id")
             self._by_id[sig.id] = sig
         self.source = source
+        self.sources = tuple(sources) or ((source,) if source is not None else ())  # every file merged, in order
 
     @classmethod
     def load(cls, path: Path | None = None) -> Catalogue:
-        """Load and strictly validate a catalogue file (default: :func:`default_catalogue_path`)."""
-        path = Path(path) if path is not None else default_catalogue_path()
+        """Load and strictly validate a catalogue file; without one, the built-in catalogue
+        (:func:`default_catalogue_path`) merged with the project's own files (``signatures`` of its configuration,
+        :mod:`harness.util.project_config`)."""
+        if path is not None:
+            return cls.merged([Path(path)])
+        from harness.util.project_config import project
+
+        return cls.merged([default_catalogue_path(), *project().signatures])
+
+    @classmethod
+    def merged(cls, paths: Sequence[Path]) -> Catalogue:
+        """The catalogue files in order, each validated alone, as one: an id or family given twice is one line
+        naming both places. A later file's signature may belong to an earlier file's family."""
         from harness.util.bounded_read import read_text  # a regular file of a catalogue's size, never a device or FIFO
 
-        if not os.path.lexists(path):
-            raise UserError(f"{path}: signature catalogue not found")
-        try:
-            text = read_text(path, "catalogue")
-        except UserError as exc:
-            raise UserError(f"{exc} (the signature catalogue)") from None
-        signatures, families = _parse_catalogue(text, path)
-        return cls(signatures, source=path, families=families)
+        signatures: list[Signature] = []
+        families: list[Family] = []
+        origins: dict[str, str] = {}
+        for path in paths:
+            if not os.path.lexists(path):
+                raise UserError(f"{path}: signature catalogue not found")
+            try:
+                text = read_text(path, "catalogue")
+            except UserError as exc:
+                raise UserError(f"{exc} (the signature catalogue)") from None
+            found, groups = _parse_catalogue(text, path, origins=origins, known_families=families)
+            signatures += found
+            families += groups
+        return cls(signatures, source=paths[0], families=families, sources=paths)
 
     @property
     def signatures(self) -> tuple[Signature, ...]:
@@ -430,7 +450,11 @@ def _split_prefix(raw: str) -> tuple[str | None, str]:
 # -- loading ---------------------------------------------------------------------------------
 
 
-def _parse_catalogue(text: str, path: Path) -> tuple[list[Signature], list[Family]]:
+def _parse_catalogue(text: str, path: Path, *, origins: dict[str, str] | None = None,
+                     known_families: Sequence[Family] = ()) -> tuple[list[Signature], list[Family]]:
+    """The file's signatures and families, strictly validated; ``origins`` (id -> ``FILE:LINE`` of the files read
+    before) refuses an id they already took, and records this file's."""
+    origins = {} if origins is None else origins
     try:
         data = yaml.load(text, Loader=_SAFE_LOADER)  # a safe loader: plain types only
         lines = _entry_lines(text)
@@ -448,6 +472,12 @@ def _parse_catalogue(text: str, path: Path) -> tuple[list[Signature], list[Famil
     if not isinstance(entries, list) or not entries:
         raise UserError(f"{path}: signatures: expected a non-empty list of entries")
     families = _parse_families(data.get("families", []), path)
+    for family in families:
+        if any(f.id == family.id for f in known_families):
+            raise UserError(f"{path}: family '{family.id}': id already in {origins.get('family:' + family.id)}; "
+                            "a project's families take ids of their own")
+        origins["family:" + family.id] = str(path)
+    families_known = {f.id for f in (*known_families, *families)}
     seen: set[str] = set()
     out = []
     for i, entry in enumerate(entries):
@@ -455,10 +485,14 @@ def _parse_catalogue(text: str, path: Path) -> tuple[list[Signature], list[Famil
         sig = _parse_entry(entry, i, where)
         if sig.id in seen:
             raise UserError(f"{where}: signature '{sig.id}': duplicate id")
-        if sig.family is not None and sig.family not in {f.id for f in families}:
+        if sig.id in origins:
+            raise UserError(f"{where}: signature '{sig.id}': id already in {origins[sig.id]}; a project's "
+                            "signatures take ids of their own")
+        if sig.family is not None and sig.family not in families_known:
             raise UserError(f"{where}: signature '{sig.id}': family: {sig.family!r} is not one of the catalogue's "
-                            f"families ({', '.join(f.id for f in families) or 'none'})")
+                            f"families ({', '.join(sorted(families_known)) or 'none'})")
         seen.add(sig.id)
+        origins[sig.id] = where
         out.append(sig)
     return out, families
 

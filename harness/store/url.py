@@ -17,6 +17,7 @@ from sqlalchemy.exc import ArgumentError
 
 from harness.util.errors import UserError
 from harness.util.paths import reports_root
+from harness.util.project_config import project
 
 __all__ = ["DEFAULT_STORE_NAME", "STORE_ENV", "check_libpq_files", "default_store", "redact_url", "store_url"]
 
@@ -29,10 +30,11 @@ _LIBPQ_DSN = re.compile(r"(?:^|\s)(?:host|hostaddr|port|dbname|user|password|pas
 
 
 def default_store(out_root: Path | None = None) -> str:
-    """``$SGLANG_REPRO_STORE``, else ``results.db`` in the output root (``reports/``, as runs use)."""
-    env = os.environ.get(STORE_ENV)
-    if env:
-        return env
+    """``$SGLANG_REPRO_STORE``, else the project's ``store``, else ``results.db`` in the output root (``reports/``,
+    as runs use)."""
+    configured = project().store  # the environment's value first (harness.util.project_config)
+    if configured:
+        return configured
     return str((out_root or reports_root()) / DEFAULT_STORE_NAME)
 
 

@@ -26,7 +26,7 @@ def bless(args: argparse.Namespace, catalogue: Catalogue) -> int:
     sig_id, level = parse_expect(args.expect, "--expect")
     if sig_id is not None and sig_id not in catalogue:
         raise UserError(f"--expect: unknown signature {sig_id!r}; known: {', '.join(catalogue.ids)}")
-    folder = args.fixtures or Path(__file__).resolve().parents[2] / "fixtures" / "triage"
+    folder = args.fixtures or _fixtures_folder() / "triage"
     target = folder / args.bless.name
     if os.path.lexists(target):
         raise UserError(f"{target}: a fixture of that name exists; rename FILE or remove it")
@@ -53,3 +53,11 @@ def bless(args: argparse.Namespace, catalogue: Catalogue) -> int:
         return EXIT_FAIL
     print(f"{target}: written; triage says {said} (line {line})")
     return EXIT_OK
+
+
+def _fixtures_folder() -> Path:
+    """The project's first fixtures folder (``fixtures/`` in this repository), else ``fixtures/`` of the project."""
+    from harness.util.project_config import project
+
+    config = project()
+    return config.fixtures[0] if config.fixtures else config.root / "fixtures"

@@ -26,12 +26,13 @@ __all__ = ["CAPS", "JSON_MAX_DEPTH", "WALK_MAX_DEPTH", "WALK_MAX_ENTRIES", "Read
 # few kB, a catalogue tens of kB, a requests.jsonl of a long workload tens of MB) and far below memory.
 CAPS: dict[str, int] = {
     "record": 16 << 20,  # result.json, report.json
-    "catalogue": 4 << 20,  # fixtures/signatures.yaml
+    "catalogue": 4 << 20,  # harness/data/signatures.yaml, a project's own catalogue files
     "requests": 512 << 20,  # requests.jsonl
     "log": 1 << 30,  # server.log (scanned as a stream, line by line, elsewhere; this cap is for whole reads)
     "state": 16 << 20,  # bisect state, caches
     "fixture": 16 << 20,  # a prompt fixture text (the project's are a few kB; a long context is about 1 MB)
     "source": 16 << 20,  # a build's source files, fixtures, scenarios read whole
+    "config": 1 << 20,  # sglang-repro.toml, a pyproject.toml read for its [tool.sglang-repro] table
     "scenario": 1 << 20,  # a scenario is a page of YAML; a bigger file is a mistake or an attack
 }
 JSON_MAX_DEPTH = 64  # the harness's own JSON nests at most 6 levels
