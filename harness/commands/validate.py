@@ -17,11 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     loaded = load_paths(args.paths, overrides=scenario_overrides(args))
-    from harness.scenario.comment_hazard import comment_hazards
-
     for item in loaded:  # valid, but text the author meant to keep was dropped as a comment
-        for line in comment_hazards(item.file):
-            print(line, file=sys.stderr)
+        for hazard in item.hazards:
+            print(hazard.message(item.file), file=sys.stderr)
     if not args.quiet:
         cases = sum(len(item.cases) for item in loaded)
         for item in loaded:

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from harness.scenario.comment_hazard import CommentHazard
 from harness.scenario.errors import ScenarioError, excerpt, format_line, validation_lines
 from harness.scenario.matrix import (
     DEFAULT_CASE,
@@ -23,6 +24,7 @@ from harness.scenario.matrix import (
 )
 from harness.scenario.model import Scenario
 from harness.scenario.overrides import SetOverride
+from harness.scenario.set_conflicts import warn_overridden
 from harness.scenario.source import Source, SourceError, read_source
 from harness.util.collector import collector_paused
 from harness.util.paths import fixture_roots, resolve_fixture
@@ -58,6 +60,7 @@ class LoadedScenario:
     file: Path
     scenario: Scenario
     cases: tuple[Case, ...] = field(default=())
+    hazards: tuple[CommentHazard, ...] = ()  # text the file's YAML drops as a comment (validate warns)
 
 
 def _position_for(source: Source, overrides: tuple[Override, ...]) -> Callable[[tuple[Any, ...]], tuple[int, int]]:
@@ -144,6 +147,7 @@ def _load_file(path: Path, known_signatures: set[str] | None, sets: tuple[SetOve
         known_signatures = _known_signatures()
     problems = _Problems(_signature_lines(source, base, known_signatures) + _fixture_lines(source, base))
     expanded, reference = _expansions(path, source, base)
+    warn_overridden(str(path), sets, expanded)  # a --set the matrix beats is said, not silently lost
     plain = {k: v for k, v in source.data.items() if k not in ("matrix", "reference")}
     cases = []
     for name, values, overrides in expanded:
@@ -154,7 +158,7 @@ def _load_file(path: Path, known_signatures: set[str] | None, sets: tuple[SetOve
                               for (line, where), names in problems.in_cases.items()]
     if lines:
         raise ScenarioError(list(dict.fromkeys(lines)))
-    return LoadedScenario(file=path, scenario=base, cases=tuple(cases))
+    return LoadedScenario(file=path, scenario=base, cases=tuple(cases), hazards=tuple(dict.fromkeys(source.hazards)))
 
 
 @dataclass
@@ -191,7 +195,7 @@ def _with_overrides(source: Source, sets: tuple[SetOverride, ...]) -> Source:
     if not sets:
         return source
     data = apply_overrides(source.data, tuple(Override(s.path, s.value, ("--set", i)) for i, s in enumerate(sets)))
-    return _OverriddenSource(path=source.path, data=data, positions=source.positions, sets=sets)
+    return _OverriddenSource(path=source.path, data=data, positions=source.positions, hazards=source.hazards, sets=sets)
 
 
 def _name_overrides(lines: list[str], path: Path, sets: tuple[SetOverride, ...]) -> list[str]:

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from harness.scenario.comment_hazard import CommentHazard, find_hazards
 from harness.scenario.errors import excerpt
 from harness.util.bounded_read import CAPS, ReadRefused, read_bytes
 from harness.util.yaml_loaders import LIBYAML
@@ -56,6 +57,8 @@ class Source:
     path: Path
     data: dict[str, Any]
     positions: dict[Path_, Position]
+    # Plain values followed on their line by a glued ``#word`` that YAML dropped as a comment (validate warns).
+    hazards: tuple[CommentHazard, ...] = ()
 
     def position(self, loc: Path_) -> Position:
         """The position of the deepest part of ``loc`` that the file spells out."""
@@ -109,6 +112,7 @@ class _Walker:
         self.chars = 0
         self.scalars_checked: set[int] = set()
         self.collections_seen: set[int] = set()
+        self.plain_ends: list[tuple[int, int, Path_]] = []  # where each plain string value ends (comment_hazard)
         # False once the document holds what the walk does not build as SafeConstructor would: an alias
         # (the constructor shares one object between its uses) or a merge key (``<<``). Its data is then
         # the constructor's own.
@@ -122,6 +126,8 @@ class _Walker:
         if depth > MAX_DEPTH:
             raise _fail(node, path, f"nested more than {MAX_DEPTH} levels deep")
         if isinstance(node, yaml.ScalarNode):
+            if not node.style and node.tag == _YAML + "str":  # plain: PyYAML says None, libyaml ""
+                self.plain_ends.append((node.end_mark.line, node.end_mark.column, path))
             return self._scalar(node, path)
         if isinstance(node, (yaml.SequenceNode, yaml.MappingNode)):
             if id(node) in self.collections_seen:
@@ -291,7 +297,7 @@ def _parse_with(make_loader: type[_CLoader] | type[_BoundedLoader], path: Path, 
     if not isinstance(data, dict):
         kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
         raise SourceError(*_mark(node), f"top level must be a mapping of scenario fields, got {kind}")
-    return Source(path=path, data=data, positions=walker.positions)
+    return Source(path=path, data=data, positions=walker.positions, hazards=find_hazards(text, walker.plain_ends))
 
 
 def read_source(path: Path) -> Source:
