@@ -144,7 +144,7 @@ def harness_trial(index: int, work: Path, probe_interval_s: float, request_timeo
                 ignore_eos=True, temperature=0.0, stream=True, warmup=0, request_timeout_s=request_timeout_s,
                 jsonl_path=None, should_abort=server.failure, progress=False,
             )
-            # As harness.pipeline._serve: a crash line can trail the failed request; give the watcher 0.3 s.
+            # As harness.pipeline.drive: a crash line can trail the failed request; give the watcher 0.3 s.
             server.died.wait(0.3 if any(not r.ok for r in result.records) else 0.0)
             verdict_at = time.time()
             match = server.crash_match

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.records.outcome import Outcome
 from harness.pipeline import RunOptions, execute_run
+from harness.records.outcome import Outcome
 from harness.scenario import load_file, select_cases
 from harness.server import http
 from harness.server.auth import admin_headers, request_headers

@@ -13,8 +13,8 @@ from harness.build import Build
 from harness.contract import facts as contract
 from harness.launch import contract_gate as preflight_contract
 from harness.launch.contract_gate import contract_gap, needed_by
-from harness.records.outcome import Outcome, Phase
 from harness.pipeline import RunOptions, execute_run
+from harness.records.outcome import Outcome, Phase
 from harness.scenario import load_file, select_cases
 from tests.helpers import copy_cited
 

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from harness.build import Build
+from harness.pipeline import RunOptions, execute_run
 from harness.records.outcome import Outcome, Phase
 from harness.records.run_record import ExpectationResult, RunRecord, read_record
-from harness.pipeline import RunOptions, execute_run
 from harness.scenario import load_file, select_cases
 from harness.server.reaper import TAG_VAR
 
@@ -218,11 +218,11 @@ def test_full_pip_build_is_not_installed_without_the_hardware(tmp_path, monkeypa
 
 def test_phase_before_ready_does_not_rest_on_info_lines():
     from harness.contract import facts as contract
-    from harness.pipeline import _before_ready_phase
+    from harness.pipeline.judge import before_ready_phase
 
     sigquit = f"[t] SIGQUIT received. signum=None, frame=None. {contract.CHILD_FAILED_RUNNING_LINE}"
-    assert _before_ready_phase("", []) is Phase.STARTUP  # no port, no request: start-up
-    assert _before_ready_phase("", [], http_answered=True) is Phase.WARMUP  # /health answered 503
-    assert _before_ready_phase(sigquit, []) is Phase.WARMUP  # the tokenizer manager had taken a request
-    assert _before_ready_phase(f"[t] {contract.CHILD_FAILED_LINE}", []) is Phase.STARTUP  # launch phase
-    assert _before_ready_phase(sigquit, [contract.SKIP_SERVER_WARMUP_FLAG], http_answered=True) is Phase.STARTUP
+    assert before_ready_phase("", []) is Phase.STARTUP  # no port, no request: start-up
+    assert before_ready_phase("", [], http_answered=True) is Phase.WARMUP  # /health answered 503
+    assert before_ready_phase(sigquit, []) is Phase.WARMUP  # the tokenizer manager had taken a request
+    assert before_ready_phase(f"[t] {contract.CHILD_FAILED_LINE}", []) is Phase.STARTUP  # launch phase
+    assert before_ready_phase(sigquit, [contract.SKIP_SERVER_WARMUP_FLAG], http_answered=True) is Phase.STARTUP

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.records.outcome import Outcome
 from harness.pipeline import RunOptions, execute_run
+from harness.records.outcome import Outcome
 from harness.scenario import load_file, select_cases
 from harness.server.pool import ServerPool
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from harness.build import resolve_build
 from harness.commands._common import add_set_argument, scenario_overrides
 from harness.commands._store_args import store_choice
-from harness.records.run_record import RunRecord
 from harness.pipeline import RunInterrupted
+from harness.records.run_record import RunRecord
 from harness.scenario import load_file, select_cases
 from harness.scenario.roles import resolve_role
 from harness.util.argtypes import positive_int

@@ -10,10 +10,10 @@ from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.commands._store_args import add_store_arguments, store_choice
 from harness.executor.options import add_executor_arguments
 from harness.launch.preflight_batch import check_flags_up_front
+from harness.pipeline import RunDiskFull, RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.records.metric_definitions import ACCEPT_LENGTH, OUTPUT_THROUGHPUT
 from harness.records.outcome import Outcome, exit_code_for
 from harness.records.run_record import RunRecord
-from harness.pipeline import RunDiskFull, RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario.roles import resolve_role
 from harness.server.pool import ServerPool
 from harness.store.store import new_batch

@@ -31,6 +31,7 @@ from harness.compare.verdicts import (
 from harness.contract.profile import describe_profile
 from harness.measure.client_side import not_comparable
 from harness.measure.expectation import ExpectationCheck, judge_role
+from harness.pipeline import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.records.manifest import Manifest, manifest_mismatch
 from harness.records.metric_definitions import (
     COMPARED,
@@ -44,7 +45,6 @@ from harness.records.metric_definitions import (
 )
 from harness.records.outcome import MEASURED, Outcome
 from harness.records.run_record import RunRecord
-from harness.pipeline import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.scenario import Case, LoadedScenario
 from harness.scenario.model import RelativeChecks
 from harness.server.pool import ServerPool

@@ -42,9 +42,9 @@ from harness.minimize.oracle import (
     repetition_rule,
 )
 from harness.minimize.output import minimal_mapping, write_minimal
+from harness.pipeline import RunOptions, execute_run
 from harness.records.outcome import Outcome
 from harness.records.run_record import RunRecord
-from harness.pipeline import RunOptions, execute_run
 from harness.scenario import Case, ScenarioError, load_file
 from harness.scenario.model import Timeouts
 from harness.store.searches import SearchRuns

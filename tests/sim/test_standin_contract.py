@@ -21,9 +21,9 @@ import pytest
 
 from harness.build import resolve_build
 from harness.contract import facts as contract
+from harness.pipeline import RunOptions, execute_run
 from harness.records.outcome import Outcome
 from harness.records.run_record import RunRecord
-from harness.pipeline import RunOptions, execute_run
 from harness.scenario import load_file
 from harness.signatures.catalogue import Catalogue
 from tests.helpers import SimServer, start_server, stop_server
