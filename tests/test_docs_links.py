@@ -90,3 +90,11 @@ def test_the_docs_are_reachable_from_the_readme() -> None:
     linked |= {(index.parent / t.partition("#")[0]).resolve() for _, t in _relative_links(index)}
     orphans = [p.name for p in (REPO / "docs").glob("*.md") if p.resolve() not in linked and p != index]
     assert not orphans, f"docs pages no one links: {orphans}"
+
+
+def test_the_index_lists_every_page() -> None:
+    """docs/index.md is the reading order of all of docs/: a page linked only from the README is still listed."""
+    index = REPO / "docs" / "index.md"
+    listed = {(index.parent / t.partition("#")[0]).resolve() for _, t in _relative_links(index)}
+    missing = sorted(p.name for p in (REPO / "docs").glob("*.md") if p != index and p.resolve() not in listed)
+    assert not missing, f"docs/index.md does not list: {missing}"
