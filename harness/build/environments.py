@@ -3,8 +3,10 @@
 ``deps=full`` is a plain ``pip install sglang==X`` (the GPU stack, for GPU machines). ``deps=none`` installs
 sglang with ``--no-deps`` plus the few small packages its flag parser imports (pinned as sglang's own
 metadata pins them), CPU ``torch==V`` and the import-only stubs of ``harness/data/stubs``: enough to parse flags
-and print ``--help`` on a machine without a GPU, never enough to serve. Creation is guarded by a file lock,
-so concurrent runs create an environment once; a marker file says it is complete.
+and print ``--help`` on a machine without a GPU, never enough to serve. ``deps=cpu``, the real-SGLang CPU build
+that does serve ("real SGLang, plain-torch kernels on CPU"), is made by :mod:`harness.build.sglang_cpu` with this
+module's machinery. Creation is guarded by a file lock, so concurrent runs create an environment once; a marker
+file says it is complete.
 """
 
 from __future__ import annotations
@@ -87,9 +89,17 @@ def ensure_pip_env(
     base_python: str | None = None,
     torch: str = NODEPS_TORCH,
 ) -> Path:
-    """Create (once) and return the virtualenv holding ``sglang==version``; safe across processes."""
+    """Create (once) and return the virtualenv holding ``sglang==version``; safe across processes.
+
+    ``deps=cpu`` is the real-SGLang CPU build, made by :func:`harness.build.sglang_cpu.ensure_cpu_env` (its own
+    recipe: CPU torch 2.13.0 whatever ``torch`` says, the harness's interpreter whatever ``base_python`` says).
+    """
+    if deps == "cpu":
+        from harness.build.sglang_cpu.environment import ensure_cpu_env  # it builds on this module
+
+        return ensure_cpu_env(version, cache_dir=cache_dir)
     if deps not in _PIP_TIMEOUT_S:
-        raise UserError(f"deps={deps!r}: valid values are full, none")
+        raise UserError(f"deps={deps!r}: valid values are full, none, cpu")
     base = base_python or sys.executable
     venv = _pip_env_dir(version, deps, cache_dir, base_python, torch)
     envs, name = venv.parent, venv.name
@@ -140,6 +150,10 @@ def _pip_env_dir(version: str, deps: str, cache_dir: Path | None, base_python: s
 def pip_env_ready(spec: BuildSpec, *, cache_dir: Path | None = None) -> bool:
     """Whether the environment of a ``pip:`` spec is already created (so resolving it installs nothing)."""
     f = spec.fields
+    if f["deps"] == "cpu":
+        from harness.build.sglang_cpu.environment import cpu_env_ready
+
+        return cpu_env_ready(f["version"], cache_dir=cache_dir)
     base = interpreter(spec.spec, f["python"]) if "python" in f else None
     venv = _pip_env_dir(f["version"], f["deps"], cache_dir, base, f.get("torch", NODEPS_TORCH))
     return (venv / _ENV_MARKER).is_file()
