@@ -62,6 +62,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("bisect", "bisect",
             "find the commit or release that broke (or, with --find fix, fixed) a case: a crash signature or a "
             "metric (exit 0 found and confirmed, 1 not, 2 bad input, 3 infra)"),
+    Command("issue", "issue",
+            "write an upstream report (issue.md in SGLang's bug template, with attachments) from a run, comparison, "
+            "nightly incident, bisection or minimization (exit 0 written, 2 bad input, 3 infra, 4 a known bug)"),
     Command("baselines", "baselines",
             "record a scenario's acceptance-length baselines per hardware and build line (shows the change first)"),
 )  # fmt: skip

@@ -66,6 +66,7 @@ def record(resolved: Resolved | Unresolved, trail: Trail, verdict: RunVerdict, c
         _kept(lost, "server.log", lambda: _copy_log_slice(live_log, offset, paths.log))
     host = hardware.host_info()
     _kept(lost, "env.json", lambda: write_env(paths.run_dir, {**_environment(build), "host": host_to_dict(host)}))
+    _kept(lost, "check_env.json", lambda: _check_env(build, launched is not None, paths.run_dir))
     env_overlay = launched.env_overlay if launched else plan.env_overlay if plan else {}
     if plan is not None and plan.argv:
         index = (driven.failing_request if driven else None) or 0
@@ -112,6 +113,14 @@ def record(resolved: Resolved | Unresolved, trail: Trail, verdict: RunVerdict, c
     if lost:
         raise RunDiskFull(run_record, lost)
     return run_record
+
+
+def _check_env(build: Build | BuildFailure, launched: bool, run_dir: Path) -> None:
+    """SGLang's bug template asks for ``python -m sglang.check_env``: taken where and when a real server ran."""
+    if launched and isinstance(build, Build) and not build.is_reference:
+        from harness.build.check_env import capture_check_env
+
+        capture_check_env(build, run_dir)
 
 
 def _environment(build: Build | BuildFailure) -> dict[str, Any]:
