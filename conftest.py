@@ -1,5 +1,6 @@
-"""Registers the sglang-repro pytest plugin: scenario files under scenarios/ become test items; and refuses a
-``--dist loadgroup`` run on a pytest whose node ids drop pytest-xdist's groups."""
+"""Refuses a ``--dist loadgroup`` run on a pytest whose node ids drop pytest-xdist's groups. The sglang-repro pytest
+plugin (scenario files under scenarios/ become test items) is registered by the package's ``pytest11`` entry point,
+here as in any repository where the package is installed."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ import signal
 from importlib.metadata import version
 
 import pytest
-
-pytest_plugins = ["harness.pytest_plugin"]
 
 # make test runs `-n 3 --dist loadgroup`: the SLURM tests share one cluster and the bisect searches one history,
 # each group on one worker. pytest-xdist (up to 3.8) marks a grouped item by writing "GROUP" into its node id

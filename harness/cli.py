@@ -17,10 +17,10 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from harness import __version__
 from harness.commands import COMMANDS, find
 from harness.util.errors import EXIT_INFRA, EXIT_USAGE, HarnessError
 from harness.util.interrupts import command_signals
+from harness.version import harness_version
 
 __all__ = ["entry", "main", "make_parser"]
 
@@ -65,7 +65,7 @@ def make_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="sglang-repro",
         description="Reproduction and regression harness for SGLang servers.",
     )
-    parser.add_argument("--version", action="version", version=f"sglang-repro {__version__}")
+    parser.add_argument("--version", action="version", version=f"sglang-repro {harness_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for cmd in COMMANDS:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from harness import __version__
 from harness.baselines.check import summarise
 from harness.baselines.files import dump, load, render_diff, save
 from harness.baselines.judge import measured_trials, trial_values
@@ -21,6 +20,7 @@ from harness.records.metric_definitions import ACCEPT_LENGTH, ACCEPT_LENGTH_SERV
 from harness.records.run_record import RunRecord
 from harness.util.bounded_read import read_text
 from harness.util.errors import UserError
+from harness.version import harness_version
 
 __all__ = ["Change", "apply", "build_text", "entry_from_runs", "plan"]
 
@@ -58,7 +58,7 @@ def entry_from_runs(runs: Sequence[RunRecord], *, case: str, hardware: str, line
         positions.append(figure)
     return Entry(
         case=case, hardware=hardware, line=line, build=build_text(trials[-1]),
-        recorded=today or date.today().isoformat(), harness_version=__version__, trials=len(trials),
+        recorded=today or date.today().isoformat(), harness_version=harness_version(), trials=len(trials),
         accept_length=_figure(trial_values(trials, ACCEPT_LENGTH.name)),
         accept_length_server=_figure(trial_values(trials, ACCEPT_LENGTH_SERVER.name)),
         accept_by_position=positions or None,

@@ -62,6 +62,11 @@ COMMANDS: tuple[Command, ...] = (
     Command("bisect", "bisect",
             "find the commit or release that broke (or, with --find fix, fixed) a case: a crash signature or a "
             "metric (exit 0 found and confirmed, 1 not, 2 bad input, 3 infra)"),
+    Command("config", "config", "print the project's effective configuration, each value with its source (exit 0, 2 bad)",
+            reads_only=True),
+    Command("init", "init",
+            "scaffold a project in a repository: configuration, one scenario, baselines folder, CI workflow "
+            "(never overwrites; exit 0, 2 bad input)"),
     Command("issue", "issue",
             "write an upstream report (issue.md in SGLang's bug template, with attachments) from a run, comparison, "
             "nightly incident, bisection or minimization (exit 0 written, 2 bad input, 3 infra, 4 a known bug)"),

@@ -30,7 +30,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import __version__
 from harness.baselines.role import RoleBaselines
 from harness.build.reference_server import REFERENCE_SERVER_LABEL
 from harness.measure import statistics as st
@@ -39,6 +38,7 @@ from harness.records.metric_definitions import COMPARED, Metric
 from harness.records.outcome import MEASURED, Outcome, most_telling, parse_outcome
 from harness.util.clock import now_iso
 from harness.util.str_enum import StrEnum
+from harness.version import harness_version as _harness_version
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -500,7 +500,7 @@ class ComparisonReport:
     created_at: str
     cases: tuple[CaseComparison, ...]
     all_expectations_held: bool
-    harness_version: str = __version__
+    harness_version: str = field(default_factory=_harness_version)
     notes: tuple[str, ...] = ()
     partial: str = ""  # why the comparison stopped early (interrupted); empty when it ran to the end
 
@@ -556,7 +556,7 @@ def build_report(
     *,
     notes: Sequence[str] = (),
     created_at: str | None = None,
-    harness_version: str = __version__,
+    harness_version: str | None = None,
     partial: str = "",
 ) -> ComparisonReport:
     """Assemble the report; expectations hold overall when they hold in every case."""
@@ -567,7 +567,7 @@ def build_report(
         created_at=created_at or now_iso(),
         cases=tuple(cases),
         all_expectations_held=all(c.expectations_held for c in cases),
-        harness_version=harness_version,
+        harness_version=harness_version or _harness_version(),
         notes=tuple(notes),
         partial=partial,
     )

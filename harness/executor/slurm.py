@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import __version__
 from harness.build.spec import parse_build_spec
 from harness.executor.job import RunJob, handed_back, run_job
 from harness.records.artifacts import write_record
@@ -34,6 +33,7 @@ from harness.util.clock import now_iso
 from harness.util.errors import InfraError, UserError
 from harness.util.interrupts import sigterm_as_ctrl_c, taken
 from harness.util.text import first_line
+from harness.version import harness_version
 
 __all__ = ["ExecutorInterrupted", "SlurmExecutor", "SlurmOptions", "gres_for"]
 
@@ -458,7 +458,7 @@ def lost_record(job: RunJob, reason: str, folder: Path, *, outcome: Outcome = Ou
         host=HostInfo(),
         started_at=now_iso(),
         duration_s=0.0,
-        harness_version=__version__,
+        harness_version=harness_version(),
         artifacts=str(folder),
     )
     write_record(folder, record)

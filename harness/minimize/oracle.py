@@ -29,7 +29,6 @@ from typing import Any
 
 import yaml
 
-from harness import __version__
 from harness.build import Build
 from harness.launch.launcher import launcher_for
 from harness.minimize.atoms import Candidate, to_mapping
@@ -42,6 +41,7 @@ from harness.store.searches import SearchRuns
 from harness.util.atomic import write_atomic
 from harness.util.bounded_read import read_bytes
 from harness.util.str_enum import StrEnum
+from harness.version import harness_version
 
 __all__ = ["Attempt", "BudgetSpent", "Oracle", "RepetitionRule", "Runner", "Verdict", "repetition_rule"]
 
@@ -153,7 +153,7 @@ class Oracle:
         server = data["server"]
         flags = [self.defaults.canonical(name, value) for name, value in server.pop("args").items()]
         server["args"] = sorted((f for f in flags if f is not None), key=lambda f: f[0])
-        ident = {"build": [self.build.spec, self.build.version, self.build.commit], "harness": __version__,
+        ident = {"build": [self.build.spec, self.build.version, self.build.commit], "harness": harness_version(),
                  "code": self._code}
         text = json.dumps({"run": data, "on": ident}, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import __version__
 from harness.build import Build, BuildFailure, describe_environment
 from harness.launch.build_profile import build_profile
 from harness.measure.expectation import judge_run
@@ -35,6 +34,7 @@ from harness.util.atomic import write_atomic_bytes
 from harness.util.bounded_read import read_from
 from harness.util.errors import HarnessError
 from harness.util.redact import redact_argv, redact_env
+from harness.version import harness_version
 from harness.workload.prompts import Prompt
 
 __all__ = ["record", "version_label"]
@@ -98,7 +98,7 @@ def record(resolved: Resolved | Unresolved, trail: Trail, verdict: RunVerdict, c
         host=host,
         started_at=started_at,
         duration_s=round(time.monotonic() - started, 3),
-        harness_version=__version__,
+        harness_version=harness_version(),
         artifacts=str(paths.run_dir),
         phase=verdict.phase,
         excerpt=verdict.excerpt,

@@ -1,6 +1,8 @@
-"""The pytest plugin: scenario files under ``scenarios/`` become test items.
+"""The pytest plugin: scenario files under ``scenarios/`` (or the project's configured folders) become test items.
 
-Registered by the repository's ``conftest.py`` (``pytest_plugins = ["harness.pytest_plugin"]``).
+Registered wherever the package is installed, by its ``pytest11`` entry point named ``harness.pytest_plugin`` (so a
+``conftest.py`` that still lists it in ``pytest_plugins`` loads nothing twice; ``-p no:harness.pytest_plugin``
+turns it off).
 Each concern is its own plugin module, loaded through ``pytest_plugins`` below:
 
 - :mod:`.options`    ``--build ROLE=SPEC``, ``--trials N``, ``--shard K/N``, ``--gpu-lease-timeout S``

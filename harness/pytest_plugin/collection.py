@@ -1,7 +1,8 @@
 """Scenario files as pytest items (pytest's pattern for non-Python tests).
 
-A YAML file anywhere below a folder named ``scenarios`` is a scenario file. It yields one node per
-case and, under it, two items per build role: ``<role>`` (the real build, marker ``gpu``) and
+A YAML file below one of the project's ``scenarios`` folders (its configuration, harness.util.project_config) is a
+scenario file; where the configuration names none, a YAML file anywhere below a folder named ``scenarios`` is.
+It yields one node per case and, under it, two items per build role: ``<role>`` (the real build, marker ``gpu``) and
 ``<role>[sim]`` (the CPU reference server, marker ``sim``).
 """
 
@@ -18,6 +19,8 @@ from harness.pytest_plugin import markers
 from harness.pytest_plugin.items import ScenarioItem
 from harness.pytest_plugin.options import settings
 from harness.scenario import Case, ScenarioError, load_file
+from harness.util.errors import UserError
+from harness.util.project_config import project
 
 __all__ = ["CaseNode", "ScenarioFile", "is_scenario_file"]
 
@@ -25,9 +28,23 @@ SCENARIO_DIR = "scenarios"
 SUFFIXES = (".yaml", ".yml")
 
 
-def is_scenario_file(path: Path, rootpath: Path) -> bool:
+_FOLDERS = pytest.StashKey[tuple[Path, ...]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        found = project()
+    except UserError as exc:  # a bad configuration file: its one line, as pytest's own usage errors are
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[_FOLDERS] = found.scenarios if found.scenarios_set else ()
+
+
+def is_scenario_file(path: Path, rootpath: Path, folders: tuple[Path, ...] = ()) -> bool:
+    """A YAML file under one of ``folders`` (the configured ones), or, with none, under a folder named scenarios."""
     if path.suffix not in SUFFIXES:
         return False
+    if folders:
+        return any(folder in path.parents for folder in folders)
     try:
         parts = path.relative_to(rootpath).parts
     except ValueError:
@@ -71,7 +88,7 @@ class CaseNode(pytest.Collector):
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> ScenarioFile | None:
-    if is_scenario_file(file_path, parent.config.rootpath):
+    if is_scenario_file(file_path, parent.config.rootpath, parent.config.stash.get(_FOLDERS, ())):
         return ScenarioFile.from_parent(parent, path=file_path)
     return None
 

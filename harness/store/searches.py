@@ -17,9 +17,9 @@ from __future__ import annotations
 import hashlib
 import json
 
-from harness import __version__
 from harness.records.run_record import RunRecord
 from harness.store.store import Batch, open_store
+from harness.version import harness_version
 
 __all__ = ["SearchRuns", "search_key"]
 
@@ -42,7 +42,7 @@ class SearchRuns:
         if self.url is None:
             return []
         with open_store(self.url) as store:
-            return store.searched(key, __version__)
+            return store.searched(key, harness_version())
 
     def record(self, key: str, record: RunRecord) -> None:
         """Record one run under ``key`` (InfraError naming the store when it cannot)."""

@@ -211,9 +211,12 @@ SELECT = ("-m", "sim", "-k", "topk1 and after", "--trials", "2", "-rA")
 
 
 @pytest.mark.slow
-def test_committed_references_judge_this_cpu_or_name_the_record_command(sim_project: pytest.Pytester) -> None:
+def test_committed_references_judge_this_cpu_or_name_the_record_command(sim_project: pytest.Pytester,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The seed scenario against the repository's baselines: they pass at post-fix on the CPU they were recorded
     on; on any other CPU the item skips naming the command that records one (`make test` cannot fail for it)."""
+    # The pytester project is a project of its own (its baselines would be its own baselines/): point it at ours.
+    monkeypatch.setenv("SGLANG_REPRO_BASELINES", str(COMMITTED.parent))
     _guard_project(sim_project, None)
     result = sim_project.runpytest_subprocess(*QUIET, *SELECT, timeout=400)
     committed = load(COMMITTED)

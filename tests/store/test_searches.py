@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from harness import __version__
 from harness.bisect.oracle import Find, Limits, Target, Verdict
 from harness.bisect.probe import Probe, SearchState, experiment_key, load_case
 from harness.bisect.step import read_state
@@ -18,6 +17,7 @@ from harness.records.outcome import Outcome
 from harness.store.searches import SearchRuns, search_key
 from harness.store.store import new_batch, open_store
 from harness.store.url import STORE_ENV
+from harness.version import harness_version
 from tests.helpers import make_record
 
 # A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
@@ -28,7 +28,7 @@ SCENARIO = REPO / "fixtures" / "bisect" / "stale_out_cache_loc_tiny.yaml"
 SIG = "frozen-kv-mtp-stale-out-cache-loc"
 
 
-def _record(run_id: str, *, outcome: Outcome = Outcome.PASS, version: str = __version__):
+def _record(run_id: str, *, outcome: Outcome = Outcome.PASS, version: str = harness_version()):
     return replace(make_record(run_id=run_id, outcome=outcome, signature=SIG if outcome is Outcome.CRASH else None),
                    harness_version=version)
 
