@@ -7,3 +7,23 @@
 - :mod:`.judge`  an item's trials against an entry: a verdict per figure and draft position
 - :mod:`.record` trials summarised into an entry, merged into the file keeping what it replaced
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.util.face import lazy_face
+
+if TYPE_CHECKING:  # the face's names; each module is imported when one of its names is first used
+    from harness.baselines.check import DEFAULT_FALSE_FAILURE_RATE
+    from harness.baselines.files import BaselineFileError, baselines_path, load
+    from harness.baselines.judge import judge_entry, missing_figures
+    from harness.baselines.keys import build_line, hardware_key
+    from harness.baselines.model import Entry, key_text
+    from harness.baselines.record import apply, entry_from_runs, plan
+    from harness.baselines.role import RoleBaselines, judge_role_baselines
+
+__all__ = ["DEFAULT_FALSE_FAILURE_RATE", "BaselineFileError", "Entry", "RoleBaselines", "apply", "baselines_path", "build_line",
+           "entry_from_runs", "hardware_key", "judge_entry", "judge_role_baselines", "key_text", "load", "missing_figures",
+           "plan"]
+__getattr__ = lazy_face(__name__)

@@ -13,3 +13,5 @@ PyTorch's message from frames named as the reference server's (so the catalogue'
 test never passes on it by accident. ``tests/sim/test_standin_contract.py`` holds it to the reference
 server's HTTP and log contract.
 """
+
+__all__ = ["cuda_graph_buffer_registry", "model_runner", "scheduler"]
