@@ -14,7 +14,10 @@ from pathlib import Path
 
 from harness.build.checkouts import source_tree
 from harness.build.environments import NODEPS_TORCH, default_cache_dir, ensure_pip_env, interpreter, pip_env_ready, venv_python
+from harness.build.labels import build_label
 from harness.build.probes import PROBE_TIMEOUT_S, SIM_PROBE, probe, read_answer
+from harness.build.reference_server import REFERENCE_SERVER_LABEL
+from harness.build.sglang_cpu.environment import server_environment
 from harness.build.spec import BuildSpec, bad_spec, parse_build_spec
 from harness.util.errors import InfraError
 from harness.util.proc import run_bounded
@@ -36,6 +39,9 @@ class Build:
     commit: str | None = None
     is_reference: bool = False
     location: str | None = None  # the sglang package directory the interpreter imports, when known
+    # What the build is when it is not SGLang on the scenario's hardware (harness.build.labels): the reference
+    # server, or the real-SGLang CPU build. Said in every record, report and CLI line.
+    label: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env", types.MappingProxyType(dict(self.env)))
@@ -65,7 +71,8 @@ def resolve_build(spec: str | BuildSpec, *, cache_dir: Path | None = None) -> Bu
         for knob, value in f.items():
             if knob != "revision":
                 sim_launcher += [f"--sim-{knob}", value]
-        return Build("sim", parsed.spec, sys.executable, tuple(sim_launcher), {}, _sim_version(revision), None, True)
+        return Build("sim", parsed.spec, sys.executable, tuple(sim_launcher), {}, _sim_version(revision), None, True,
+                     label=REFERENCE_SERVER_LABEL)
     if parsed.kind == "simsrc":
         return _resolve_simsrc(parsed, cache)
     env: dict[str, str] = {}
@@ -78,6 +85,8 @@ def resolve_build(spec: str | BuildSpec, *, cache_dir: Path | None = None) -> Bu
             f["version"], deps=f["deps"], cache_dir=cache, base_python=base, torch=f.get("torch", NODEPS_TORCH)
         )
         python = str(venv_python(venv))
+        if f["deps"] == "cpu":  # real SGLang on the CPU: its stand-ins and CPU switches (harness.build.sglang_cpu)
+            env.update(server_environment(venv))
     elif parsed.kind == "src":
         python = interpreter(parsed.spec, f["base"]) if "base" in f else sys.executable
         tree, commit = source_tree(parsed, cache)
@@ -91,7 +100,7 @@ def resolve_build(spec: str | BuildSpec, *, cache_dir: Path | None = None) -> Bu
         raise InfraError(f"build {parsed.spec}: {python} cannot find sglang")
     launcher = (python, "-m", "sglang.launch_server")
     return Build(parsed.kind, parsed.spec, python, launcher, env, facts["sglang"], commit, False,
-                 facts["sglang_location"])
+                 facts["sglang_location"], build_label(parsed.spec))
 
 
 def _resolve_simsrc(parsed: BuildSpec, cache: Path) -> Build:
@@ -108,7 +117,7 @@ def _resolve_simsrc(parsed: BuildSpec, cache: Path) -> Build:
         if key.startswith("knob."):
             launcher += [f"--sim-{key[len('knob.'):]}", value]
     return Build("simsrc", parsed.spec, sys.executable, tuple(launcher), env,
-                 f"{_sim_version(revision)} at {commit[:12]}", commit, True)
+                 f"{_sim_version(revision)} at {commit[:12]}", commit, True, label=REFERENCE_SERVER_LABEL)
 
 
 def _sim_version(revision: str) -> str:

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from harness.build import Builds, parse_build_spec
+from harness.build.labels import build_label
 from harness.commands._common import add_scenario_arguments, selected_cases
 from harness.commands._store_args import add_store_arguments, store_choice
 from harness.compare.runner import compare_cases, role_specs
@@ -30,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="build spec of any role (repeatable)")
     parser.add_argument("--reference", action="store_true",
                         help="run each role's CPU reference-server revision instead of its real build")
+    parser.add_argument("--cpu", action="store_true",
+                        help="run each role's release on the real-SGLang CPU build (pip:sglang==X,deps=cpu, the "
+                             "scenario's cpu: section): real SGLang, plain-torch kernels on CPU")
     parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
     add_store_arguments(parser)
     add_executor_arguments(parser)
@@ -55,9 +59,10 @@ def _trial_line(record: RunRecord) -> str:
             f"{record.outcome.value}{sig}{phase}")
 
 
-def _planned_runs(cases: list[Case], roles: int, trials: int | None, reference: bool) -> int:
-    """Runs the comparison plans: trials per case (the reference server's own when it runs) x roles."""
-    return sum((trials or (c.for_reference() if reference else c).scenario.workload.trials) * roles for c in cases)
+def _planned_runs(cases: list[Case], roles: int, trials: int | None, reference: bool, cpu: bool = False) -> int:
+    """Runs the comparison plans: trials per case (the reference server's or CPU build's own when it runs) x roles."""
+    return sum((trials or (c.for_reference() if reference else c.for_cpu() if cpu else c).scenario.workload.trials)
+               * roles for c in cases)
 
 
 def summary(report: ComparisonReport) -> list[str]:
@@ -101,16 +106,19 @@ def verdict_line(report: ComparisonReport) -> str:
 def main(args: argparse.Namespace) -> int:
     loaded, cases = selected_cases(args)
     store = store_choice(args)  # a store that can never be opened is bad input, before anything is said or run
-    specs = role_specs(loaded, overrides=_overrides(args), reference=args.reference)
+    if args.cpu and args.reference:
+        raise UserError("--cpu and --reference: choose one (the real-SGLang CPU build, or the reference server)")
+    specs = role_specs(loaded, overrides=_overrides(args), reference=args.reference, cpu=args.cpu)
     for spec in specs.values():
         parse_build_spec(spec)  # a bad spec is one line, before anything is said or run
     print(f"comparing {loaded.scenario.name}: {len(cases)} case(s), roles "
-          + ", ".join(f"{r}={s}" for r, s in specs.items()), file=sys.stderr, flush=True)
+          + ", ".join(f"{r}={s}" + (f" ({label})" if (label := build_label(s)) else "") for r, s in specs.items()),
+          file=sys.stderr, flush=True)
     builds = Builds()  # each build resolved once for the whole comparison
     check_flags_up_front(cases, specs.values(), builds)  # one parser process per build, not one per run
     writer = DeferredWriter(store, new_batch("compare"))
 
-    bar = Progress("compare", _planned_runs(cases, len(specs), args.trials, args.reference), plain=args.no_progress)
+    bar = Progress("compare", _planned_runs(cases, len(specs), args.trials, args.reference, args.cpu), plain=args.no_progress)
     order = {c.name: i for i, c in enumerate(cases)}
     bar.show(f"case 1 of {len(cases)}", "starting")
 

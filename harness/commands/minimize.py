@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sim:pre-fix|post-fix, python:PATH, pip:sglang==X, src:CHECKOUT[@REV], or a role")
     parser.add_argument("--reference", action="store_true",
                         help="with a role: its reference-server revision (CPU) instead of its real build")
+    parser.add_argument("--cpu", action="store_true",
+                        help="with a role: its release on the real-SGLang CPU build (pip:sglang==X,deps=cpu, the "
+                             "scenario's cpu: section): real SGLang, plain-torch kernels on CPU")
     parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="where to write the minimal YAML")
     parser.add_argument("--budget", type=_seconds, metavar="SECONDS",
                         help="bound on the search; the final 3-run confirmation comes on top")
@@ -77,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"{args.scenario}: --case must pick exactly one case; {len(cases)} match: "
                         + ", ".join(c.name for c in cases))
     (case,) = cases
-    spec, _ = resolve_role(case, args.build, args.reference)
+    spec, _ = resolve_role(case, args.build, args.reference, cpu=args.cpu)
     build = resolve_build(spec)
     store = store_choice(args)  # a bad URL is bad input, found before anything runs
     # Minimize cannot know its run count in advance: it shows the runs so far and, with --budget, the time left.

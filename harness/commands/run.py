@@ -33,13 +33,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--reference", action="store_true",
                         help="with a role: run the role's reference-server revision (CPU) instead of its real build")
+    parser.add_argument("--cpu", action="store_true",
+                        help="with a role: its release on the real-SGLang CPU build (pip:sglang==X,deps=cpu, the "
+                             "scenario's cpu: section): real SGLang, plain-torch kernels on CPU")
     parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
     add_store_arguments(parser)
     add_executor_arguments(parser)
 
 
 def summary_line(record: RunRecord) -> str:
-    parts = [f"{record.outcome.value.upper():7}", record.case.name, record.build.spec]
+    build = record.build.spec + (f" ({record.build.label})" if record.build.label else "")  # never taken for a GPU figure
+    parts = [f"{record.outcome.value.upper():7}", record.case.name, build]
     if record.phase and record.outcome is not Outcome.PASS:
         parts.append(f"phase={record.phase.value}")
     if record.signature:
@@ -61,16 +65,16 @@ def main(args: argparse.Namespace) -> int:
     writer = DeferredWriter(store_choice(args), new_batch("run"))
     builds = Builds()  # each build resolved once for every case and trial
     # One parser process for every case's flags, not one per run.
-    check_flags_up_front(cases, dict.fromkeys(resolve_role(case, args.build, args.reference)[0] for case in cases),
+    check_flags_up_front(cases, dict.fromkeys(resolve_role(case, args.build, args.reference, cpu=args.cpu)[0] for case in cases),
                          builds)
     if args.executor == "slurm":  # one SLURM job per case and trial (harness.executor)
         from harness.executor.fanout import run_on_slurm
         from harness.executor.job import PlannedCase
-        return run_on_slurm(args, [PlannedCase(c, *resolve_role(c, args.build, args.reference)) for c in cases],
+        return run_on_slurm(args, [PlannedCase(c, *resolve_role(c, args.build, args.reference, cpu=args.cpu)) for c in cases],
                             store_choice(args), summary_line)
     try:
         for case in cases:
-            spec, role = resolve_role(case, args.build, args.reference)
+            spec, role = resolve_role(case, args.build, args.reference, cpu=args.cpu)
             build = resolve_for(case, spec, builds)
             with ServerPool(args.out or reports_root()) as pool:
                 for trial in range(args.trials or case.scenario.workload.trials):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from harness.baselines.role import judge_role_baselines
 from harness.build import Builds
+from harness.build.labels import build_label, cpu_build_of
 from harness.compare.verdicts import (
     DEFAULT_METRICS,
     CaseComparison,
@@ -78,9 +79,11 @@ class ComparisonRun:
         return 0
 
 
-def role_specs(loaded: LoadedScenario, *, overrides: Mapping[str, str], reference: bool) -> dict[str, str]:
+def role_specs(loaded: LoadedScenario, *, overrides: Mapping[str, str], reference: bool,
+               cpu: bool = False) -> dict[str, str]:
     """Build spec per role, baseline first: the relative checks' baseline, else ``before``, else the first
-    role of the file; then ``after``; then the rest in file order."""
+    role of the file; then ``after``; then the rest in file order. ``reference``: each role's reference-server
+    revision; ``cpu``: each role's release on the real-SGLang CPU build."""
     roles = loaded.scenario.builds
     unknown = set(overrides) - set(roles)
     if unknown:
@@ -88,7 +91,13 @@ def role_specs(loaded: LoadedScenario, *, overrides: Mapping[str, str], referenc
     rel = loaded.scenario.checks.relative
     first = [r for r in (rel.baseline if rel else None, "before", "after") if r in roles]
     order = list(dict.fromkeys([*first, *roles]))
-    return {role: overrides.get(role) or (roles[role].sim_spec if reference else roles[role].spec) for role in order}
+
+    def default(role: str) -> str:
+        if reference:
+            return roles[role].sim_spec
+        return cpu_build_of(roles[role].spec) if cpu else roles[role].spec
+
+    return {role: overrides.get(role) or default(role) for role in order}
 
 
 def _relative_checks(rel: RelativeChecks | None, case: CaseComparison) -> list[ExpectationCheck]:
@@ -145,6 +154,7 @@ def _role_result(role: str, spec: str, runs: Sequence[RunRecord], report_dir: Pa
         artifact_dirs=tuple(str(Path(r.artifacts).resolve().relative_to(report_dir.resolve())) for r in runs),
         excerpt=next((r.excerpt for r in runs if r.excerpt), ""),
         reference_server=first.build.reference_server,
+        label=first.build.label or build_label(first.build.spec, reference_server=first.build.reference_server) or "",
         attention_backend=next((label for r in runs if (label := _backend_label(r))), ""),
         profile=describe_profile(first.build.profile),
     )

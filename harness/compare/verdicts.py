@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.baselines.role import RoleBaselines
+from harness.build.labels import CPU_BUILD_LABEL
 from harness.build.reference_server import REFERENCE_SERVER_LABEL
 from harness.measure import statistics as st
 from harness.measure.expectation import ExpectationCheck
@@ -278,6 +279,8 @@ class RoleResult:
     attention_backend: str = ""
     # What the build is, in words (harness.contract.profile.describe_profile): "" when no record said.
     profile: str = ""
+    # What the build is when it is not SGLang on the scenario's hardware (harness.build.labels); "" when it is.
+    label: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "outcomes", tuple(parse_outcome(o) for o in self.outcomes))
@@ -327,11 +330,21 @@ class RoleResult:
         return self.reference_server
 
     @property
+    def what(self) -> str:
+        """What the build is when it is not SGLang on its hardware (the reference server, the CPU build); else ""."""
+        if self.label:
+            return self.label
+        return REFERENCE_SERVER_LABEL if self.is_reference_server else ""
+
+    @property
+    def runs_on_cpu(self) -> bool:
+        """The real-SGLang CPU build: SGLang's own code, plain-torch kernels, never a GPU figure."""
+        return self.what == CPU_BUILD_LABEL
+
+    @property
     def build_label(self) -> str:
-        """The build spec, labelled as the CPU model when it is the reference server."""
-        if self.is_reference_server:
-            return f"{self.build} — {REFERENCE_SERVER_LABEL}"
-        return self.build
+        """The build spec, labelled as the CPU model or the real-SGLang CPU build when it is one."""
+        return f"{self.build} — {self.what}" if self.what else self.build
 
     def passing_values(self, metric: str) -> tuple[float, ...]:
         """Values of ``metric`` from the trials that ran their workload to a verdict on its checks (pass, or a
@@ -361,6 +374,7 @@ class RoleResult:
             "excerpt": self.excerpt,
             "reference_server": self.reference_server,
             "attention_backend": self.attention_backend,
+            "label": self.what,
         }
 
     @classmethod
@@ -379,6 +393,7 @@ class RoleResult:
             reference_server=bool(data.get("reference_server", False)),
             attention_backend=str(data.get("attention_backend") or ""),
             profile=str(data.get("profile") or ""),
+            label=str(data.get("label") or ""),
         )
 
 
@@ -515,6 +530,11 @@ class ComparisonReport:
     @property
     def uses_reference_server(self) -> bool:
         return any(r.is_reference_server for c in self.cases for r in c.roles)
+
+    @property
+    def uses_cpu_build(self) -> bool:
+        """Whether a role ran the real-SGLang CPU build (every page then says what its figures are)."""
+        return any(r.runs_on_cpu for c in self.cases for r in c.roles)
 
     def to_dict(self) -> dict[str, Any]:
         return {

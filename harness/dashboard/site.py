@@ -328,12 +328,18 @@ def _crash_marks(cp: CasePoints) -> list[dict[str, Any]]:
 
 
 def _reference_banner(cases: Sequence[CasePoints]) -> str:
-    """Said on every page that shows builds of the CPU reference server: its numbers are not SGLang's."""
-    if not any(cp.n_points and cp.point(-1).build_spec.startswith(("sim:", "simsrc:")) for cp in cases):
-        return ""
-    from harness.report._format import REFERENCE_NOTICE
+    """Said on every page that shows builds of the CPU reference server (its numbers are not SGLang's) or of the
+    real-SGLang CPU build (SGLang's own code, but plain-torch kernels: never a GPU figure)."""
+    from harness.build.labels import runs_on_cpu
+    from harness.report._format import CPU_BUILD_NOTICE, REFERENCE_NOTICE
 
-    return f'<p class="note reference">{_e(REFERENCE_NOTICE)}</p>'
+    specs = [cp.point(-1).build_spec for cp in cases if cp.n_points]
+    banner = ""
+    if any(spec.startswith(("sim:", "simsrc:")) for spec in specs):
+        banner += f'<p class="note reference">{_e(REFERENCE_NOTICE)}</p>'
+    if any(runs_on_cpu(spec) for spec in specs):
+        banner += f'<p class="note reference">{_e(CPU_BUILD_NOTICE)}</p>'
+    return banner
 
 
 def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[StoredIncident], out_dir: Path,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
 from harness.build import Build
+from harness.build.labels import runs_on_cpu
 from harness.build.reference_server import REFERENCE_SERVER_LABEL
 from harness.launch.build_profile import case_in_build_words
 from harness.launch.contract_gate import contract_gap
@@ -28,7 +29,7 @@ from harness.util.paths import resolve_fixture
 from harness.util.text import last_line
 from harness.workload.prompts import Prompt, fit_token_ids, prompt_lengths, random_id_prompts, text_prompts
 
-__all__ = ["Launcher", "ReferenceLauncher", "SGLangLauncher", "launcher_for"]
+__all__ = ["Launcher", "ReferenceLauncher", "SGLangLauncher", "flush_cache", "launcher_for"]
 
 
 class Launcher(Protocol):
@@ -125,7 +126,7 @@ class SGLangLauncher:
         return None
 
     def begin_trial(self, url: str, headers: Mapping[str, str]) -> str | None:
-        return _flush(url, headers)
+        return flush_cache(url, headers)
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,7 @@ class ReferenceLauncher:
         return get_json(f"{url}/sim/stats", timeout_s=2.0)
 
     def begin_trial(self, url: str, headers: Mapping[str, str]) -> str | None:
-        problem = _flush(url, headers)
+        problem = flush_cache(url, headers)
         if problem:
             return problem
         try:
@@ -188,7 +189,7 @@ class ReferenceLauncher:
         return None if reply.status == 200 else f"POST /sim/reset_stats answered {reply.status}"
 
 
-def _flush(url: str, headers: Mapping[str, str]) -> str | None:
+def flush_cache(url: str, headers: Mapping[str, str]) -> str | None:
     # SGLang: `/flush_cache` (GET or POST) empties the radix cache, refused while requests are in flight
     # (srt/entrypoints/http_server.py flush_cache: 0.5.14 line 839, 0.5.15 line 862).
     try:
@@ -234,4 +235,10 @@ def hardware_gap(case: Case) -> str | None:
 
 
 def launcher_for(build: Build) -> Launcher:
-    return ReferenceLauncher(build) if build.is_reference else SGLangLauncher(build)
+    if build.is_reference:
+        return ReferenceLauncher(build)
+    if runs_on_cpu(build.spec):  # real SGLang on the CPU: its scenario's `cpu:` section, no GPU leased
+        from harness.launch.cpu_launcher import CpuLauncher
+
+        return CpuLauncher(build)
+    return SGLangLauncher(build)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.build import Build, BuildFailure, describe_environment
+from harness.build.labels import build_label
 from harness.launch.build_profile import build_profile
 from harness.measure.expectation import judge_run
 from harness.pipeline.scrape import backends
@@ -134,9 +135,11 @@ def _environment(build: Build | BuildFailure) -> dict[str, Any]:
 
 def _build_ref(build: Build | BuildFailure, role: str | None) -> BuildRef:
     if isinstance(build, BuildFailure):
-        return BuildRef(kind=build.kind, spec=build.spec, role=role, reference_server=build.is_reference)
+        return BuildRef(kind=build.kind, spec=build.spec, role=role, reference_server=build.is_reference,
+                        label=build_label(build.spec, reference_server=build.is_reference))
     return BuildRef(kind=build.kind, spec=build.spec, version=build.version, commit=build.commit, role=role,
-                    reference_server=build.is_reference, profile=build_profile(build))
+                    reference_server=build.is_reference, profile=build_profile(build),
+                    label=build.label or build_label(build.spec, reference_server=build.is_reference))
 
 
 def version_label(build: Build | BuildFailure) -> str:

@@ -75,6 +75,10 @@ class BuildRef:
     reference_server: bool = False
     # What the build is (harness.contract.profile): fix present, eager rule, ...; or {"unavailable": why}.
     profile: Mapping[str, Any] | None = None
+    # What the build is when it is not SGLang on the scenario's hardware (harness.build.labels): "reference server
+    # (CPU model, not SGLang)" or "real SGLang, plain-torch kernels on CPU"; None for a real build on its hardware
+    # and in a record written before labels were kept (harness.build.labels.build_label tells it from the spec).
+    label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -308,7 +312,8 @@ def record_from_dict(data: Mapping[str, Any], *, source: str = "result.json") ->
             build=BuildRef(kind=str(build.get("kind", "")), spec=str(build.get("spec", "")),
                            version=build.get("version"), commit=build.get("commit"), role=build.get("role"),
                            reference_server=bool(build.get("reference_server", False)),
-                           profile=build.get("profile") if isinstance(build.get("profile"), dict) else None),
+                           profile=build.get("profile") if isinstance(build.get("profile"), dict) else None,
+                           label=str(build["label"]) if build.get("label") else None),
             trial=int(data.get("trial", 0)),
             outcome=parse_outcome(data["outcome"]),
             signature=data.get("signature"),

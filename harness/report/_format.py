@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.build.labels import CPU_BUILD_NOTICE
 from harness.build.reference_server import REFERENCE_SERVER_LABEL
 from harness.compare.verdicts import (
     CaseComparison,
@@ -39,6 +40,7 @@ __all__ = [
     "fmt_case_values",
     "trim_excerpt",
     "REFERENCE_NOTICE",
+    "CPU_BUILD_NOTICE",
     "VERDICT_SYMBOL",
     "case_metric_summary",
     "PhaseRow",

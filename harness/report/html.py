@@ -99,8 +99,8 @@ def _verdict_badge(verdict: MetricVerdict) -> str:
 
 def _build_cell(role: RoleResult) -> str:
     text = f"<code>{_e(role.build)}</code>"
-    if role.is_reference_server:
-        text += ' <span class="sim">reference server (CPU model, not SGLang)</span>'
+    if role.what:
+        text += f' <span class="sim">{_e(role.what)}</span>'
     if role.attention_backend:
         text += f' · attention backend <code>{_e(role.attention_backend)}</code>'
     if role.profile:
@@ -347,6 +347,8 @@ def render_html(report: ComparisonReport) -> str:
     notices = ""
     if report.uses_reference_server:
         notices += f'<p class="notice"><strong>Note:</strong> {_e(f.REFERENCE_NOTICE)}</p>'
+    if report.uses_cpu_build:
+        notices += f'<p class="notice"><strong>Note:</strong> {_e(f.CPU_BUILD_NOTICE)}</p>'
     notices += "".join(f'<p class="notice">{_e(note)}</p>'
                        for note in f.grouped_notes(report.notes, [c.case for c in report.cases]))
     body = (

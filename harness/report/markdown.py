@@ -42,8 +42,8 @@ def _fence(text: str) -> str:
 
 def _build_cell(role: RoleResult) -> str:
     text = _code(role.build)
-    if role.is_reference_server:
-        text += " — *reference server (CPU model, not SGLang)*"
+    if role.what:
+        text += f" — *{_cell(role.what)}*"
     if role.attention_backend:
         text += f" · attention backend {_code(role.attention_backend)}"
     if role.profile:
@@ -216,6 +216,8 @@ def _render(report: ComparisonReport, excerpt_limit: int, with_artifacts: bool) 
     ]
     if report.uses_reference_server:
         lines += ["", f"> **Note:** {_cell(f.REFERENCE_NOTICE)}"]
+    if report.uses_cpu_build:
+        lines += ["", f"> **Note:** {_cell(f.CPU_BUILD_NOTICE)}"]
     for note in f.grouped_notes(report.notes, [c.case for c in report.cases]):
         lines += ["", f"> {_cell(note)}"]
     lines += ["", *_summary(report)]

@@ -18,6 +18,7 @@ from harness.scenario.matrix import (
     apply_overrides,
     check_size,
     check_weight,
+    cpu_overrides,
     parse_matrix,
     product,
     reference_overrides,
@@ -43,6 +44,8 @@ class Case:
     values: dict[str, str]
     scenario: Scenario
     reference_scenario: Scenario | None = None  # with the file's `reference` overrides applied
+    # With the file's `cpu.overrides` applied: how the real-SGLang CPU build runs the case (None: no `cpu:` section).
+    cpu_scenario: Scenario | None = None
 
     @property
     def id(self) -> str:
@@ -53,6 +56,17 @@ class Case:
         if self.reference_scenario is None:
             return self
         return replace(self, scenario=self.reference_scenario, reference_scenario=None)
+
+    @property
+    def cpu_unsupported(self) -> str | None:
+        """Why this case does not run on the real-SGLang CPU build (the scenario's ``cpu.unsupported``), or None."""
+        return self.scenario.cpu.unsupported if self.scenario.cpu is not None else None
+
+    def for_cpu(self) -> Case:
+        """This case as the real-SGLang CPU build runs it (the `cpu.overrides` applied; as it is without them)."""
+        if self.cpu_scenario is None:
+            return self
+        return replace(self, scenario=self.cpu_scenario, reference_scenario=None, cpu_scenario=None)
 
 
 @dataclass(frozen=True)
@@ -146,12 +160,13 @@ def _load_file(path: Path, known_signatures: set[str] | None, sets: tuple[SetOve
     if known_signatures is None:
         known_signatures = _known_signatures()
     problems = _Problems(_signature_lines(source, base, known_signatures) + _fixture_lines(source, base))
-    expanded, reference = _expansions(path, source, base)
+    expanded, reference, cpu = _expansions(path, source, base)
     warn_overridden(str(path), sets, expanded)  # a --set the matrix beats is said, not silently lost
+    # `cpu` stays in each case's data: a matrix variant may say `cpu.unsupported` (why it does not run on CPU).
     plain = {k: v for k, v in source.data.items() if k not in ("matrix", "reference")}
     cases = []
     for name, values, overrides in expanded:
-        case = _case(path, source, plain, reference, known_signatures, (name, values, overrides), problems)
+        case = _case(path, source, plain, (reference, cpu), known_signatures, (name, values, overrides), problems)
         if case is not None:
             cases.append(case)
     lines = problems.lines + [f"{line} [{where}{_which_cases(names)}]"
@@ -231,10 +246,12 @@ def _read_base(path: Path, sets: tuple[SetOverride, ...] = ()) -> tuple[Source, 
 
 
 def _expansions(path: Path, source: Source, base: Scenario
-                ) -> tuple[list[tuple[str, dict[str, str], tuple[Override, ...]]], tuple[Override, ...]]:
-    """The matrix's cases (name, values, overrides) and the reference server's overrides."""
+                ) -> tuple[list[tuple[str, dict[str, str], tuple[Override, ...]]], tuple[Override, ...],
+                           tuple[Override, ...]]:
+    """The matrix's cases (name, values, overrides), the reference server's overrides and the CPU build's."""
     expanded: list[tuple[str, dict[str, str], tuple[Override, ...]]] = [(DEFAULT_CASE, {}, ())]
     reference: tuple[Override, ...] = ()
+    cpu: tuple[Override, ...] = ()
     try:
         if base.matrix is not None:
             axes = parse_matrix(source.data["matrix"])
@@ -242,16 +259,20 @@ def _expansions(path: Path, source: Source, base: Scenario
             expanded = product(axes)
         if base.reference is not None:
             reference = reference_overrides(source.data["reference"])
+        if base.cpu is not None:
+            cpu = cpu_overrides(source.data["cpu"].get("overrides"))
     except MatrixError as exc:
         raise ScenarioError([format_line(path, source.position(exc.loc), ".".join(map(str, exc.loc)),
                                          exc.message)]) from None
-    return expanded, reference
+    return expanded, reference, cpu
 
 
-def _case(path: Path, source: Source, plain: dict[str, Any], reference: tuple[Override, ...],
+def _case(path: Path, source: Source, plain: dict[str, Any], special: tuple[tuple[Override, ...], tuple[Override, ...]],
           known_signatures: set[str] | None, expansion: tuple[str, dict[str, str], tuple[Override, ...]],
           problems: _Problems) -> Case | None:
-    """One case of the matrix validated (with its reference scenario), or None with its problems noted."""
+    """One case of the matrix validated (with its reference and CPU-build scenarios), or None with its problems
+    noted. ``special``: the reference server's overrides and the CPU build's."""
+    reference, cpu = special
     name, values, overrides = expansion
     try:
         merged = apply_overrides(plain, overrides)
@@ -281,7 +302,18 @@ def _case(path: Path, source: Source, plain: dict[str, Any], reference: tuple[Ov
                                          position=_position_for(source, reference)):
                 problems.in_case(line, "reference, ", name)
             return None
-    return Case(file=path, name=name, values=values, scenario=scenario, reference_scenario=ref_scenario)
+    cpu_scenario = None
+    if scenario.cpu is not None:
+        cpu_data = apply_overrides(merged, cpu)  # keeps `cpu`: the launcher reads cpu.unsupported from the case
+        try:
+            cpu_scenario = Scenario.model_validate(cpu_data)
+        except ValidationError as exc:
+            for line in validation_lines(exc, model=Scenario, data=cpu_data, file=path,
+                                         position=_position_for(source, cpu)):
+                problems.in_case(line, "cpu, ", name)
+            return None
+    return Case(file=path, name=name, values=values, scenario=scenario, reference_scenario=ref_scenario,
+                cpu_scenario=cpu_scenario)
 
 
 def _which_cases(names: list[str], shown: int = 3) -> str:

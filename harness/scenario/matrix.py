@@ -45,6 +45,8 @@ __all__ = [
     "parse_matrix",
     "product",
     "reference_overrides",
+    "cpu_overrides",
+    "CPU_OVERRIDABLE",
 ]
 
 DEFAULT_CASE = "default"
@@ -151,6 +153,28 @@ def reference_overrides(body: Any) -> tuple[Override, ...]:
         path = _split(p, loc + (p,))
         if path[0] not in ("workload", "timeouts"):
             raise MatrixError(loc + (p,), f"reference may only change workload.* or timeouts.*, not {excerpt(p)}")
+        out.append(Override(path, v, loc + (p,)))
+    return tuple(out)
+
+
+# What the real-SGLang CPU build may change: it runs other hardware, a tiny model and CPU flags, and may judge
+# its own expectations (a hypothesis on a GPU can be confirmed on it); never the builds or the matrix.
+CPU_OVERRIDABLE = ("server", "hardware", "workload", "timeouts", "checks", "expect")
+
+
+def cpu_overrides(body: Any) -> tuple[Override, ...]:
+    """The `cpu.overrides:` mapping of dotted paths -> values (the fields of :data:`CPU_OVERRIDABLE`)."""
+    loc = ("cpu", "overrides")
+    if body is None:
+        return ()
+    if not isinstance(body, dict):
+        raise MatrixError(loc, "cpu.overrides is a mapping of dotted path -> value, e.g. server.model: tiny:llama")
+    out = []
+    for p, v in body.items():
+        path = _split(p, loc + (p,))
+        if path[0] not in CPU_OVERRIDABLE:
+            raise MatrixError(loc + (p,), f"cpu.overrides may only change {', '.join(f'{k}.*' for k in CPU_OVERRIDABLE)}, "
+                                          f"not {excerpt(p)}")
         out.append(Override(path, v, loc + (p,)))
     return tuple(out)
 

@@ -625,6 +625,20 @@ class Timeouts(_Strict):
     scenario_s: float = Field(default=3600, gt=0, le=_MAX_WAIT_S)
 
 
+class CpuRun(_Strict):
+    """How the scenario runs on the real-SGLang CPU build (``pip:sglang==X,deps=cpu``): SGLang's own code with
+    plain-torch kernels and a tiny model made at run time (``tiny:NAME``), never a GPU figure."""
+
+    overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description="dotted-path overrides applied only on the CPU build (server.*, hardware.*, workload.*, "
+        "timeouts.*, checks.*, expect.*), e.g. {server.model: tiny:gemma4, server.args.device: cpu}")
+    unsupported: str | None = Field(
+        default=None, min_length=1,
+        description="why this case does not run on the CPU build (it stays on the reference server); a matrix "
+        "variant sets it as cpu.unsupported")
+
+
 class Scenario(_Strict):
     name: str = Field(pattern=_SLUG)
     description: str = Field(min_length=1)
@@ -642,6 +656,11 @@ class Scenario(_Strict):
         default=None,
         description="dotted-path overrides applied only on the CPU reference server, e.g. a smaller "
         "workload: {workload.requests: 8}",
+    )
+    cpu: CpuRun | None = Field(
+        default=None,
+        description="how the scenario runs on the real-SGLang CPU build (pip:sglang==X,deps=cpu): its overrides "
+        "and, per case, why it does not",
     )
 
     @field_validator("builds")
