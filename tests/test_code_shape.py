@@ -272,20 +272,40 @@ def _outcome_name(node: ast.AST) -> str | None:
     return None
 
 
+def _spelled_outcome_compared(node: ast.Compare) -> bool:
+    """``x == "pass"``, ``"crash" != y``: an outcome spelled as a string and compared, where the member says it
+    (``x is Outcome.PASS``). A ``.kind`` compared is left alone: a signature's kind (``bug``, ``infra``) and an
+    upstream finding's (``crash``, ``regression``, ...) are vocabularies of their own, each a typed Literal."""
+    operands = [node.left, *node.comparators]
+    if not any(isinstance(op, (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)) for op in node.ops):
+        return False
+    spelled = [o for o in operands if isinstance(o, ast.Constant) and _outcome_name(o)]
+    return bool(spelled) and not any(isinstance(o, ast.Attribute) and o.attr == "kind" for o in operands)
+
+
 def outcome_sets(source: str, where: str) -> list[str]:
     """``where:line`` for each tuple, set or list literal of two or more outcomes (members or names), outside a
-    type's subscript (``Literal["pass", "fail"]`` is a type, not a set the harness asks about)."""
+    type's subscript (``Literal["pass", "fail"]`` is a type, not a set the harness asks about); each dict literal
+    keyed by two or more outcomes (its keys are such a set); each outcome spelled as a string and compared."""
     tree = ast.parse(source)
     in_types = {id(n) for sub in ast.walk(tree) if isinstance(sub, ast.Subscript) for n in ast.walk(sub.slice)}
     return sorted({f"{where}:{node.lineno}" for node in ast.walk(tree)
-                   if isinstance(node, (ast.Tuple, ast.Set, ast.List)) and id(node) not in in_types
-                   and len(node.elts) >= 2 and all(_outcome_name(e) for e in node.elts)})
+                   if (isinstance(node, (ast.Tuple, ast.Set, ast.List)) and id(node) not in in_types
+                       and len(node.elts) >= 2 and all(_outcome_name(e) for e in node.elts))
+                   or (isinstance(node, ast.Dict) and len(node.keys) >= 2
+                       and all(k is not None and _outcome_name(k) for k in node.keys))
+                   or (isinstance(node, ast.Compare) and _spelled_outcome_compared(node))},
+                  key=lambda hit: int(hit.rsplit(":", 1)[1]))
 
 
 def test_the_walker_finds_a_planted_outcome_set() -> None:
     planted = ("def f(r):\n    a = r.outcome in (Outcome.PASS, Outcome.FAIL)\n    b = {Outcome.CRASH.value, 'infra'}\n"
                "    c = Literal['pass', 'fail']\n    return r.outcome in MEASURED\n")
     assert outcome_sets(planted, "p.py") == ["p.py:2", "p.py:3"]
+    keyed = ("NOUN = {'crash': 'crash', Outcome.FAIL: 'failure'}\nCODE = {Outcome.PASS: 0}\nok = {**NOUN, 'x': 1}\n"
+             "a = r.outcome.value == 'pass'\nb = 'crash' != str(o)\nc = sig.kind == 'infra'\nd = r.outcome is Outcome.PASS\n"
+             "e = r.detail != Outcome.PASS.value\nf = r.outcome in BROKEN\n")
+    assert outcome_sets(keyed, "k.py") == ["k.py:1", "k.py:4", "k.py:5"]
 
 
 def test_outcome_sets_are_named_by_the_one_owner() -> None:

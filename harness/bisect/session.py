@@ -37,6 +37,7 @@ from harness.bisect.worktree import (
     layout_of,
     resolve_commit,
 )
+from harness.records.outcome import Outcome
 from harness.signatures.catalogue import Catalogue
 from harness.store.store import Batch, new_batch
 from harness.store.url import STORE_ENV
@@ -295,7 +296,7 @@ def _compare_metric(first_new: StepRecord, parent: StepRecord, state: SearchStat
                     threshold: float) -> list[StepRecord]:
     metric = state.target.metric
     assert metric is not None
-    values = [without_stalls([v for t in r.trials if t.outcome.value == "pass" for v in [t.value(metric)]
+    values = [without_stalls([v for t in r.trials if t.outcome is Outcome.PASS for v in [t.value(metric)]
                               if v is not None]) for r in (first_new, parent)]
     # Direction of the bad side, from the endpoints; "new" is the bad side for a regression, the good one for a fix.
     bad_up = sum(state.target.bad_samples) / len(state.target.bad_samples) > \

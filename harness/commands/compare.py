@@ -13,6 +13,7 @@ from harness.compare.runner import compare_cases, role_specs
 from harness.compare.verdicts import ComparisonReport, MetricVerdict
 from harness.executor.options import add_executor_arguments
 from harness.launch.preflight_batch import check_flags_up_front
+from harness.records.outcome import Outcome
 from harness.records.run_record import RunRecord
 from harness.report import write_reports
 from harness.scenario import Case
@@ -54,7 +55,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, str]:
 
 def _trial_line(record: RunRecord) -> str:
     sig = f" {record.signature}" if record.signature else ""
-    phase = f" at {record.phase.value}" if record.phase and record.outcome.value != "pass" else ""
+    phase = f" at {record.phase.value}" if record.phase and record.outcome is not Outcome.PASS else ""
     return (f"  {record.case.name:<28} {record.build.role or '':<8} trial {record.trial}: "
             f"{record.outcome.value}{sig}{phase}")
 

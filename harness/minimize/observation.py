@@ -49,7 +49,7 @@ class Observation:
 
     def describe(self) -> str:
         if self.outcome is Outcome.PASS:
-            return "pass"
+            return Outcome.PASS.value
         text = self.outcome.value
         if self.signature:
             text += f" {self.signature}"

@@ -317,7 +317,7 @@ def _minimize(case: Case, build: Build, options: MinimizeOptions | None,
                               attempts=tuple(oracle.attempts), untried=tuple(s.untried),
                               fresh_runs=oracle.fresh_runs, wall_s=round(time.monotonic() - s.started, 2),
                               slips=tuple(sorted({a.detail for a in oracle.attempts
-                                                  if a.verdict == Verdict.NOT_INTERESTING and a.detail != "pass"})),
+                                                  if a.verdict == Verdict.NOT_INTERESTING and a.detail != Outcome.PASS.value})),
                               **extra)
 
     partial["result"] = result

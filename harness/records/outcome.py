@@ -25,6 +25,7 @@ __all__ = [
     "EXIT_CODE",
     "EXIT_ORDER",
     "MEASURED",
+    "BROKEN",
     "MISBEHAVED",
     "NOT_TRIED",
     "Outcome",
@@ -73,6 +74,9 @@ MEASURED: frozenset[Outcome] = frozenset({Outcome.PASS, Outcome.FAIL})
 MISBEHAVED: frozenset[Outcome] = frozenset({Outcome.CRASH, Outcome.FAIL})
 # nothing was decided about the product (the complement of ``Outcome.decided``);
 UNDECIDED: frozenset[Outcome] = frozenset(o for o in Outcome if not o.decided)
+# the run broke: the product misbehaved or did not finish within a bound (what a comparison reports as removed or
+# introduced, and what an upstream report can be about);
+BROKEN: frozenset[Outcome] = MISBEHAVED | {Outcome.TIMEOUT}
 # the product was not even tried: the harness could not, or was stopped (an expectation is not judged on it);
 NOT_TRIED: frozenset[Outcome] = frozenset({Outcome.INFRA, Outcome.INTERRUPTED})
 # may carry a signature (a crash's traceback, an infra failure's known cause).

@@ -26,6 +26,7 @@ from harness.records.metric_definitions import (
     measured_positions,
     position_metric,
 )
+from harness.records.outcome import BROKEN, Outcome
 
 __all__ = [
     "Headline",
@@ -233,7 +234,9 @@ def case_metric_summary(case: CaseComparison) -> str:
 
 # --- at a glance: did the builds change what a case does? ---------------------------------------------------------
 
-_BROKEN = {"crash": "crash", "fail": "failure", "timeout": "timeout"}
+def _broke(outcome: Outcome) -> str:
+    """The noun of a broken outcome: ``failure removed``, not ``fail removed``."""
+    return "failure" if outcome is Outcome.FAIL else outcome.value
 
 
 def outcome_change(case: CaseComparison, arrow: str = "->") -> str:
@@ -246,11 +249,11 @@ def case_change(case: CaseComparison) -> str | None:
     ``timeout removed``), ``... introduced`` the other way round; None when the outcome did not change."""
     if len(case.roles) < 2:
         return None
-    first, last = case.roles[0].outcome.value, case.roles[-1].outcome.value
-    if first in _BROKEN and last == "pass":
-        return f"{_BROKEN[first]} removed"
-    if first == "pass" and last in _BROKEN:
-        return f"{_BROKEN[last]} introduced"
+    first, last = case.roles[0].outcome, case.roles[-1].outcome
+    if first in BROKEN and last is Outcome.PASS:
+        return f"{_broke(first)} removed"
+    if first is Outcome.PASS and last in BROKEN:
+        return f"{_broke(last)} introduced"
     return None
 
 
@@ -297,7 +300,7 @@ def trials_footnote(case: CaseComparison) -> str:
     """The trials the rule had, from the data: ``before 5 trials (0 passing), after 5 trials (5 passing)``."""
     parts = []
     for role in case.roles:
-        passing = sum(1 for o in role.outcomes if str(o) == "pass")
+        passing = sum(1 for o in role.outcomes if o is Outcome.PASS)
         parts.append(f"{role.role} {role.trials} trial{'s' if role.trials != 1 else ''} ({passing} passing)")
     return ", ".join(parts)
 

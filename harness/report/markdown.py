@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from harness.compare.verdicts import CaseComparison, ComparisonReport, RoleResult
+from harness.records.outcome import Outcome
 from harness.report import _format as f
 
 __all__ = ["render_markdown", "MAX_CHARS"]
@@ -182,7 +183,7 @@ def _summary(report: ComparisonReport) -> list[str]:
 def _details(case: CaseComparison, excerpt_limit: int, with_artifacts: bool) -> list[str]:
     lines: list[str] = []
     for role in case.roles:
-        if role.reason and role.outcome.value != "pass":
+        if role.reason and role.outcome is not Outcome.PASS:
             lines.append(f"- **{_cell(role.role)}**: {_cell(role.reason)}")
     if with_artifacts:
         for role in case.roles:

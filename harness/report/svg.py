@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
+from harness.records.outcome import Outcome
 from harness.report._format import fmt_num
 
 __all__ = ["Series", "trial_plot", "nice_ticks", "ROLE_COLORS"]
@@ -149,7 +150,7 @@ def _plot_series(frame: _Frame, k: int, s: Series, finite: bool) -> list[str]:
     if len(points) > 1 and finite:
         coords = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
         parts.append(f'<polyline points="{coords}" fill="none" stroke="{_attr(s.color)}" class="plot-line"/>')
-    passing = [v for v, o in zip(s.values, s.outcomes) if o == "pass" and math.isfinite(v)]
+    passing = [v for v, o in zip(s.values, s.outcomes) if o == Outcome.PASS and math.isfinite(v)]
     if passing and finite:
         y = frame.y_of(sum(passing) / len(passing))
         parts.append(
@@ -161,7 +162,7 @@ def _plot_series(frame: _Frame, k: int, s: Series, finite: bool) -> list[str]:
         x = frame.x_of(i, k)
         tip = f"{s.label}, trial {i + 1}: {outcome}"
         if math.isfinite(value) and finite:
-            fill = _attr(s.color) if outcome == "pass" else "white"
+            fill = _attr(s.color) if outcome == Outcome.PASS else "white"
             parts.append(
                 f'<circle cx="{x:.1f}" cy="{frame.y_of(value):.1f}" r="4.5" fill="{fill}" '
                 f'stroke="{_attr(s.color)}" stroke-width="2"><title>{escape(tip)}, {fmt_num(value)}</title></circle>'

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.records.outcome import Outcome
+from harness.records.outcome import BROKEN, Outcome
 from harness.records.run_record import RunRecord, read_record
 from harness.upstream.finding import Finding, FindingKind
 from harness.util.errors import UserError
 
 __all__ = ["finding_from_run", "read_run", "scenario_path"]
-
-_KINDS: dict[Outcome, FindingKind] = {Outcome.CRASH: "crash", Outcome.FAIL: "fail", Outcome.TIMEOUT: "timeout"}
 
 
 def read_run(folder: Path) -> RunRecord:
@@ -38,11 +36,10 @@ def scenario_path(record: RunRecord, near: Path | None = None) -> Path | None:
 
 def kind_of(record: RunRecord, where: str) -> FindingKind:
     """What the run shows; a pass or a run that could not even try is nothing to report (UserError)."""
-    kind = _KINDS.get(record.outcome)
-    if kind is None:
+    if record.outcome not in BROKEN:
         raise UserError(f"{where}: the run's outcome is {record.outcome.value} ({record.reason}): nothing to report "
                         "upstream; give a run that crashed, failed or timed out")
-    return kind
+    return "crash" if record.outcome is Outcome.CRASH else "fail" if record.outcome is Outcome.FAIL else "timeout"
 
 
 def finding_from_run(folder: Path) -> Finding:
