@@ -73,7 +73,7 @@ def test_every_listed_fixture_exists_with_a_source() -> None:
     listed = {e["file"] for e in SOURCES}
     assert listed == {p.name for p in TRACEBACKS.glob("*.log")}
     for entry in SOURCES:
-        assert entry["url"].startswith("https://") and entry["origin"] in ("upstream", "real-code", "constructed")
+        assert entry["url"].startswith("https://") and entry["origin"] in ("upstream", "real-code", "real-server", "constructed")
     assert any(e["origin"] == "upstream" and e["expect"] == "positive" for e in SOURCES)
 
 
