@@ -71,7 +71,10 @@ def resolve_build(spec: str | BuildSpec, *, cache_dir: Path | None = None) -> Bu
         for knob, value in f.items():
             if knob != "revision":
                 sim_launcher += [f"--sim-{knob}", value]
-        return Build("sim", parsed.spec, sys.executable, tuple(sim_launcher), {}, _sim_version(revision), None, True,
+        # PYTHONSAFEPATH: `-m harness.sim.server` must not put the working directory first on sys.path, where a
+        # user's repository with a harness/ package of its own would shadow this one (docs/configuration.md).
+        return Build("sim", parsed.spec, sys.executable, tuple(sim_launcher), {"PYTHONSAFEPATH": "1"},
+                     _sim_version(revision), None, True,
                      label=REFERENCE_SERVER_LABEL)
     if parsed.kind == "simsrc":
         return _resolve_simsrc(parsed, cache)

@@ -24,11 +24,15 @@ Item ids: ``<file>::<case>::<role>`` runs the role's real build (marker ``gpu``)
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 __all__: list[str] = []
 
-pytest_plugins = [
+# Registered by pytest_addhooks below, not through ``pytest_plugins``: pytest marks each module it imports that way
+# for assertion rewriting, and caches it rewritten beside its source (see _not_rewritten).
+PLUGINS = [
     "harness.pytest_plugin.options",
     "harness.pytest_plugin.markers",
     "harness.pytest_plugin.collection",
@@ -41,6 +45,29 @@ pytest_plugins = [
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    _not_rewritten(pluginmanager)
     from harness.pytest_plugin import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
+    for name in PLUGINS:
+        if not pluginmanager.is_blocked(name) and pluginmanager.get_plugin(name) is None:
+            pluginmanager.register(importlib.import_module(name), name)
+
+
+def _not_rewritten(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Leave the harness's own modules to Python's import, not pytest's assertion rewriting.
+
+    pytest marks every top-level package of a distribution with a ``pytest11`` entry point for rewriting, and caches
+    each module it rewrote beside its source (``harness/**/__pycache__/*-pytest-*.pyc``): an installed harness would
+    be written into by every pytest run, about 120 files (issue 45: nothing is written inside the installation).
+    The harness is no test, so its asserts need no rewriting; only ``harness`` and this module, imported before any
+    plugin code runs, stay in pytest's cache. The marks are pytest's private state: read defensively, so another
+    pytest only rewrites as before."""
+    hook = getattr(pluginmanager, "rewrite_hook", None)
+    marked = getattr(hook, "_must_rewrite", None)
+    if isinstance(marked, set):
+        marked.difference_update({name for name in marked if name == "harness" or name.startswith("harness.")})
+    cache = getattr(hook, "_marked_for_rewrite_cache", None)
+    if isinstance(cache, dict):
+        for name in [n for n in cache if n == "harness" or n.startswith("harness.")]:
+            del cache[name]

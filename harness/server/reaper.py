@@ -134,6 +134,7 @@ class Watchdog:
         env = {k: v for k, v in os.environ.items() if k != TAG_VAR}  # never reap itself
         package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        env["PYTHONSAFEPATH"] = "1"  # the working directory's own harness/ (a user's repository) never shadows this one
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "harness.server.reaper", "--tag", tag, "--grace-s", str(grace_s)],
             stdin=subprocess.PIPE,
