@@ -12,7 +12,8 @@ __all__ = ["DESCRIPTION", "add_arguments", "main"]
 DESCRIPTION = (
     "For every sglang release on the package index from 0.5.12 to the newest (post releases included), or the "
     "VERSIONs given: its build profile (is PR #29616's fix present, when the Frozen-KV MTP draft runs eagerly, "
-    "which backends a topk > 1 draft may use, whether trtllm_mha's graph path refills its SWA buffer unguarded, "
+    "which backends a topk > 1 draft may use, whether trtllm_mha's graph path copies a stale out_cache_loc into its "
+    "SWA buffer (each read with its guards: present-but-unreachable where a Frozen-KV MTP draft cannot run it), "
     "which flags are deprecated) and the contract's facts by status (holds / moved / changed / gone). Each "
     "release is read from its wheel (fetched --no-deps once, never installed) and cached per release. "
     "Exit status: 0, 2 bad input, 3 infra (the index or a wheel cannot be had)."
@@ -37,8 +38,11 @@ def _text(row: object) -> str:
         return f"{row.version}: profile unavailable ({row.unavailable}); contract {counts}"
     dep = p.replacement("--disable-cuda-graph")
     flag = f"; --disable-cuda-graph deprecated for {dep.replacement}" if dep else ""
+    reach = p.reach("swa_refill")
+    blocked = [g for g in reach.guards if g.holds is False] if reach else []
+    guard = f" ({blocked[0].test} at {blocked[0].where} cannot hold)" if blocked else ""
     return (f"{row.version}: fix {'present' if p.fix_present else 'absent'}; eager when {p.eager_rule}; topk > 1 "
-            f"on {', '.join(p.topk_backends)}; trtllm_mha graph SWA refill {p.swa_refill}{flag}; contract {counts}")
+            f"on {', '.join(p.topk_backends)}; trtllm_mha graph SWA refill {p.swa_refill}{guard}{flag}; contract {counts}")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULTS",
     "DRAFT_GRAPH_PATH",
     "DRAFT_GRAPH_SWA_REFILL",
+    "DRAFT_GRAPH_FUSED_SWA_LOC",
     "DRAFT_TOPK_BACKEND",
     "DRAFT_QUANTIZATION_UNQUANT",
     "ENV_FALSE",
@@ -105,6 +106,8 @@ __all__ = [
     "Fact",
     "Later",
     "Earlier",
+    "FILE_MOVES",
+    "FileMove",
 ]
 
 VERSIONS: Final = ("0.5.14", "0.5.15")
@@ -157,9 +160,20 @@ class Cite:
         return {"0.5.14": self.v0514, "0.5.15": self.v0515}[version]
 
     def files(self) -> tuple[str, ...]:
-        """Every file the citation is read in, in some release (its own, and its later and earlier wordings')."""
+        """Every file the citation is read in, in some release (its own, its later and earlier wordings', and
+        the file its own file's code lived in before, :data:`FILE_MOVES`)."""
         others = [w.file for w in self.later if w.file] + [w.file for w in self.earlier if w.file]
-        return tuple(dict.fromkeys([self.file, *others]))
+        moved = [m.file for m in FILE_MOVES.get(self.file, ())]
+        return tuple(dict.fromkeys([self.file, *others, *moved]))
+
+
+@dataclass(frozen=True)
+class FileMove:
+    """Up to release ``until`` (inclusive), the code of a cited file lives in ``file``: every citation of it is
+    looked for there, in its own words unless an :class:`Earlier` wording says otherwise."""
+
+    until: str
+    file: str
 
 
 @dataclass(frozen=True)
@@ -184,6 +198,10 @@ _FKVG = "srt/speculative/frozen_kv_mtp_cuda_graph_runner.py"
 _FKV_OLD = "srt/speculative/frozen_kv_mtp_worker.py"
 # The last release before 0.5.14 whose wordings the contract records (Earlier).
 _E13 = "0.5.13.post1"
+# Up to 0.5.13.post1 every citation of the v2 worker is read in the older file (0.5.13.post1: `draft` :563,
+# `_init_draft_attn_backend` :210-220, `init_cuda_graphs` :321-322, the replay metadata :304-319); located, not
+# assumed: a text the older file lacks is still changed or gone there.
+FILE_MOVES: Final[dict[str, tuple[FileMove, ...]]] = {_FKV: (FileMove(_E13, _FKV_OLD),)}
 _TRT = "srt/layers/attention/trtllm_mha_backend.py"
 _TRITON = "srt/layers/attention/triton_backend.py"
 _WD = "srt/utils/watchdog.py"
@@ -353,6 +371,8 @@ DRAFT_TOPK_BACKEND: Final = "Frozen-KV MTP topk > 1 currently supports only the 
 # init_forward_metadata_out_graph, whose SWA refill trtllm_mha does not guard (0.5.14 only).
 DRAFT_GRAPH_PATH: Final = ("execute", "_init_frozen_kv_metadata_replay_cuda_graph", "init_forward_metadata_out_graph")
 DRAFT_GRAPH_SWA_REFILL: Final = "self.cuda_graph_swa_out_cache_loc[:n].copy_("
+# From 0.5.15 the in-graph metadata kernel's out_cache_loc is the capture batch's (None): see DRAFT_GRAPH_FUSED_SWA_LOC.
+DRAFT_GRAPH_FUSED_SWA_LOC: Final = "out_cache_loc=None,"
 # The attention backends the server resolved, as /server_info reports them (its body is the settings after
 # post-init, where Gemma-4's default is filled in): the decode side is decode_attention_backend, else
 # attention_backend (ServerArgs.get_attention_backends); the Frozen-KV MTP draft's is
@@ -680,10 +700,18 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_SCHED, 862, None, "is_frozen_kv_mtp()"),
     ), "PR #29616: the draft drops the prefill's out_cache_loc; the scheduler's special case is gone"),
     Fact("FROZEN_KV_MTP_MAX_RUNNING_DEFAULT", FROZEN_KV_MTP_MAX_RUNNING_DEFAULT, (
-        Cite("srt/arg_groups/speculative_hook.py", 245, 299, "def _handle_frozen_kv_mtp(server_args: ServerArgs) -> None:"),
-        Cite("srt/arg_groups/speculative_hook.py", 247, 301, "server_args.max_running_requests = 48"),
+        # 0.5.13.x quotes the annotation (speculative_hook.py 0.5.13.post1 :252-254); 0.5.12.x sets it in
+        # ServerArgs._handle_speculative_decoding's FROZEN_KV_MTP branch (server_args.py 0.5.12.post1 :3716-3718)
+        Cite("srt/arg_groups/speculative_hook.py", 245, 299, "def _handle_frozen_kv_mtp(server_args: ServerArgs) -> None:",
+             (), (Earlier(_E13, 'def _handle_frozen_kv_mtp(server_args: "ServerArgs") -> None:'),
+                  Earlier(_E12, 'if self.speculative_algorithm == "FROZEN_KV_MTP":', _ARGS))),
+        Cite("srt/arg_groups/speculative_hook.py", 247, 301, "server_args.max_running_requests = 48", (),
+             (Earlier(_E12, "self.max_running_requests = 48", _ARGS),)),
+        # up to 0.5.13.post1 in model_executor/cuda_graph_runner.py (0.5.13.post1 :414, 0.5.12.post1 :540)
         Cite("srt/model_executor/runner/base_cuda_graph_runner.py", 91, 91,
-             "capture_bs = [bs for bs in capture_bs if bs <= num_max_requests]"),
+             "capture_bs = [bs for bs in capture_bs if bs <= num_max_requests]", (),
+             (Earlier(_E13, "capture_bs = [bs for bs in capture_bs if bs <= num_max_requests]",
+                      "srt/model_executor/cuda_graph_runner.py"),)),
         Cite(_FKVG, 117, 121, "self.max_num_token = self.max_bs * self.num_tokens_per_bs"),
     ), "unset --max-running-requests: 48; the draft graph is captured for at most that many requests x topk"),
     Fact("DRAFT_TOPK_BACKEND", DRAFT_TOPK_BACKEND, (
@@ -692,12 +720,20 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_FKV, 249, 242, DRAFT_TOPK_BACKEND),
     ), "topk 1: the draft shares the model runner's backend (trtllm_mha included); topk > 1: triton only"),
     Fact("DRAFT_EAGER_CHOICE", "cuda_graph_fully_disabled", (
-        Cite(_FKV, 354, 347, "if cuda_graph_fully_disabled() or self.speculative_num_steps <= 1:"),
-        Cite("srt/model_executor/cuda_graph_config.py", 158, 179, "def cuda_graph_fully_disabled() -> bool:"),
-        Cite(_ARGS, 2942, 3214, "if self.disable_cuda_graph:"),
+        # up to 0.5.13.post1 the rule reads --disable-cuda-graph itself (frozen_kv_mtp_worker.py 0.5.13.post1 :322,
+        # 0.5.12.post1 :316, in init_cuda_graphs): no cuda_graph_fully_disabled(), no per-phase graph config
+        Cite(_FKV, 354, 347, "if cuda_graph_fully_disabled() or self.speculative_num_steps <= 1:", (),
+             (Earlier(_E13, "if self.server_args.disable_cuda_graph or self.speculative_num_steps <= 1:"),)),
+        Cite("srt/model_executor/cuda_graph_config.py", 158, 179, "def cuda_graph_fully_disabled() -> bool:", (),
+             (Earlier(_E13, None),)),
+        Cite(_ARGS, 2942, 3214, "if self.disable_cuda_graph:", (), (Earlier(_E13, None),)),
     ), "no draft graph (the eager path) when decode and prefill graphs are both disabled, or num-steps <= 1"),
     Fact("DRAFT_GRAPH_PATH", DRAFT_GRAPH_PATH, (
-        Cite(_FKV, 451, 447, "self.cuda_graph_runner.execute(forward_batch)"),
+        # up to 0.5.13.post1 the runner's replay (frozen_kv_mtp_worker.py 0.5.13.post1 :599, 0.5.12.post1 :608); 0.5.12.x
+        # hands no out_cache_loc to the backend at all (init_forward_metadata_replay_cuda_graph, 0.5.12.post1 :294-311):
+        # the three citations below are gone there, which is what that release does
+        Cite(_FKV, 451, 447, "self.cuda_graph_runner.execute(forward_batch)", (),
+             (Earlier(_E13, "parent_list, top_scores_index, draft_tokens = self.cuda_graph_runner.replay("),)),
         Cite(_FKVG, 398, 418, "self.frozen_kv_mtp_worker._init_frozen_kv_metadata_replay_cuda_graph("),
         Cite(_FKV, 347, 340, 'out_cache_loc=getattr(forward_batch, "out_cache_loc", None),'),
         Cite(_FKV, 351, 344, "self.draft_attn_backend.init_forward_metadata_out_graph(fb_view)"),
@@ -746,6 +782,30 @@ FACTS: Final[tuple[Fact, ...]] = (
     ), "0.5.14's trtllm_mha copies an out_cache_loc longer than the max_num_tokens buffer (a stale prefill's) into "
        "[:n] (the only test, :642, is for None): torch raises 'The size of tensor a (48) must match the size of "
        "tensor b (N)'; triton skips it"),
+    # What the graph path does with a stale draft out_cache_loc where no out-of-graph refill runs (0.5.15-0.5.18:
+    # none; from 0.5.19 one behind is_translating, present-but-unreachable for Frozen-KV MTP, harness.contract.derived):
+    # the fused metadata kernel writes swa_out_cache_loc inside the graph, and its launch is recorded at capture from
+    # the capture batch, whose out_cache_loc is None (frozen_kv_mtp_cuda_graph_runner.py 0.5.23 :311, recorded in
+    # run_once :334 -> trtllm_mha_backend.py init_forward_metadata_in_graph :1228-1236 -> _apply_cuda_graph_metadata
+    # :1015-1029). None gives num_out_tokens 0 (trtllm_mha_graph_metadata.py 0.5.23 :183-187): every replay zero-fills
+    # swa_out_cache_loc (the page-0 sink; the frozen draft writes no KV). execute() copies seq_lens, positions,
+    # bonus_tokens, hidden_states and req_pool_indices into the graph's buffers, never out_cache_loc (:391-482), and
+    # the kernel bounds any out_cache_loc by the buffer, min(swa_out_len, len) (:184). So from 0.5.15 a stale draft
+    # out_cache_loc on trtllm_mha's graph path is never read: no crash there, with or without PR #29616's line.
+    Fact("DRAFT_GRAPH_FUSED_SWA_LOC", DRAFT_GRAPH_FUSED_SWA_LOC, (
+        Cite(_FKVG, 279, 283, "out_cache_loc=None,"),
+        Cite(_FKVG, None, 305, "self.draft_attn_backend.init_forward_metadata_in_graph(forward_batch)"),
+        Cite(_TRT, None, 655, "out_cache_loc=forward_batch.out_cache_loc,"),
+        Cite(_TRT, None, 574, "swa_out_cache_loc=metadata.swa_out_cache_loc,",
+             (Later("0.5.19", "swa_out_cache_loc=None if unified else metadata.swa_out_cache_loc,"),)),
+        Cite("srt/layers/attention/triton_ops/trtllm_mha_graph_metadata.py", None, 160,
+             "num_out_tokens = min(swa_out_len, out_cache_loc.shape[0])",
+             (Later("0.5.16", "num_out_tokens = min(swa_out_len, out_cache_loc.shape[0])",
+                    "kernels/ops/kvcache/trtllm_mha_graph_metadata.py"),
+              Later("0.5.23", "num_out_tokens = min(swa_out_len, out_cache_loc.shape[0])",
+                    "kernels/ops/attention/trtllm_mha_graph_metadata.py"))),
+    ), "from 0.5.15 trtllm_mha's graph path fills swa_out_cache_loc in the graph from the capture batch's "
+       "out_cache_loc (None) and bounds it by the buffer: a stale draft out_cache_loc is never read there"),
     Fact("RESOLVED_ATTENTION_KEYS", RESOLVED_ATTENTION_KEYS, (
         # /server_info's body: 0.5.12.x asdict(tokenizer_manager.server_args) (http_server.py 0.5.12.post1 :640);
         # 0.5.17 passes asdict through resolved_config_dict (:794-795); 0.5.19 server_args.resolved_dict() (:830);
@@ -809,6 +869,7 @@ NEEDS: Final[dict[str, str]] = {
     "DRAFT_GRAPH_PATH": "profile",
     "STALE_ONLY_IN_A_FRESH_RUNNING_BATCH": "profile",
     "DRAFT_GRAPH_SWA_REFILL": "profile",
+    "DRAFT_GRAPH_FUSED_SWA_LOC": "profile",
     "EXTEND_TOKENS_ONLY": "profile",
     "CHUNKED_PREFILL": "profile",
     "GEMMA4_DEFAULT_ATTENTION_BACKEND": "profile",

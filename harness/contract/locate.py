@@ -25,7 +25,7 @@ from functools import lru_cache
 
 from packaging.version import InvalidVersion, Version
 
-from harness.contract.facts import VERSIONS, Cite, Fact
+from harness.contract.facts import FILE_MOVES, VERSIONS, Cite, Fact, needs
 from harness.contract.sources import Sources, lines_of
 
 __all__ = ["STATUSES", "Located", "defs", "enclosing_function", "fact_status", "function_span", "locate", "reference_of",
@@ -38,7 +38,10 @@ _DEF = re.compile(r"^(\s*)(?:async\s+)?(def|class)\s+(\w+)")
 @dataclass(frozen=True)
 class Located:
     """One citation of ``fact`` in one release: its status, the line the reference release has it on (None: the
-    reference lacks it), the lines it is on now, its anchor function and, for ``changed``, what is there now."""
+    reference lacks it, or the release is recorded without it), the lines it is on now (in ``file``), its anchor
+    function (in ``cited_file``, the reference's file, where that differs) and, for ``changed``, what is there now.
+    ``reach``: for a fact about what a build does (kind "profile"), whether a Frozen-KV MTP draft can reach the
+    line it is on now, with the guard that decides it (:mod:`harness.contract.guards`)."""
 
     fact: str
     file: str
@@ -49,16 +52,24 @@ class Located:
     found: tuple[int, ...]
     function: str | None
     now: str = ""
+    cited_file: str = ""
+    reach: str = ""
 
     def describe(self) -> str:
-        where = f"sglang/{self.file}" + (f":{self.cited}" if self.cited else "")
+        ref_file = self.cited_file or self.file
+        where = f"sglang/{ref_file}" + (f":{self.cited}" if self.cited else "")
         anchor = f" in {self.function}" if self.function else ""
+        unreachable = f" [{self.reach}]" if "present-but-unreachable" in self.reach else ""
+        if self.status == "holds" and self.cited is None and self.now:
+            return f"{self.fact}: holds recorded absent from sglang/{self.file} ({self.now}): {self.text!r}"
         if self.status == "holds":
-            return f"{self.fact}: holds {where}{anchor}"
+            return f"{self.fact}: holds {where}{anchor}{unreachable}"
         if self.status == "moved":
-            return f"{self.fact}: moved {where}{anchor} -> :{', :'.join(map(str, self.found))} {self.text!r}"
+            there = f"sglang/{self.file}:" if self.file != ref_file else ":"
+            return (f"{self.fact}: moved {where}{anchor} -> {there}{', :'.join(map(str, self.found))} "
+                    f"{self.text!r}{unreachable}")
         if self.status == "changed":
-            return f"{self.fact}: changed {where}{anchor}: lacks {self.text!r}; {self.now}"
+            return f"{self.fact}: changed {where}{anchor}: lacks {self.text!r}; {self.now}{unreachable}"
         return f"{self.fact}: gone {where}{anchor} {self.text!r}" + (f" ({self.now})" if self.now else "")
 
 
@@ -119,21 +130,50 @@ def _nearest(lines: tuple[str, ...], span: tuple[int, int], text: str) -> tuple[
 
 
 def wordings(cite: Cite, version: str) -> list[tuple[str, str | None]]:
-    """(file, text) the citation may take in ``version``: its own, then each later wording ``version`` reached; a
-    text of None first means "recorded absent in ``version``"."""
-    forms: list[tuple[str, str | None]] = [(cite.file, cite.text)]
+    """(file, text) the citation may take in ``version``: its own (in the file its code lived in then,
+    :data:`harness.contract.facts.FILE_MOVES`), then each later wording ``version`` reached; a text of None first
+    means "recorded absent in ``version``"."""
     try:
         v = Version(version)
     except InvalidVersion:
         v = None
+    own = next((m.file for m in FILE_MOVES.get(cite.file, ()) if v is not None and v <= Version(m.until)), cite.file)
+    # where the code lived then is looked in first; the cited file stays a last resort (a text found only there is
+    # reported where it is)
+    forms: list[tuple[str, str | None]] = [(own, cite.text)]
+    if own != cite.file:
+        forms.append((cite.file, cite.text))
     # with no version to go by, any recorded wording may hold, and nothing is taken as absent
     for later in cite.later:
         if (v is None and later.text is not None) or (v is not None and Version(later.since) <= v):
             forms.insert(0, (later.file or cite.file, later.text))
     for earlier in cite.earlier:
         if (v is None and earlier.text is not None) or (v is not None and v <= Version(earlier.until)):
-            forms.insert(0, (earlier.file or cite.file, earlier.text))
+            forms.insert(0, (earlier.file or own, earlier.text))
     return forms
+
+
+def _absent_record(cite: Cite, version: str) -> str:
+    """In words, the record that says ``cite`` is absent from ``version`` (a Later or Earlier without text)."""
+    v = Version(version)
+    since = [w.since for w in cite.later if w.text is None and Version(w.since) <= v]
+    until = [w.until for w in cite.earlier if w.text is None and v <= Version(w.until)]
+    return f"from {since[-1]} on" if since else f"up to {until[-1]}" if until else version
+
+
+def _reach(fact: Fact, sources: Sources, file: str, lines: tuple[int, ...]) -> str:
+    """For a fact about what a build does: whether a Frozen-KV MTP draft reaches the text where it is now (the
+    first of ``lines`` it can reach, else the first), with the guard that decides it."""
+    from harness.contract.derived import DERIVED, FROZEN_KV_MTP_DRAFT
+    from harness.contract.guards import Resolver, reach_of, tree_of
+
+    text = sources.text(file) if lines and needs(fact) == "profile" else None
+    tree = tree_of(text) if text is not None else None
+    if tree is None:
+        return ""
+    resolver = Resolver(sources, FROZEN_KV_MTP_DRAFT, DERIVED)
+    reaches = [reach_of(file, tree, line, resolver) for line in lines]
+    return next((r for r in reaches if r.reachable is not False), reaches[0]).describe(short=True)
 
 
 def locate(fact: Fact, cite: Cite, sources: Sources, version: str, reference: Sources | None) -> Located:
@@ -145,20 +185,21 @@ def locate(fact: Fact, cite: Cite, sources: Sources, version: str, reference: So
     function = enclosing_function(ref_lines, cited) if ref_lines is not None and cited else None
     forms = wordings(cite, version)
     absent = forms[0][1] is None  # recorded absent in this release (Later/Earlier with no text)
-    # what is looked for in this release (reported): its own wording where one was recorded, else the cite's text
-    def at(status: str, found: tuple[int, ...] = (), now: str = "") -> Located:
-        return Located(fact=fact.name, file=forms[0][0], text=cite.text if absent else str(forms[0][1]),
-                       status=status, reference=ref, cited=cited, found=found, function=function, now=now)
+    hits = [(file, tuple(i + 1 for i, line in enumerate(lines) if text in line)) for file, text in forms
+            if text is not None and (lines := lines_of(sources, file)) is not None]
+    found_file, found = next(((file, lines) for file, lines in hits if lines), (forms[0][0], ()))
 
-    hits: list[tuple[str, tuple[int, ...]]] = []
-    for file, text in forms:
-        lines = lines_of(sources, file)
-        if lines is not None and text is not None:
-            hits.append((file, tuple(i + 1 for i, line in enumerate(lines) if text in line)))
-    found = next((lines for _, lines in hits if lines), ())
-    if absent:  # recorded absent here: absent holds, present is a change nobody recorded
+    # what is looked for in this release (reported): its own wording where one was recorded, else the cite's text
+    def at(status: str, found: tuple[int, ...] = (), now: str = "", line: int | None = None) -> Located:
+        where = found_file if found else forms[0][0]
+        return Located(fact=fact.name, file=where, text=cite.text if absent else str(forms[0][1]), status=status,
+                       reference=ref, cited=None if absent and not found else cited, found=found,
+                       function=None if absent and not found else function, now=now, cited_file=cite.file,
+                       reach=_reach(fact, sources, where, (line,) if line else found))
+
+    if absent:  # recorded absent here: absent holds (no line: there is none), present is a change nobody recorded
         if not found:
-            return at("holds")
+            return at("holds", now=_absent_record(cite, version))
         return at("changed", found, f"present at :{', :'.join(map(str, found))}, recorded absent in {version}")
     if cited is None:  # the reference release lacks it (a version-specific citation: the fix marker)
         if not found:
@@ -166,8 +207,8 @@ def locate(fact: Fact, cite: Cite, sources: Sources, version: str, reference: So
         return at("changed", found, f"present at :{', :'.join(map(str, found))}, which {ref} lacks")
     if found:
         own_text = lines_of(sources, cite.file) or ()
-        at_cited = cited <= len(own_text) and cite.text in own_text[cited - 1]
-        return at("holds" if at_cited else "moved", found)
+        at_cited = found_file == cite.file and cited <= len(own_text) and cite.text in own_text[cited - 1]
+        return at("holds", found, line=cited) if at_cited else at("moved", found)
     lines = lines_of(sources, cite.file)
     if lines is None:
         return at("gone", now="no such file")

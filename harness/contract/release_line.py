@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness.contract import check, locate, profile
+from harness.contract import check, derived, guards, locate, profile
 from harness.contract.check import check_sources, contract_counts, fact_statuses, reference_sources
 from harness.contract.facts import FACTS, NEEDS, NEVER_GATES
 from harness.contract.locate import Located
@@ -36,7 +36,7 @@ _READ_THROUGH = frozenset(k for k in {*NEEDS.values(), "every run"} if k not in 
 def _digest() -> str:
     """What a cached row depends on besides the wheel: the facts and the code that reads them."""
     h = hashlib.sha256(repr(FACTS).encode())
-    for module in (check, locate, profile):
+    for module in (check, derived, guards, locate, profile):
         h.update(read_bytes(Path(str(module.__file__)), "source"))
     return h.hexdigest()[:16]
 

@@ -523,8 +523,9 @@ class ProfileExpectation(_Strict):
     fix_present: bool | None = Field(default=None, description="PR #29616's fix is in the build")
     eager_max_steps: int | None = Field(
         default=None, ge=0, description="the eager rule: a Frozen-KV MTP draft with at most this many steps runs eagerly")
-    swa_refill: Literal["unguarded", "guarded", "none"] | None = Field(
-        default=None, description="trtllm_mha's graph-path SWA refill of out_cache_loc")
+    swa_refill: Literal["unguarded", "guarded", "none", "present-but-unreachable"] | None = Field(
+        default=None, description="trtllm_mha's graph-path SWA refill of out_cache_loc (present-but-unreachable: its "
+        "guards cannot hold for a Frozen-KV MTP draft)")
     topk_backends: list[str] | None = Field(default=None, description="the backends a topk > 1 draft may use")
 
     @model_validator(mode="after")

@@ -9,19 +9,23 @@ release line, and the reference server takes them from the release named by ``--
   runs the assistant seed forward"), or when CUDA graphs are off for decode and prefill;
 - the backends a topk > 1 draft may run on (triton only, 0.5.14 :246-251; triton and trtllm_mha from 0.5.17);
 - trtllm_mha's graph-path SWA refill in ``init_forward_metadata_out_graph``: ``unguarded`` (copies the live
-  ``out_cache_loc`` into its ``max_num_tokens`` buffer with only a None check: 0.5.13.x, 0.5.14, and again from
-  0.5.19), or ``none`` (no refill there: 0.5.12, 0.5.15-0.5.18).
+  ``out_cache_loc`` into its ``max_num_tokens`` buffer with only a None check: 0.5.13.x, 0.5.14), ``none`` (no
+  refill there: 0.5.12, 0.5.15-0.5.18), or ``present-but-unreachable`` (from 0.5.19 the copy is back, inside
+  ``if self.kv_index_translator.is_translating:``, which needs ``--enable-unified-memory``, which SGLang refuses
+  for FROZEN_KV_MTP: ``trtllm_mha_backend.py`` 0.5.19 :904/:931, 0.5.23 :1142/:1171, ``kv_cache_hook.py`` 0.5.19
+  :224-229, 0.5.23 :588-600; a Frozen-KV MTP draft never runs it, so the model copies nothing there either).
 
 The table is this module's, so the reference server stays self-contained (bisect's demo history copies only
 ``harness/sim/``); ``tests/test_release_line.py`` checks every row against the profile
 (``harness.contract.profile``) computed from each release's real wheel. Without ``--sim-rules`` the server
-follows 0.5.14's and 0.5.15's shared rules with 0.5.14's unguarded refill, as it always has.
+follows 0.5.14's and 0.5.15's shared rules with 0.5.14's unguarded refill, as it always has. The rules keep the
+release they were asked for (``release``), which the server's log names, not the row's first release.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = ["DEFAULT_RULES", "FIRST_MODELLED", "RULES", "ReleaseRules", "parse_release", "rules_for"]
 
@@ -29,12 +33,23 @@ __all__ = ["DEFAULT_RULES", "FIRST_MODELLED", "RULES", "ReleaseRules", "parse_re
 @dataclass(frozen=True)
 class ReleaseRules:
     """From release ``since`` on (until the next row): the eager rule's step bound, the topk > 1 backends and
-    trtllm_mha's graph-path SWA refill."""
+    trtllm_mha's graph-path SWA refill; ``release``: the release asked for (``--sim-rules``), "" in the table."""
 
     since: str
     eager_max_steps: int
     topk_backends: tuple[str, ...]
-    swa_refill: str  # "unguarded" | "none"
+    swa_refill: str  # "unguarded" | "none" | "present-but-unreachable" (the profile's words)
+    release: str = ""
+
+    @property
+    def name(self) -> str:
+        """The release these rules are followed as: the one asked for, else the row's first."""
+        return self.release or self.since
+
+    @property
+    def refills(self) -> bool:
+        """Whether a Frozen-KV MTP draft's graph path copies the live out_cache_loc into the SWA buffer."""
+        return self.swa_refill == "unguarded"
 
 
 _TRITON = ("triton",)
@@ -44,12 +59,12 @@ RULES: tuple[ReleaseRules, ...] = (
     ReleaseRules("0.5.13", 1, _TRITON, "unguarded"),
     ReleaseRules("0.5.15", 1, _TRITON, "none"),
     ReleaseRules("0.5.17", 1, _BOTH, "none"),
-    ReleaseRules("0.5.19", 1, _BOTH, "unguarded"),
-    ReleaseRules("0.5.23", 0, _BOTH, "unguarded"),
+    ReleaseRules("0.5.19", 1, _BOTH, "present-but-unreachable"),
+    ReleaseRules("0.5.23", 0, _BOTH, "present-but-unreachable"),
 )
 FIRST_MODELLED = RULES[0].since
 # No --sim-rules: today's model (0.5.14's rules; 0.5.15 shares its eager rule and topk backends).
-DEFAULT_RULES = ReleaseRules("0.5.14", 1, _TRITON, "unguarded")
+DEFAULT_RULES = ReleaseRules("0.5.14", 1, _TRITON, "unguarded", release="0.5.14")
 
 _RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:\.post(\d+))?$")
 
@@ -73,4 +88,4 @@ def rules_for(version: str | None) -> ReleaseRules:
     if key < first:
         raise ValueError(f"--sim-rules {version}: the reference server models releases from {FIRST_MODELLED} on")
     reached = [r for r in RULES if parse_release(r.since) <= key]  # type: ignore[operator]
-    return reached[-1]
+    return replace(reached[-1], release=version.strip())

@@ -124,7 +124,7 @@ class Scheduler(SchedulerLoop):
             position_drop=s.position_drop)
         if s.eager_draft:
             logger.info("%s draft CUDA graph skipped (CUDA graphs disabled or --speculative-num-steps <= %d, "
-                        "%s's rule): the draft runs the eager path", SIM_LABEL, s.rules.eager_max_steps, s.rules.since)
+                        "%s's rule): the draft runs the eager path", SIM_LABEL, s.rules.eager_max_steps, s.rules.name)
             return
         # SGLang's capture sizes stop at the request pool's size (base_cuda_graph_runner.py :84-91).
         max_bs = min(s.cuda_graph_max_bs, s.max_running_requests)

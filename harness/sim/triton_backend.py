@@ -37,8 +37,9 @@ class TritonAttnBackend(TRTLLMHAAttnBackend):
 
 def make_attn_backend(name: str, use_sliding_window_kv_pool: bool, device: torch.device,
                       swa_refill: str = "unguarded") -> TRTLLMHAAttnBackend:
-    """trtllm_mha's unguarded refill for trtllm_mha (none in its graph path where the release has none:
-    ``swa_refill``, harness.sim.release_rules); triton's guarded one for every other backend."""
+    """trtllm_mha's unguarded refill for trtllm_mha (none in its graph path where the release has none, or has
+    one a Frozen-KV MTP draft cannot reach: ``swa_refill``, harness.sim.release_rules); triton's guarded one for
+    every other backend."""
     if name == "trtllm_mha":
-        return TRTLLMHAAttnBackend(use_sliding_window_kv_pool, device, refill=swa_refill != "none")
+        return TRTLLMHAAttnBackend(use_sliding_window_kv_pool, device, refill=swa_refill == "unguarded")
     return TritonAttnBackend(use_sliding_window_kv_pool, device)

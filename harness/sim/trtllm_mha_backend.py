@@ -27,7 +27,8 @@ class TRTLLMHAAttnBackend:
     def __init__(self, use_sliding_window_kv_pool: bool, device: torch.device, refill: bool = True) -> None:
         self.use_sliding_window_kv_pool = use_sliding_window_kv_pool
         self.device = device
-        # False: the release's graph path has no refill here (0.5.15-0.5.18; harness.sim.release_rules)
+        # False: the release's graph path has no refill a Frozen-KV MTP draft runs (none in 0.5.15-0.5.18;
+        # from 0.5.19 one behind is_translating, which such a draft never has; harness.sim.release_rules)
         self.refill = refill
         self.cuda_graph_swa_out_cache_loc: torch.Tensor | None = None
 

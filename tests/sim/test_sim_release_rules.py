@@ -40,9 +40,21 @@ def test_graphs_off_is_still_eager_on_0_5_23(off):
     assert [f.name for f in traceback.extract_tb(info.value.__traceback__)][-2:] == ["fill_from", "_grouped_foreach_copy_"]
 
 
-def test_one_step_pre_fix_on_0_5_23_with_trtllm_swa_crashes_on_the_graph_path():
-    s = _scheduler([*NVFP4, *ONE_STEP, "--attention-backend", "trtllm_mha", "--sim-rules", "0.5.23",
+@pytest.mark.parametrize("rules", ["0.5.19", "0.5.21", "0.5.23"])
+def test_one_step_pre_fix_from_0_5_19_with_trtllm_swa_takes_the_graph_path_without_a_refill_to_crash(rules):
+    """From 0.5.19 trtllm_mha's refill sits behind is_translating, which a Frozen-KV MTP draft never has (the
+    profile's guard chain, tests/test_release_line_guards.py): even a pre-fix draft's stale out_cache_loc is not
+    copied, and the graph path serves a prompt longer than the 48-entry buffer."""
+    steps = ONE_STEP if rules == "0.5.23" else []  # a one-step draft is eager up to 0.5.22: NVFP4's three steps
+    s = _scheduler([*NVFP4, *steps, "--attention-backend", "trtllm_mha", "--sim-rules", rules,
                     "--sim-revision", "pre-fix"])
+    assert not s.s.eager_draft and s.s.rules.swa_refill == "present-but-unreachable"
+    _run(s, [276], new=8)
+    assert s.snapshot()["draft_path"] == "graph" and s.snapshot()["completion_tokens"] == 8
+
+
+def test_one_step_pre_fix_on_the_default_rules_with_trtllm_swa_still_crashes_on_the_graph_path():
+    s = _scheduler([*NVFP4, "--attention-backend", "trtllm_mha", "--sim-revision", "pre-fix"])
     with pytest.raises(RuntimeError, match=r"must match the size of tensor b \(276\)") as info:
         _run(s, [276], new=8)
     assert [f.name for f in traceback.extract_tb(info.value.__traceback__)][-1] == "init_forward_metadata_out_graph"

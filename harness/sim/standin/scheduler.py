@@ -67,7 +67,7 @@ class StandinScheduler(SchedulerLoop):
     def _refuse_unmodelled(self) -> None:
         s = self.s
         if (s.speculative and s.revision == "pre-fix" and not s.eager_draft and s.hybrid_swa
-                and s.draft_attention_backend == "trtllm_mha" and s.rules.swa_refill != "none"):
+                and s.draft_attention_backend == "trtllm_mha" and s.rules.refills):
             raise RuntimeError("the stand-in does not model the CUDA-graph draft's SWA refill (trtllm_mha, hybrid "
                                "SWA, pre-fix); run this case on the reference server (--sim-scheduler model)")
         if s.draft_cache == "pre-fix" and s.hicache:
