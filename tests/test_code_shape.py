@@ -123,7 +123,7 @@ def _call_name(node: ast.Call) -> str:
     if isinstance(func, ast.Name):
         return func.id
     if isinstance(func, ast.Attribute):
-        if isinstance(func.value, ast.Name) and func.value.id in ("os", "time", "datetime", "json", "shutil"):
+        if isinstance(func.value, ast.Name) and func.value.id in ("os", "time", "datetime", "json", "shutil", "subprocess"):
             return f"{func.value.id}.{func.attr}"
         if isinstance(func.value, ast.Attribute) and func.value.attr == "datetime" and func.attr in ("now", "utcnow"):
             return f"datetime.{func.attr}"
@@ -161,6 +161,38 @@ def test_processes_are_ended_by_the_one_owner() -> None:
     found = [hit for where, text in _sources_but(("harness/util/kill.py",))
              for hit in _owned_calls(text, where, _KILL_CALLS, skip=_to_self)]
     assert not found, "end processes through harness.util.kill (or harness.server.reaper.kill_run):\n" + "\n".join(found)
+
+
+# Child commands the harness waits for: harness/util/proc.py (run_bounded: its own process group, the whole group
+# killed on timeout; subprocess.run's timeout kills the child alone and leaves pip's own children running).
+# Processes the harness starts and manages (servers, fleet jobs, watchers) are Popen'd by their owners and ended
+# through harness.util.kill (above).
+_COMMAND_CALLS = frozenset({"subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output",
+                            "subprocess.getoutput", "subprocess.getstatusoutput", "os.system", "os.popen"})
+
+
+def waited_commands(source: str, where: str) -> list[str]:
+    """``where:line name`` for each child command run and waited for outside the bounded runner: a call of
+    ``_COMMAND_CALLS``, or one of their names imported from ``subprocess`` (``from subprocess import run``)."""
+    tree = ast.parse(source)
+    imported = [f"{where}:{node.lineno} subprocess.{a.name}" for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module == "subprocess" for a in node.names
+                if f"subprocess.{a.name}" in _COMMAND_CALLS]
+    return _owned_calls(source, where, _COMMAND_CALLS) + imported
+
+
+def test_the_walker_finds_a_planted_unbounded_command() -> None:
+    planted = ("import os, subprocess\nfrom subprocess import check_output\ndef f(a):\n"
+               "    subprocess.run(a, timeout=5)\n    os.system('ls')\n    p = subprocess.Popen(a)\n"
+               "    return run_bounded(a, timeout=5)\n")
+    assert waited_commands(planted, "p.py") == ["p.py:4 subprocess.run", "p.py:5 os.system",
+                                                "p.py:2 subprocess.check_output"]
+
+
+def test_child_commands_run_through_the_bounded_runner() -> None:
+    found = [hit for where, text in _sources_but(("harness/util/proc.py",)) for hit in waited_commands(text, where)]
+    assert not found, "run child commands through harness.util.proc.run_bounded (group killed on timeout):\n" + \
+        "\n".join(found)
 
 
 # Reading a file: harness/util/bounded_read.py (regular files only, capped, one tail reader).

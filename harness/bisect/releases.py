@@ -11,7 +11,6 @@ new) names the tags (``v{version}`` or ``{version}``) between which the commits 
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -21,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 
 from harness.bisect.probe import StepRecord, progress
 from harness.util.errors import InfraError, UserError
+from harness.util.proc import run_bounded
 
 __all__ = [
     "ReleaseSearch",
@@ -64,8 +64,8 @@ def versions_from_index(package: str = "sglang", *, python: str | None = None, t
     """The versions the package index has, through pip (``pip index versions``)."""
     argv = [python or sys.executable, "-m", "pip", "index", "versions", package, "--disable-pip-version-check"]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
+        done = run_bounded(argv, timeout=timeout_s)  # pip's own children go with it on a timeout
+    except InfraError:
         raise InfraError(f"the package index did not answer within {timeout_s:.0f} s (pip index versions "
                          f"{package}); give --versions") from None
     found = re.search(r"^Available versions:\s*(.+)$", done.stdout, re.MULTILINE)

@@ -12,7 +12,6 @@ still reported, as ``gone`` with its function unknown.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from harness.contract.facts import FACTS, Fact, needs
 from harness.contract.locate import STATUSES, Located, fact_status, locate, reference_of
 from harness.contract.sources import DirSources, Sources
 from harness.util.errors import InfraError
+from harness.util.proc import run_bounded
 
 __all__ = ["DRIFT", "check_package", "check_sources", "contract_counts", "contract_table", "drifts_of",
            "fact_statuses", "reference_sources", "sglang_package_of"]
@@ -84,8 +84,8 @@ def check_package(package: Path, version: str) -> tuple[list[Located], int]:
 def sglang_package_of(python: str) -> Path:
     """The ``sglang`` package directory the interpreter ``python`` imports; InfraError if it has none."""
     try:
-        done = subprocess.run([python, "-c", _FIND], capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = run_bounded([python, "-c", _FIND], timeout=60)
+    except (OSError, InfraError) as exc:
         raise InfraError(f"{python} could not be asked where sglang is: {exc}") from None
     if done.returncode != 0:
         raise InfraError(f"{python} could not be asked where sglang is: {done.stderr.strip()[-300:]}")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import zipfile
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from harness.util.errors import InfraError
 from harness.util.paths import default_cache_dir
+from harness.util.proc import run_bounded
 
 __all__ = ["WheelSources", "cached_wheel", "fetch_wheel", "index_versions", "main", "wheel_dir"]
 
@@ -81,8 +81,8 @@ def fetch_wheel(version: str, cache_dir: Path | None = None) -> Path:
         argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
                 "--only-binary", ":all:", "-d", str(staging), f"sglang=={version}"]
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=_DOWNLOAD_TIMEOUT_S, check=False)
-        except subprocess.TimeoutExpired as exc:
+            done = run_bounded(argv, timeout=_DOWNLOAD_TIMEOUT_S)  # pip's own children go with it on a timeout
+        except InfraError as exc:
             raise InfraError(f"downloading the sglang {version} wheel took over {_DOWNLOAD_TIMEOUT_S:.0f} s") from exc
         wheels = sorted(staging.glob("sglang-*.whl"))
         if done.returncode != 0 or not wheels:
@@ -101,8 +101,8 @@ def index_versions(minimum: str = "0.5.12") -> list[str]:
     oldest first."""
     argv = [sys.executable, "-m", "pip", "index", "versions", "sglang", "--disable-pip-version-check"]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=_INDEX_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired as exc:
+        done = run_bounded(argv, timeout=_INDEX_TIMEOUT_S)
+    except InfraError as exc:
         raise InfraError(f"the package index did not list sglang's releases within {_INDEX_TIMEOUT_S:.0f} s") from exc
     match = re.search(r"Available versions:\s*(.+)", done.stdout)
     if done.returncode != 0 or not match:

@@ -32,6 +32,7 @@ from harness.scenario.model import Hardware
 from harness.util.clock import now_iso
 from harness.util.errors import InfraError, UserError
 from harness.util.interrupts import sigterm_as_ctrl_c, taken
+from harness.util.proc import run_bounded
 from harness.util.text import first_line
 from harness.version import harness_version
 
@@ -140,8 +141,8 @@ _ASK_TIMEOUT_S = 30.0
 
 def _ask(argv: list[str]) -> subprocess.CompletedProcess[str] | None:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=_ASK_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        return run_bounded(argv, timeout=_ASK_TIMEOUT_S)
+    except (OSError, InfraError):
         return None
 
 
