@@ -33,9 +33,10 @@ $(STAMP): pyproject.toml .ci/constraints.txt
 	$(PIP) -e '.[sim,test,lint]'
 	touch $(STAMP)
 
-# Real sglang releases installed --no-deps (flag parsing and bench_serving only: no GPU stack).
+# Real sglang releases installed --no-deps (flag parsing and bench_serving only: no GPU stack); 0.5.23, the newest
+# here, for the flags of `issue`'s launch commands (tests/upstream).
 sglang-envs: $(STAMP)
-	$(PY) -m harness prepare 'pip:sglang==0.5.14,deps=none' 'pip:sglang==0.5.15,deps=none'
+	$(PY) -m harness prepare 'pip:sglang==0.5.14,deps=none' 'pip:sglang==0.5.15,deps=none' 'pip:sglang==0.5.23,deps=none'
 
 demo: $(STAMP)
 	$(PY) -m harness compare $(DEMO) --case tokens=276,path=eager --reference --trials $(DEMO_CRASH_TRIALS)

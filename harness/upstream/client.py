@@ -125,25 +125,29 @@ REQUEST_RATE = @RATE@  # requests/s (Poisson arrivals); None: each as soon as a 
 BODIES = json.loads(@BODIES@)
 
 
-def send(url, body, timeout):
-    """None when the request succeeded, else why it did not."""
+def send(url, body, timeout, tokens):
+    """None when the request succeeded, else why it did not; its output tokens are added to ``tokens``."""
     req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             if not body.get("stream"):
                 out = json.loads(resp.read().decode("utf-8", "replace") or "{}")
+                tokens.append((out.get("meta_info") or {}).get("completion_tokens") or 0)
                 if "error" in out:
                     return "server error: " + json.dumps(out["error"])[:300]
                 finish = (out.get("meta_info") or {}).get("finish_reason") or {}
                 return "aborted: " + str(finish.get("message", "")) if finish.get("type") == "abort" else None
+            last = 0
             for raw in resp:
                 line = raw.decode("utf-8", "replace").strip()
                 if not line.startswith("data:"):
                     continue
                 payload = line[5:].strip()
                 if payload == "[DONE]":
+                    tokens.append(last)
                     return None
                 event = json.loads(payload)
+                last = (event.get("meta_info") or {}).get("completion_tokens") or last
                 if "error" in event:
                     return "server error: " + json.dumps(event["error"])[:300]
                 finish = (event.get("meta_info") or {}).get("finish_reason") or {}
@@ -156,7 +160,7 @@ def send(url, body, timeout):
         return "%s: %s" % (type(exc).__name__, getattr(exc, "reason", exc))
 
 
-def run(url, bodies, timeout, rate):
+def run(url, bodies, timeout, rate, tokens):
     failures = []
     slots = threading.Semaphore(CONCURRENCY)
     threads = []
@@ -165,7 +169,7 @@ def run(url, bodies, timeout, rate):
 
     def one(i, body):
         try:
-            why = send(url, body, timeout)
+            why = send(url, body, timeout, tokens)
             if why is not None:
                 failures.append((i, why))
         finally:
@@ -191,11 +195,15 @@ def main():
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     args = parser.parse_args()
     url = "http://%s:%d/generate" % (args.host, args.port)
-    failed = run(url, BODIES[:WARMUP], args.timeout, None) if WARMUP else []
-    failed += [(i + WARMUP, why) for i, why in run(url, BODIES[WARMUP:], args.timeout, REQUEST_RATE)]
+    failed = run(url, BODIES[:WARMUP], args.timeout, None, []) if WARMUP else []
+    tokens = []
+    start = time.monotonic()
+    failed += [(i + WARMUP, why) for i, why in run(url, BODIES[WARMUP:], args.timeout, REQUEST_RATE, tokens)]
+    took = time.monotonic() - start
     for i, why in failed:
         print("request %d failed: %s" % (i, why))
-    print("%d of %d request(s) failed" % (len(failed), len(BODIES)))
+    print("%d of %d request(s) failed; %d output tokens of the measured requests in %.2f s (%.1f tokens/s)"
+          % (len(failed), len(BODIES), sum(tokens), took, sum(tokens) / took if took > 0 else 0.0))
     return 1 if failed else 0
 
 

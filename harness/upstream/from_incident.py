@@ -103,7 +103,7 @@ def _is_run(folder: str) -> bool:
 
 
 def _groups(points: Sequence[Point], metric: str, bad: int) -> list[ChartGroup]:
-    first = max(0, bad - (CHART_NIGHTS - max(1, min(CHART_NIGHTS // 3, len(points) - bad))))
+    first = max(0, min(bad - 1, len(points) - CHART_NIGHTS))  # the newest nights, and the last good one among them
     return [ChartGroup(p.batch_label, tuple(p.metrics.get(metric, ())), i >= bad)
             for i, p in enumerate(points) if i >= first and p.metrics.get(metric)]
 
