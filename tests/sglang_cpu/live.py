@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import subprocess
 import time
@@ -24,13 +25,29 @@ import psutil
 from harness.build.sglang_cpu import ensure_cpu_env, server_environment
 from harness.build.sglang_cpu.launch import server_argv
 from harness.contract import facts as contract
+from harness.server.lease import PortLease, lease_port
 from harness.util.kill import dies_with_parent
-from tests.helpers import free_port
 
 __all__ = ["DEFAULT_RELEASES", "CpuServer", "Stopped", "releases", "running_server", "start_cpu_server", "stop_cpu_server"]
 
-DEFAULT_RELEASES = ("0.5.21",)
+DEFAULT_RELEASES = ("0.5.14", "0.5.15", "0.5.21")  # measured to serve this way (0.5.18-0.5.20 untried)
 READY_TIMEOUT_S = 240.0  # two loaded cores: the first start of a release compiles nothing but imports a lot
+
+
+# 0.5.14-0.5.15 derive a gRPC port as --port + 10000 and refuse one above 65535 (server_args.py 0.5.14 :2761-2769)
+# even with gRPC off: a server's port must stay at or below 55535.
+_MAX_PORT = 55535
+_LEASES: list[PortLease] = []
+
+
+def server_port() -> int:
+    """A free port for a server, leased until this process ends, low enough for every release."""
+    lease = lease_port(start=random.randint(20000, _MAX_PORT - 200))
+    if lease.port > _MAX_PORT:
+        lease.release()
+        return server_port()
+    _LEASES.append(lease)
+    return lease.port
 
 
 def releases() -> tuple[str, ...]:
@@ -96,7 +113,7 @@ def start_cpu_server(version: str, model: Path, log: Path, extra: Sequence[str] 
     """Launch real sglang ``version`` on the CPU and wait for its ready line; while waiting, poll ``/health`` and
     keep the statuses seen before the ready line. AssertionError (with the log's tail) when it exits first."""
     venv = ensure_cpu_env(version)
-    port = free_port()
+    port = server_port()
     flags = [*extra, *(["--api-key", api_key] if api_key else [])]
     argv = server_argv(venv, model, port, flags) if defaults is None else server_argv(venv, model, port, flags,
                                                                                        defaults=defaults)

@@ -27,13 +27,15 @@ from harness.util.paths import default_cache_dir
 from harness.util.proc import run_bounded
 from harness.util.text import last_line
 
-__all__ = ["LABEL", "RECIPE", "STANDINS_DIR", "cpu_env_dir", "cpu_env_ready", "ensure_cpu_env", "env_record",
+__all__ = ["AMX_ENV", "LABEL", "RECIPE", "STANDINS_DIR", "cpu_env_dir", "cpu_env_ready", "ensure_cpu_env", "env_record",
            "server_environment"]
 
 log = logging.getLogger(__name__)
 
 LABEL = "real SGLang, plain-torch kernels on CPU"
 STANDINS_DIR = Path(__file__).resolve().parent / "standins"
+# Read by standins/sitecustomize.py in every interpreter of the server.
+AMX_ENV = "SGLANG_REPRO_CPU_HAS_AMX"
 # Bumped when what an environment holds changes (a package added, a pin rule changed): older ones are remade.
 RECIPE = 1
 _MARKER = "sglang-repro-cpu-env.json"
@@ -109,8 +111,12 @@ def ensure_cpu_env(version: str, *, cache_dir: Path | None = None) -> Path:
     return venv
 
 
-def server_environment(venv: Path) -> dict[str, str]:
+def server_environment(venv: Path, *, keep_intel_amx: bool = False) -> dict[str, str]:
     """The variables a server of this build launches with (on top of the caller's environment).
+
+    ``keep_intel_amx``: SGLang is told the CPU has AMX (``standins/sitecustomize.py``), so
+    ``--attention-backend intel_amx`` is kept rather than swapped for torch_native; speculative decoding needs
+    it (its verify step), and its kernels are the plain-torch ports.
 
     - ``PYTHONPATH``: the stand-ins (``triton``, ``torchvision``, ``sgl_kernel``, ``sglang_cpu_ports``);
     - ``SGLANG_USE_CPU_ENGINE=1``: without it ``is_cpu()`` is false (0.5.21 ``srt/utils/common.py:218-220``)
@@ -119,10 +125,13 @@ def server_environment(venv: Path) -> dict[str, str]:
     - ``SGLANG_REPRO_BUILD_LABEL``: what this build is, for logs and reports.
     """
     del venv  # the interpreter is chosen by the caller; nothing here depends on the release
-    return {
+    env = {
         "PYTHONPATH": str(STANDINS_DIR),
         "SGLANG_USE_CPU_ENGINE": "1",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "SGLANG_REPRO_BUILD_LABEL": LABEL,
     }
+    if keep_intel_amx:
+        env[AMX_ENV] = "1"
+    return env

@@ -39,6 +39,8 @@ def _cache_locs(module: ModuleType) -> None:
 def _eagle_utils(module: ModuleType) -> None:
     import sgl_kernel
 
+    if hasattr(module, "sgl_verify_tree_greedy_cpu"):  # 0.5.21: a CPU branch of its own (eagle_utils.py:60-64, :410)
+        return
     module._is_cuda = True  # type: ignore[attr-defined]
     if not hasattr(module, "sgl_build_tree_kernel_efficient"):
         module.sgl_build_tree_kernel_efficient = sgl_kernel.build_tree_kernel_efficient  # type: ignore[attr-defined]

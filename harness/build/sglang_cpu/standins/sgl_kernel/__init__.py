@@ -12,11 +12,15 @@ SGLang's ``hasattr(torch.ops.sgl_kernel, ...)`` feature checks answer no.
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import sys
+import types
 from typing import Any
 
 import sglang_cpu_ports
 import torch
-from _sglang_cpu_standin import _PlaceholderMeta, install_finder
+from _sglang_cpu_standin import _PlaceholderMeta
 
 __all__: list[str] = []
 
@@ -34,7 +38,8 @@ class _KernelMeta(_PlaceholderMeta):
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         qualname = cls._standin_name
-        port = sglang_cpu_ports.REGISTRY.get(qualname)
+        # A submodule's name (sgl_kernel.speculative.X) is looked up as itself, then as sgl_kernel.X.
+        port = sglang_cpu_ports.REGISTRY.get(qualname) or sglang_cpu_ports.REGISTRY.get(f"sgl_kernel.{cls.__name__}")
         if port is None:
             raise NotImplementedError(f"{qualname} has no plain-torch port in sglang_cpu_ports (real-SGLang CPU build)")
         return port(*args, **kwargs)
@@ -77,5 +82,32 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+class _KernelModule(types.ModuleType):
+    """A submodule of ``sgl_kernel`` no file provides (``sgl_kernel.speculative``): its names are kernels too."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = kernel(f"{self.__name__}.{name}")
+        setattr(self, name, value)
+        return value
+
+
+class _KernelFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname.startswith(__name__ + "."):
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+        return None
+
+    def create_module(self, spec: Any) -> types.ModuleType:
+        module = _KernelModule(spec.name)
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        return None
+
+
 _publish_torch_ops()
-install_finder(__name__)
+if not any(isinstance(f, _KernelFinder) for f in sys.meta_path):
+    sys.meta_path.append(_KernelFinder())
