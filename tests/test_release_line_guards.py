@@ -102,8 +102,8 @@ def test_the_graph_replay_never_hands_a_stale_out_cache_loc_to_the_fused_kernel(
     execute = _nodes_in(version, runner, "execute")
     assert not any(isinstance(n, ast.Attribute) and n.attr == "out_cache_loc" for n in execute)
     row = _row(version)
-    statuses = {loc.status for loc in row.located if loc.fact == "DRAFT_GRAPH_FUSED_SWA_LOC"}
-    assert statuses <= {"holds", "moved"}, [loc.describe() for loc in row.located if loc.fact == "DRAFT_GRAPH_FUSED_SWA_LOC"]
+    fused = [loc for loc in row.located if loc.fact == "DRAFT_GRAPH_FUSED_SWA_LOC"]
+    assert fused and {loc.status for loc in fused} <= {"holds", "moved"}, [loc.describe() for loc in fused]
 
 
 def test_the_29021_scenario_predicts_each_release_from_its_guards() -> None:
