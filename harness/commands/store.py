@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.incidents.incident import stored_incidents
 from harness.scenario.errors import excerpt
-from harness.store.schema import RESOLUTIONS
+from harness.store.schema import RESOLUTIONS, RUN_KINDS
 from harness.store.store import open_store
 from harness.store.transfer import EXPORT_FORMATS, export_store, import_folders
 from harness.store.url import default_store, store_url
@@ -23,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     imp = sub.add_parser("import", help="ingest existing run folders (every result.json below)")
     imp.add_argument("paths", nargs="+", type=Path, metavar="PATH",
                      help="run folders, or folders above them (reports/); a run already stored is skipped")
+    imp.add_argument("--kind", choices=RUN_KINDS, default="nightly",
+                     help="what made these runs (default: nightly, which enters the nightly series; any other kind "
+                          "is kept apart from them)")
     exp = sub.add_parser("export", help="write the store as parquet, csv or the PyTorch HUD's v3 records")
     exp.add_argument("--format", required=True, choices=EXPORT_FORMATS,
                      help="parquet or csv: one row per run and metric; hud: the PyTorch HUD's v3 records, one a line")
@@ -58,7 +61,7 @@ def main(args: argparse.Namespace) -> int:
         _existing_sqlite(where)  # alerts, ack, resolve and export read a store: a mistyped path creates none
     with open_store(where) as store:
         if args.action == "import":
-            report = import_folders(store, args.paths)
+            report = import_folders(store, args.paths, kind=args.kind)
             for line in report.skipped:
                 print(f"skipped: {line}")
             print(f"imported {report.recorded} new run(s) of {report.found} found into {store.where}"

@@ -3,8 +3,10 @@
 A point is one build in one batch (a night): its trials' raw values and outcomes. Points are
 ordered by the batch's start. Only decided runs that completed their checks (pass, fail) give
 metric values: infra and timeout runs never enter a metric series, and a crash has no numbers.
-``compare`` batches stay out: they are A/B experiments, not history; so do ``bisect`` and ``minimize``
-batches, searches that run old revisions and reduced cases after the fact.
+A series holds nightly runs only (``runs.kind``, ``SERIES_KINDS``) unless a caller asks for more
+kinds: a one-off ``run`` and a pytest session are someone trying something, a ``compare`` is an A/B
+experiment, ``bisect`` and ``minimize`` are searches that run old revisions and reduced cases after
+the fact. None of them is a night of history, and each would put a point among the nights.
 """
 
 from __future__ import annotations
@@ -31,10 +33,10 @@ from harness.util.collector import collector_paused
 if TYPE_CHECKING:  # the frames' path only: the dashboard and the review read the store without pandas
     import pandas as pd
 
-__all__ = ["METRIC_RULES", "SERIES_BATCH_KINDS", "CasePoints", "Point", "SeriesColumns", "Trials", "case_points",
+__all__ = ["METRIC_RULES", "SERIES_KINDS", "CasePoints", "Point", "SeriesColumns", "Trials", "case_points",
            "host_changes", "rule_for", "series_hardware", "stored_case_points"]
 
-SERIES_BATCH_KINDS = ("nightly", "import", "pytest", "run")
+SERIES_KINDS: tuple[str, ...] = ("nightly",)  # the run kinds (``runs.kind``) a series holds by default
 
 # The metrics judged over history: the registry's with a minimum effect (2% acceptance length, 5% throughput
 # and latency).
@@ -536,13 +538,13 @@ class _Entries:
         return _Runs(c, [str(n) for n in names], start.astype(np.int64), code[order], value[order])
 
 
-def case_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[CasePoints]:
+def case_points(runs: pd.DataFrame, metrics: pd.DataFrame, kinds: Sequence[str] = SERIES_KINDS) -> list[CasePoints]:
     """Every (scenario, case, hardware) with its points in order, from the store's frames
-    (``Store.runs_frame``, ``Store.metrics_frame``); :func:`stored_case_points` reads the same from the
-    store without frames."""
+    (``Store.runs_frame``, ``Store.metrics_frame``), of the runs of ``kinds``; :func:`stored_case_points`
+    reads the same from the store without frames."""
     if runs.empty:
         return []
-    runs = runs[runs["batch_kind"].isin(SERIES_BATCH_KINDS)].reset_index(drop=True)
+    runs = runs[runs["run_kind"].isin(list(kinds))].reset_index(drop=True)
     if runs.empty:
         return []
     c = {name: _column(runs, name) for name in _COLUMNS}
@@ -552,11 +554,11 @@ def case_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[CasePoints]:
     return _case_points(entries.runs(c))
 
 
-def _series_select() -> Select[Any]:
+def _series_select(kinds: Sequence[str] = SERIES_KINDS) -> Select[Any]:
     """The runs a series is made of, with the columns a point reads."""
     base = runs_select()
     return (base.with_only_columns(*[col for col in base.selected_columns if col.name in _COLUMNS])
-            .where(batches.c.kind.in_(SERIES_BATCH_KINDS)))
+            .where(runs.c.kind.in_(list(kinds))))
 
 
 # The columns of a series' runs that are their batch's, build's and host's: read from those small tables
@@ -577,11 +579,11 @@ _POINT_COLUMNS = frozenset({"batch_id", "batch_label", "batch_started_at", "buil
                             "cuda_version", "host_platform", "hardware_key", "artifacts"})
 
 
-def _series_columns(store: Store) -> dict[str, list[Any]]:
-    """``store.columns(_series_select())``: the same columns of the same runs, in the same order (the
+def _series_columns(store: Store, kinds: Sequence[str] = SERIES_KINDS) -> dict[str, list[Any]]:
+    """``store.columns(_series_select(kinds))``: the same columns of the same runs, in the same order (the
     runs' scan), with the batches', builds' and hosts' columns looked up by key."""
     wanted = [runs.c[name] for name in _COLUMNS if name in runs.c] + [runs.c.host_key]
-    query = select(*wanted).join(batches, batches.c.id == runs.c.batch_id).where(batches.c.kind.in_(SERIES_BATCH_KINDS))
+    query = select(*wanted).join(batches, batches.c.id == runs.c.batch_id).where(runs.c.kind.in_(list(kinds)))
     c: dict[str, list[Any]] = {col.name: [] for col in wanted}
     # The driver makes a string per row and field; a column of a few hundred distinct values (365 batches,
     # 200 cases) keeps one object per value, part by part as read: a third of the runs' memory at 1.5M points.
@@ -607,16 +609,16 @@ def _series_columns(store: Store) -> dict[str, list[Any]]:
     return c
 
 
-def stored_case_points(store: Store) -> list[CasePoints]:
-    """:func:`case_points` of the store, read as column lists and metric tuples through the driver's
-    cursor: the same points (``tests/store/test_series_read.py``), without pandas (its import alone
-    is most of a second) or a frame of 730k metric rows."""
+def stored_case_points(store: Store, kinds: Sequence[str] = SERIES_KINDS) -> list[CasePoints]:
+    """:func:`case_points` of the store (the runs of ``kinds``: nightly runs unless asked), read as column
+    lists and metric tuples through the driver's cursor: the same points (``tests/store/test_series_read.py``),
+    without pandas (its import alone is most of a second) or a frame of 730k metric rows."""
     with collector_paused():
-        return _read_case_points(store)
+        return _read_case_points(store, kinds)
 
 
-def _read_case_points(store: Store) -> list[CasePoints]:
-    c = _series_columns(store)
+def _read_case_points(store: Store, kinds: Sequence[str]) -> list[CasePoints]:
+    c = _series_columns(store, kinds)
     entries = _Entries(c)
     for part in store.tuples(select(metrics.c.run_id, metrics.c.name, metrics.c.value)):
         run_ids, names, values = zip(*part)

@@ -118,6 +118,15 @@ def _v6_lifecycle(conn: Connection) -> None:
     conn.execute(text("UPDATE alerts SET state = 'resolved', resolution = 'accepted' WHERE state = 'acknowledged'"))
 
 
+def _v7_run_kind(conn: Connection) -> None:
+    # What made each run, from its batch; an import stood for a nightly (a nightly's run folders brought in),
+    # so its runs stay in the series. A one-off run, a compare and a pytest session no longer do.
+    conn.execute(text("ALTER TABLE runs ADD COLUMN kind VARCHAR(16)"))
+    conn.execute(text("UPDATE runs SET kind = (SELECT batches.kind FROM batches WHERE batches.id = runs.batch_id)"))
+    conn.execute(text("UPDATE runs SET kind = 'nightly' WHERE kind = 'import'"))
+    conn.execute(text("CREATE INDEX ix_runs_kind ON runs (kind)"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "builds, hosts, batches, runs, metrics (long format)", _v1_runs),
     Migration(2, "alerts with fingerprints and states", _v2_alerts),
@@ -126,6 +135,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "detections: each series' detector state, so a review recomputes only the nights since", _v5_detections),
     Migration(6, "alerts: open / resolved (how, when) / transient, and a level change's names over its nights",
               _v6_lifecycle),
+    Migration(7, "runs.kind: what made each run (nightly, run, compare, pytest, bisect, minimize); series hold nightly "
+                 "runs", _v7_run_kind),
 )
 
 

@@ -6,6 +6,9 @@
 - ``batches``: one invocation that recorded runs (a nightly, a ``run``, a ``compare``, a pytest session,
   an import, a bisect or a minimize); a series orders its points by the batch's start.
 - ``runs``: one run record each, idempotent on ``run_id``; ``record`` keeps the whole ``result.json``;
+  ``kind`` is what made the run (``RUN_KINDS``: a nightly, a one-off ``run``, a ``compare``, a pytest session, a
+  ``bisect`` or a ``minimize``; an imported run the kind its import says, a nightly by default): a series
+  holds nightly runs only, unless asked (``harness.series.points``);
   ``search_key`` (runs of a bisect or a minimize only) is what the search asked the run to answer, by which
   a repeat of the search finds it again (``harness.store.searches``).
 - ``metrics``: long format, one row per (run, metric): every raw per-trial value, not only a mean.
@@ -23,11 +26,12 @@ from __future__ import annotations
 
 from sqlalchemy import Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text
 
-__all__ = ["ALERT_STATES", "RESOLUTIONS", "alerts", "batches", "builds", "detections", "hosts", "metadata", "metrics", "runs",
-           "store_version"]
+__all__ = ["ALERT_STATES", "RESOLUTIONS", "RUN_KINDS", "alerts", "batches", "builds", "detections", "hosts", "metadata",
+           "metrics", "runs", "store_version"]
 
 ALERT_STATES = ("open", "resolved", "transient")
 RESOLUTIONS = ("recovered", "superseded", "accepted", "by hand")
+RUN_KINDS = ("nightly", "run", "compare", "pytest", "bisect", "minimize")
 
 metadata = MetaData()
 
@@ -94,9 +98,11 @@ runs = Table(
     Column("harness_version", Text, nullable=False),
     Column("record", Text, nullable=False),
     Column("search_key", String(64)),
+    Column("kind", String(16)),  # RUN_KINDS; every run written since migration 7 has one
     Index("ix_runs_series", "scenario", "case_name"),
     Index("ix_runs_batch", "batch_id"),
     Index("ix_runs_search", "search_key"),
+    Index("ix_runs_kind", "kind"),
 )
 
 metrics = Table(

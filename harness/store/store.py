@@ -24,7 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from harness.records.run_record import RunRecord, record_from_dict, record_to_dict
 from harness.store.migrations import migrate
-from harness.store.schema import alerts, batches, builds, detections, hosts, metrics, runs
+from harness.store.schema import RUN_KINDS, alerts, batches, builds, detections, hosts, metrics, runs
 from harness.store.url import check_libpq_files, redact_url, store_url
 from harness.util.clock import now_iso_exact
 from harness.util.errors import InfraError, UserError
@@ -33,7 +33,7 @@ from harness.util.redact import redact_everywhere, secret_flag_values, secret_va
 if TYPE_CHECKING:  # pandas is imported by the readers only: a writer (every run) does not pay for it
     import pandas as pd
 
-__all__ = ["BATCH_KINDS", "Batch", "Store", "build_key", "host_key", "metric_value", "new_batch", "open_store",
+__all__ = ["BATCH_KINDS", "RUN_KINDS", "Batch", "Store", "build_key", "host_key", "metric_value", "new_batch", "open_store",
            "check_sqlite_file", "runs_select", "schema_problems"]
 
 BATCH_KINDS = ("nightly", "run", "compare", "pytest", "import", "bisect", "minimize")
@@ -97,7 +97,18 @@ def _insert_ignore(conn: Connection, table: Table, rows: Sequence[dict[str, Any]
     conn.execute(dialect.insert(table).on_conflict_do_nothing(), list(rows))
 
 
-def _rows(record: RunRecord, batch: Batch, recorded_at: str, search_key: str | None) -> tuple[dict[str, Any], ...]:
+def run_kind(batch: Batch, kind: str | None = None) -> str:
+    """What made a run of ``batch`` (``RUN_KINDS``): ``kind`` when the caller says (an import of one-off runs),
+    else the batch's own; an import's runs are a nightly's unless said otherwise (a nightly's run folders
+    brought in from CI were what an import stood for)."""
+    got = kind or ("nightly" if batch.kind == "import" else batch.kind)
+    if got not in RUN_KINDS:
+        raise ValueError(f"run kind {got!r} is not one of {', '.join(RUN_KINDS)}")
+    return got
+
+
+def _rows(record: RunRecord, batch: Batch, recorded_at: str, search_key: str | None,
+          kind: str) -> tuple[dict[str, Any], ...]:
     b, h = record.build, record.host
     gpu_names = sorted({g.name for g in h.gpus})
     ccs = sorted({g.compute_capability for g in h.gpus if g.compute_capability})
@@ -120,7 +131,7 @@ def _rows(record: RunRecord, batch: Batch, recorded_at: str, search_key: str | N
         "signature": record.signature, "phase": record.phase.value if record.phase else None,
         "reason": redact_everywhere(record.reason, known), "started_at": record.started_at, "duration_s": record.duration_s,
         "recorded_at": recorded_at, "artifacts": record.artifacts, "experiment": record.experiment,
-        "harness_version": record.harness_version,
+        "harness_version": record.harness_version, "kind": kind,
         # By value too: a secret a server was given may sit in any field (a reason, an excerpt, a flag).
         "record": redact_everywhere(json.dumps(record_to_dict(record), sort_keys=True, default=str), known),
     }
@@ -153,7 +164,7 @@ def schema_problems(record: RunRecord) -> list[str]:
     """
     probe = Batch(id="", kind="", label="", started_at="")
     problems: list[str] = []
-    for table, row in zip((builds, hosts, runs), _rows(record, probe, "", None)):
+    for table, row in zip((builds, hosts, runs), _rows(record, probe, "", None, "run")):
         for name, value in row.items():
             column = table.c[name]
             where = f"{table.name}.{name}"
@@ -207,16 +218,19 @@ class Store:
         """Record one run; False when a run with that id was already there (nothing changes)."""
         return self.record_many([record], batch, search_key=search_key) == 1
 
-    def record_many(self, records: Iterable[RunRecord], batch: Batch, *, search_key: str | None = None) -> int:
+    def record_many(self, records: Iterable[RunRecord], batch: Batch, *, search_key: str | None = None,
+                    kind: str | None = None) -> int:
         """Record runs of one batch in one transaction; the number that were new. ``search_key``: what a
-        search (bisect, minimize) asked these runs to answer (:meth:`searched` finds them by it)."""
+        search (bisect, minimize) asked these runs to answer (:meth:`searched` finds them by it); ``kind``:
+        what made them (:func:`run_kind`; the batch's kind by default)."""
         recorded_at = _now()
+        made_by = run_kind(batch, kind)
         build_rows: dict[str, dict[str, Any]] = {}
         host_rows: dict[str, dict[str, Any]] = {}
         run_rows: list[dict[str, Any]] = []
         metric_rows: list[dict[str, Any]] = []
         for record in records:
-            b, h, r = _rows(record, batch, recorded_at, search_key)
+            b, h, r = _rows(record, batch, recorded_at, search_key, made_by)
             build_rows[b["key"]] = b
             host_rows[h["key"]] = h
             run_rows.append(r)
@@ -451,7 +465,7 @@ def runs_select() -> Select[Any]:
                runs.c.hardware_key, hosts.c.gpu_name, hosts.c.gpu_count, hosts.c.driver_version,
                hosts.c.cuda_version, hosts.c.cpu, hosts.c.platform.label("host_platform"), hosts.c.hostname,
                runs.c.trial, runs.c.outcome, runs.c.signature, runs.c.phase, runs.c.reason, runs.c.started_at, runs.c.duration_s,
-               runs.c.artifacts, runs.c.experiment, runs.c.harness_version)
+               runs.c.artifacts, runs.c.experiment, runs.c.harness_version, runs.c.kind.label("run_kind"))
         .join(batches, batches.c.id == runs.c.batch_id)
         .join(builds, builds.c.key == runs.c.build_key)
         .join(hosts, hosts.c.key == runs.c.host_key)

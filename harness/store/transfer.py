@@ -79,8 +79,9 @@ def _import_batch(record: RunRecord) -> Batch:
                  label=f"{day} {record.build.spec}", started_at=record.started_at or day)
 
 
-def import_folders(store: Store, paths: list[Path]) -> ImportReport:
-    """Ingest the run folders under ``paths``. One bad file never sinks the batch: a file that is not a
+def import_folders(store: Store, paths: list[Path], *, kind: str = "nightly") -> ImportReport:
+    """Ingest the run folders under ``paths`` as runs of ``kind`` (a nightly's by default: they enter the series;
+    ``run``, ``compare``, ... keep them apart). One bad file never sinks the batch: a file that is not a
     run record, or whose record does not fit the schema, is skipped and reported with its path and why;
     a metric that is not a finite number is left out of the metrics rows (and reported) while the run
     is imported."""
@@ -103,7 +104,7 @@ def import_folders(store: Store, paths: list[Path]) -> ImportReport:
         if bad:
             skipped.append(f"{path}: metric(s) {', '.join(bad)} not finite numbers; the run is imported without them")
         by_batch.setdefault(_import_batch(record), []).append(record)
-    recorded = sum(store.record_many(recs, batch) for batch, recs in by_batch.items())
+    recorded = sum(store.record_many(recs, batch, kind=kind) for batch, recs in by_batch.items())
     return ImportReport(found=found, recorded=recorded, skipped=tuple(skipped))
 
 

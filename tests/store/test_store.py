@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import MetaData, create_engine, inspect
 
 from harness.records.outcome import Outcome
+from harness.records.run_record import RunRecord
+from harness.series.points import stored_case_points
 from harness.store import migrations
-from harness.store.schema import metadata
-from harness.store.store import new_batch, open_store
+from harness.store.schema import RUN_KINDS, metadata
+from harness.store.store import Batch, _insert_ignore, _rows, new_batch, open_store
 from harness.store.transfer import export_store, import_folders
 from harness.store.url import redact_url
 from harness.store.url import store_url as parse_store_url
@@ -57,8 +59,7 @@ def test_migrations_upgrade_an_old_store_and_keep_its_runs(store_url: str) -> No
         assert not inspect(conn).has_table("alerts")
     engine.dispose()
     # A v1 store already holds runs; opening it with this harness upgrades it and keeps them.
-    with open_store(store_url, migrate_to_latest=False) as store:
-        store.record(make_record(run_id="old"), new_batch("run"))
+    _record_as_version(store_url, [(make_record(run_id="old"), new_batch("run"))])
     with open_store(store_url) as store:
         assert store.count_runs() == 1
         with store.engine.connect() as conn:
@@ -67,6 +68,55 @@ def test_migrations_upgrade_an_old_store_and_keep_its_runs(store_url: str) -> No
             for table in metadata.sorted_tables:
                 assert {c["name"] for c in live.get_columns(table.name)} == set(table.columns.keys()), table.name
         assert migrations.migrate(store.engine) == migrations.latest_version()  # twice is a no-op
+
+
+def _record_as_version(url: str, runs: list[tuple[RunRecord, Batch]]) -> None:
+    """Rows as an older harness wrote them into the store at ``url``: this harness's rows, cut to the columns
+    the store's tables have at its version (what a store of that version holds)."""
+    engine = create_engine(parse_store_url(url))
+    with engine.begin() as conn:
+        live = MetaData()
+        live.reflect(conn)
+        for record, batch in runs:
+            build_row, host_row, run_row = _rows(record, batch, "2026-11-01T00:00:00+00:00", None, "run")
+            rows = [("batches", {"id": batch.id, "kind": batch.kind, "label": batch.label,
+                                 "started_at": batch.started_at}),
+                    ("builds", build_row), ("hosts", host_row), ("runs", run_row)]
+            rows += [("metrics", {"run_id": record.run_id, "name": k, "value": v}) for k, v in record.metrics.items()
+                     if isinstance(v, float)]
+            for name, row in rows:
+                table = live.tables[name]
+                _insert_ignore(conn, table, [{k: v for k, v in row.items() if k in table.c}])
+    engine.dispose()
+
+
+def test_migration_7_keeps_one_off_runs_out_of_the_series(store_url: str) -> None:
+    """A v6 store's runs get the kind of their batch (an import's: nightly): the nightlies and the imported
+    runs stay a series; the one-off run, the compare and the pytest session leave it, and stay in the store."""
+    engine = create_engine(parse_store_url(store_url))
+    assert migrations.migrate(engine, target=6) == 6
+    engine.dispose()
+    kinds = ("nightly", "import", "run", "compare", "pytest", "nightly")
+    runs = [(make_record(run_id=f"r{i}-{kind}", spec="sim:post-fix", started_at=f"2026-11-0{i + 1}T02:00:00+00:00",
+                         metrics={"output_throughput_tok_s": 200.0 + i}),
+             new_batch(kind, f"n{i}", started_at=f"2026-11-0{i + 1}T02:00:00+00:00")) for i, kind in enumerate(kinds)]
+    _record_as_version(store_url, runs)
+    with open_store(store_url) as store:
+        frame = store.runs_frame().sort_values("run_id")
+        assert dict(zip(frame["run_id"], frame["run_kind"])) == {
+            "r0-nightly": "nightly", "r1-import": "nightly", "r2-run": "run", "r3-compare": "compare",
+            "r4-pytest": "pytest", "r5-nightly": "nightly"}
+        (cp,) = stored_case_points(store)
+        assert [p.batch_label for p in cp.points] == ["n0", "n1", "n5"]
+        (every,) = stored_case_points(store, kinds=RUN_KINDS)  # asked: every kind, in the order of the nights
+        assert [p.batch_label for p in every.points] == [f"n{i}" for i in range(6)]
+        with store.engine.connect() as conn:
+            assert "ix_runs_kind" in {i["name"] for i in inspect(conn).get_indexes("runs")}
+        # Written now: each run with the kind of what made it.
+        store.record(make_record(run_id="later"), new_batch("run"))
+        store.record_many([make_record(run_id="imported")], new_batch("import"), kind="compare")
+        frame = store.runs_frame().set_index("run_id")
+        assert frame.loc["later", "run_kind"] == "run" and frame.loc["imported", "run_kind"] == "compare"
 
 
 def test_migration_4_makes_each_older_alert_an_incident_of_its_own(store_url: str) -> None:
