@@ -16,8 +16,9 @@ kernels have plain-torch ports:
   ``:353-410``), leaving accept_index/predict as allocated. ``_is_cuda`` is read only at those two places there.
 
 This is the one behaviour of this build that is not SGLang's as shipped: a CPU machine running these releases
-unmodified cannot serve speculative decoding at all. It is applied to releases 0.5.x (the modules above) and
-logged once per process on stderr.
+unmodified cannot serve speculative decoding at all. It applies only where the module has no CPU branch of its
+own (no ``_is_cpu``: 0.5.16 added CPU branches, ``eagle_utils.py:51-55, 244, 392`` and
+``kernels/ops/speculative/cache_locs.py:407``, and is left alone) and is logged on stderr each time it applies.
 """
 
 from __future__ import annotations
@@ -39,8 +40,6 @@ def _cache_locs(module: ModuleType) -> None:
 def _eagle_utils(module: ModuleType) -> None:
     import sgl_kernel
 
-    if hasattr(module, "sgl_verify_tree_greedy_cpu"):  # 0.5.21: a CPU branch of its own (eagle_utils.py:60-64, :410)
-        return
     module._is_cuda = True  # type: ignore[attr-defined]
     if not hasattr(module, "sgl_build_tree_kernel_efficient"):
         module.sgl_build_tree_kernel_efficient = sgl_kernel.build_tree_kernel_efficient  # type: ignore[attr-defined]
@@ -61,6 +60,10 @@ class _PatchingLoader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         self.inner.exec_module(module)
+        # A release whose module has a CPU branch of its own (``_is_cpu``: 0.5.16 on, e.g. 0.5.21's eagle_utils
+        # :48, :60-64, :410) is left as it is: there the switch would send verify to the CUDA JIT.
+        if hasattr(module, "_is_cpu"):
+            return
         self.patch(module)
         sys.stderr.write(f"[sglang-cpu-build] CPU gap: {module.__name__} takes its GPU branch's ported kernels "
                          "(sglang_cpu_gaps)\n")
