@@ -9,7 +9,7 @@ from pathlib import Path
 from harness.incidents.incident import stored_incidents
 from harness.scenario.errors import excerpt
 from harness.store.schema import RESOLUTIONS, RUN_KINDS
-from harness.store.store import open_store
+from harness.store.store import Store, open_store
 from harness.store.transfer import EXPORT_FORMATS, export_store, import_folders
 from harness.store.url import default_store, store_url
 from harness.util.clock import now_iso
@@ -38,7 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("fingerprints", nargs="+", metavar="FINGERPRINT",
                        help="an incident's fingerprint (or one of its alerts')")
         p.set_defaults(state=state)
-    for p in (imp, exp, al, *(sub.choices[n] for n in ("ack", "resolve"))):
+    lk = sub.add_parser("link", help="record the upstream issue filed for an incident (the dashboard and the nightly's "
+                        "messages show it)")
+    lk.add_argument("incident", metavar="INCIDENT", help="an incident's fingerprint (or one of its alerts')")
+    lk.add_argument("url", metavar="URL", help="the upstream issue, e.g. https://github.com/sgl-project/sglang/issues/N")
+    for p in (imp, exp, al, lk, *(sub.choices[n] for n in ("ack", "resolve"))):
         p.add_argument("--store", metavar="URL", help="default: $SGLANG_REPRO_STORE or reports/results.db")
 
 
@@ -77,10 +81,17 @@ def main(args: argparse.Namespace) -> int:
             print(f"wrote {n} {'records' if args.format == 'hud' else 'rows'} to {args.output}")
             return 0
         if args.action == "alerts":
+            from harness.store.links import links_by_incident
+
+            links = links_by_incident(store)
             for incident in stored_incidents(store.alert_rows()):
                 if args.all or incident.state == "open":
                     print(incident.describe())
+                    for url in links.get(incident.fingerprint, ()):
+                        print(f"    upstream: {url}")
             return 0
+        if args.action == "link":
+            return _link(store, args.incident, args.url)
         assert args.state in RESOLUTIONS
         incident_of = {str(r["fingerprint"]): str(r["incident"] or r["fingerprint"]) for r in store.alert_rows()}
         incident_of.update({i: i for i in incident_of.values()})
@@ -93,3 +104,19 @@ def main(args: argparse.Namespace) -> int:
         n = store.resolve_incidents(chosen, args.state, f"{args.action} {now_iso()[:10]}")
         print(f"{len(chosen)} incident(s) resolved: {args.state} ({n} open alert(s))")
         return 0
+
+
+def _link(store: Store, ident: str, url: str) -> int:
+    """``store link``: the upstream issue recorded on the incident ``ident`` names (or its alert's incident)."""
+    from harness.store.links import add_link, check_url
+
+    url = check_url(url)
+    rows = store.alert_rows()
+    incident = next((str(r["incident"] or r["fingerprint"]) for r in rows
+                     if ident in (r["fingerprint"], r["incident"])), None)
+    if incident is None:
+        raise UserError(f"store {store.where}: no incident or alert {excerpt(ident, limit=40)} (see: sglang-repro store "
+                        "alerts --all)")
+    new = add_link(store, incident, url)
+    print(f"incident {incident}: {'linked to' if new else 'already linked to'} {url}")
+    return 0

@@ -39,10 +39,11 @@ class Renamed:
     old: str
     new: str
     evidence: str
+    upstream: tuple[str, ...] = ()  # the upstream issues filed for the incident (store link)
 
     def describe(self) -> str:
         return (f"RENAMED incident {self.incident}: {self.old} -> {self.new} ({self.scenario} [{self.case}] "
-                f"{self.metric}; {self.evidence})")
+                f"{self.metric}; {self.evidence})" + (f"; upstream: {', '.join(self.upstream)}" if self.upstream else ""))
 
 
 @dataclass(frozen=True)
@@ -51,9 +52,12 @@ class Resolved:
 
     incident: str
     resolution: str  # recovered | superseded
+    build: str = ""  # the build of the night that resolved it ("spec (night)")
+    upstream: tuple[str, ...] = ()  # the upstream issues filed for the incident (store link): to close now
 
     def describe(self) -> str:
-        return f"RESOLVED incident {self.incident}: {self.resolution}"
+        return (f"RESOLVED incident {self.incident}: {self.resolution}" + (f" on {self.build}" if self.build else "")
+                + (f"; upstream: {', '.join(self.upstream)} (close it)" if self.upstream else ""))
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,7 @@ def review(store: Store, batch_id: str, *, tolerances: Mapping[str, Mapping[str,
     added = set(store.add_alerts([a.row(batch_id, incident_of[a.fingerprint]) for a in fresh]))
     transients = len(store.add_alerts(transient_rows))
     closed = _close(store, known, recovered, superseded, night)
+    closed, renamed = _told(store, known, cases, batch_id, closed, renamed)
     new = tuple(a for a in fresh if a.fingerprint in added)
     incidents = tuple(i for i in ringing if any(a.fingerprint in added for a in i.alerts))
     return Review(new=new, resolved=tuple(recovered + superseded), cases=cases, incidents=incidents,
@@ -234,3 +239,23 @@ def _close(store: Store, known: Sequence[Mapping[str, Any]], recovered: Sequence
             kinds = {how[f] for f in fps}
             out.append(Resolved(incident, "superseded" if "superseded" in kinds else "recovered"))
     return tuple(out)
+
+
+def _told(store: Store, known: Sequence[Mapping[str, Any]], cases: Sequence[CasePoints], batch_id: str,
+          closed: tuple[Resolved, ...], renamed: list[Renamed]) -> tuple[tuple[Resolved, ...], list[Renamed]]:
+    """Tonight's messages with what a person acts on: the build that resolved an incident (tonight's build of its
+    cases) and the upstream issues filed for it (``store link``), so the one who filed them can close them."""
+    from dataclasses import replace
+
+    from harness.store.links import links_by_incident
+
+    links = links_by_incident(store)
+    tonight = {(cp.scenario, cp.case, cp.hardware): p.build_label for cp in cases for p in cp.points[-1:]
+               if p.batch_id == batch_id}
+    builds: dict[str, str] = {}
+    for r in known:
+        build = tonight.get((str(r["scenario"]), str(r["case_name"]), str(r["hardware_key"])))
+        if build:
+            builds.setdefault(str(r["incident"] or r["fingerprint"]), build)
+    return (tuple(replace(c, build=builds.get(c.incident, ""), upstream=links.get(c.incident, ())) for c in closed),
+            [replace(r, upstream=links.get(r.incident, ())) for r in renamed])

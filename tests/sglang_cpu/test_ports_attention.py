@@ -387,3 +387,27 @@ def test_decode_015_layout_with_page_strides() -> None:
 def test_a_launch_no_layout_fits_is_refused_naming_the_kernel() -> None:
     with pytest.raises(NotImplementedError, match="_fwd_kernel_stage2"):
         launch("_fwd_kernel_stage2")((1, 1), torch.zeros(1), MAX_KV_SPLITS=8)
+
+
+def test_extend_016_layout_score_mod_hook() -> None:
+    """0.5.16 appends SCORE_MOD/Aux0/aux0_* (kernels/ops/attention/extend_attention.py:299-303), passed as keywords:
+    None computes as before; a score_mod (a @triton.jit function) is refused, naming it."""
+    b = make_batch([6], [5], seed=12)
+    o = torch.zeros_like(b.q)
+    args = (b.q, b.k, b.v, o, None, b.k_pool, b.v_pool, b.qo_indptr, b.kv_indptr, b.kv_indices, None, None, None,
+            None, SCALE, 1.0, 1.0, H // KVH, b.q.stride(0), b.q.stride(1), b.k.stride(0), b.k.stride(1), b.v.stride(0),
+            b.v.stride(1), o.stride(0), o.stride(1), 0, 0, b.k_pool.stride(0), b.k_pool.stride(1), b.v_pool.stride(0),
+            b.v_pool.stride(1), b.k_pool.stride(0), b.k_pool.stride(0), b.v_pool.stride(0), b.v_pool.stride(0))
+    constexprs = {"SLIDING_WINDOW_SIZE": -1, "logit_cap": 0.0, "xai_temperature_len": -1, "BLOCK_DMODEL": D,
+                  "BLOCK_DPE": 0, "BLOCK_DV": D, "BLOCK_M": 64, "BLOCK_N": 64, "Lq": D, "Lv": D,
+                  "USE_CUSTOM_MASK": False, "IS_CAUSAL": True, "SKIP_PREFIX_CUSTOM_MASK": True, "STORE_LSE": False,
+                  "SKIP_PREFIX": False, "SKIP_EXTEND": False, "HAS_SINK": False, "STORE_TRANSPOSE": False,
+                  "PAGE_SIZE": 1, "Aux0": None, "aux0_stride_t": 0, "aux0_stride_h": 0, "aux0_len": 0}
+    launch("_fwd_kernel")((1, H, 1), *args, SCORE_MOD=None, **constexprs)
+    torch.testing.assert_close(o.double(), naive_extend(b, sm_scale=SCALE)[0], rtol=1e-5, atol=1e-5)
+
+    def alibi_like(qk: torch.Tensor) -> torch.Tensor:
+        return qk
+
+    with pytest.raises(NotImplementedError, match="SCORE_MOD=alibi_like"):
+        launch("_fwd_kernel")((1, H, 1), *args, SCORE_MOD=alibi_like, **constexprs)

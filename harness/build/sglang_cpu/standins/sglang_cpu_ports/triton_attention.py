@@ -52,9 +52,15 @@ _EXTEND_015 = (
     "BLOCK_M", "BLOCK_N", "USE_CUSTOM_MASK", "IS_CAUSAL", "SKIP_PREFIX_CUSTOM_MASK", "STORE_LSE", "SKIP_PREFIX",
     "SKIP_EXTEND", "STORE_TRANSPOSE", "HAS_SINK", "PAGE_SIZE",
 )  # fmt: skip
+# 0.5.16 moved the kernels to sglang/kernels/ops/attention/ and appended a score_mod hook (a @triton.jit function
+# inlined into the kernel, never None-checked at run time here: a launch with one is refused, naming it).
+_SCORE_MOD = ("SCORE_MOD", "Aux0", "aux0_stride_t", "aux0_stride_h", "aux0_len")
+_SCORE_MOD_DEFAULTS = (("SCORE_MOD", None), ("Aux0", None), ("aux0_stride_t", 0), ("aux0_stride_h", 0), ("aux0_len", 0))
 EXTEND_LAYOUTS = (
     Layout("0.5.14 extend_attention.py:239-285", _EXTEND_014),
     Layout("0.5.15 extend_attention.py:240-298", _EXTEND_015, defaults=(("PAGE_SIZE", 1),)),
+    Layout("0.5.16 kernels/ops/attention/extend_attention.py:242-303", _EXTEND_015 + _SCORE_MOD,
+           defaults=(("PAGE_SIZE", 1), *_SCORE_MOD_DEFAULTS)),
 )
 
 _STAGE1_HEAD = ("Q", "K_Buffer", "V_Buffer", "sm_scale_withk", "kv_indptr", "kv_indices", "Att_Out", "Att_Lse",
@@ -68,6 +74,8 @@ STAGE1_LAYOUTS = (
     Layout("0.5.14 decode_attention.py:44-72", _STAGE1_HEAD + _MID_STRIDES + _STAGE1_TAIL),
     Layout("0.5.15 decode_attention.py:95-131", _STAGE1_HEAD + _PAGE_STRIDES + _MID_STRIDES + _STAGE1_TAIL
            + ("PAGE_SIZE",)),
+    Layout("0.5.16 kernels/ops/attention/decode_attention.py:96-138", _STAGE1_HEAD + _PAGE_STRIDES + _MID_STRIDES
+           + _STAGE1_TAIL + ("PAGE_SIZE",) + _SCORE_MOD, defaults=_SCORE_MOD_DEFAULTS),
 )  # fmt: skip
 _GROUPED_TAIL = ("kv_group_num", "q_head_num", "BLOCK_DMODEL", "BLOCK_DPE", "BLOCK_DV", "BLOCK_N", "BLOCK_H",
                  "MIN_BLOCK_KV", "logit_cap", "xai_temperature_len", "Lk", "Lv", "HAS_MLA", "USE_PDL")  # fmt: skip
@@ -76,6 +84,9 @@ GROUPED_LAYOUTS = (
            defaults=(("HAS_MLA", False), ("USE_PDL", False))),
     Layout("0.5.15 decode_attention.py:355-395", _STAGE1_HEAD + _PAGE_STRIDES + _MID_STRIDES + _GROUPED_TAIL
            + ("PAGE_SIZE",), defaults=(("HAS_MLA", False), ("USE_PDL", False), ("PAGE_SIZE", 1))),
+    Layout("0.5.16 kernels/ops/attention/decode_attention.py:383-428", _STAGE1_HEAD + _PAGE_STRIDES + _MID_STRIDES
+           + _GROUPED_TAIL + ("PAGE_SIZE",) + _SCORE_MOD,
+           defaults=(("HAS_MLA", False), ("USE_PDL", False), ("PAGE_SIZE", 1), *_SCORE_MOD_DEFAULTS)),
 )  # fmt: skip
 STAGE2_LAYOUTS = (
     Layout("0.5.14 decode_attention.py:522-540, 0.5.15 decode_attention.py:667-686",
@@ -87,6 +98,13 @@ STAGE2_LAYOUTS = (
 
 def _scalar(value: Any) -> float:
     return float(value.item()) if isinstance(value, torch.Tensor) else float(value)
+
+
+def _no_score_mod(kernel: str, a: dict[str, Any]) -> None:
+    if a.get("SCORE_MOD") is not None:
+        name = getattr(a["SCORE_MOD"], "__name__", repr(a["SCORE_MOD"]))
+        raise NotImplementedError(f"triton kernel {kernel!r} launched with SCORE_MOD={name}: no plain-torch port of a "
+                                  "score_mod (real-SGLang CPU build)")
 
 
 def _kv_row_offsets(a: dict[str, Any], locs: torch.Tensor, which: str) -> torch.Tensor:
@@ -119,6 +137,7 @@ def _mask_values(mask_ptr: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 def extend_attention(grid: Any, *args: Any, **kwargs: Any) -> None:
     """``_fwd_kernel`` of ``extend_attention.py``: writes ``O_Extend`` (and ``LSE_Extend`` when asked)."""
     a = bind("_fwd_kernel", EXTEND_LAYOUTS, args, kwargs)
+    _no_score_mod("_fwd_kernel", a)
     num_seqs, num_heads, num_blocks = grid_of(grid, a)
     block_m, lq, lv = as_int(a["BLOCK_M"]), as_int(a["Lq"]), as_int(a["Lv"])
     group = as_int(a["kv_group_num"])
@@ -287,6 +306,7 @@ def _decode_stage1(a: dict[str, Any], grid: tuple[int, ...], head_groups: list[t
 def decode_stage1(grid: Any, *args: Any, **kwargs: Any) -> None:
     """``_fwd_kernel_stage1`` (MHA decode, one head per program)."""
     a = bind("_fwd_kernel_stage1", STAGE1_LAYOUTS, args, kwargs)
+    _no_score_mod("_fwd_kernel_stage1", a)
     g = grid_of(grid, a)
     group = as_int(a["kv_group_num"])
     _decode_stage1(a, g, [([h], h // group) for h in range(g[1])], as_int(a["Lk"]), grouped=False)
@@ -296,6 +316,7 @@ def decode_stage1(grid: Any, *args: Any, **kwargs: Any) -> None:
 def decode_grouped_stage1(grid: Any, *args: Any, **kwargs: Any) -> None:
     """``_fwd_grouped_kernel_stage1`` (GQA/MQA/MLA decode, up to BLOCK_H heads of one KV head per program)."""
     a = bind("_fwd_grouped_kernel_stage1", GROUPED_LAYOUTS, args, kwargs)
+    _no_score_mod("_fwd_grouped_kernel_stage1", a)
     g = grid_of(grid, a)
     group, block_h, q_heads = as_int(a["kv_group_num"]), as_int(a["BLOCK_H"]), as_int(a["q_head_num"])
     valid = block_h if block_h < group else group
