@@ -215,7 +215,14 @@ def _charts(cp: CasePoints, n: int, found: Sequence[SeriesFindings],
     return _CaseCharts({"ticks": ticks, "labels": labels}, out)
 
 
-def _incidents_table(incidents: Sequence[StoredIncident]) -> str:
+def _upstream(urls: Sequence[str]) -> str:
+    """The upstream issues filed for an incident (``store link``), as links; an address that is not http(s) (a row
+    written by hand) is shown as text, never as an href."""
+    shown = [f"<a href=\"{_e(u)}\">{_e(u)}</a>" if u.startswith(("https://", "http://")) else _e(u) for u in urls]
+    return "<br>".join(shown)
+
+
+def _incidents_table(incidents: Sequence[StoredIncident], upstream: Mapping[str, Sequence[str]] | None = None) -> str:
     """Incidents as the store keeps them (``store alerts --all``), open ones first, then closed ones newest
     first: one row each, its state (how it closed), its names over its nights (a level change renamed in
     place), the nights it opened and closed, its cases and what moved, its next step and the fingerprint
@@ -237,10 +244,11 @@ def _incidents_table(incidents: Sequence[StoredIncident]) -> str:
             f"<td>{_e(lead['kind'])} ({len(inc.rows)} alert(s))</td>"
             f"<td>{_e(', '.join(inc.cases))}</td><td>{_e(', '.join(inc.moved))}</td>"
             f"<td>{_e(lead['last_good'] or '')}</td><td>{_e(lead['first_bad'])} on {_e(lead['hardware_key'])}</td>"
-            f"<td><code>{_e(lead['bisect'])}</code></td><td><code>{_e(inc.fingerprint)}</code></td></tr>")
+            f"<td><code>{_e(lead['bisect'])}</code></td><td><code>{_e(inc.fingerprint)}</code></td>"
+            f"<td class=\"upstream\">{_upstream((upstream or {}).get(inc.fingerprint, ()))}</td></tr>")
     return ("<table class=\"incidents\"><tr><th>state</th><th>names over its nights</th><th>nights</th>"
             "<th>incident</th><th>cases</th><th>moved</th><th>last good</th>"
-            f"<th>first bad</th><th>next step</th><th>fingerprint</th></tr>{''.join(body)}</table>")
+            f"<th>first bad</th><th>next step</th><th>fingerprint</th><th>upstream</th></tr>{''.join(body)}</table>")
 
 
 def _resets(cp: CasePoints, found: Sequence[SeriesFindings]) -> str:
@@ -345,7 +353,8 @@ def _reference_banner(cases: Sequence[CasePoints]) -> str:
 def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[StoredIncident], out_dir: Path,
                    start: int, findings: dict[tuple[str, str, str], list[SeriesFindings]],
                    escaped: _Escaped | None = None, links: _Links | None = None,
-                   profiles: Mapping[str, str] | None = None) -> str:
+                   profiles: Mapping[str, str] | None = None,
+                   upstream: Mapping[str, Sequence[str]] | None = None) -> str:
     link = _Links(out_dir) if links is None else links
     parts = [f"<p><a href=\"index.html\">&larr; overview</a></p><h1>{_e(name)}</h1>" + _reference_banner(cases)]
     data: list[dict[str, Any]] = []
@@ -371,14 +380,15 @@ def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[S
         parts.append("<table><tr><th>point</th><th>build</th><th>build profile</th><th>outcome</th><th>signature</th>"
                      f"<th>artifacts</th></tr>{rows}</table>")
     parts.append("<h2>Incidents</h2>"
-                 + _incidents_table([i for i in incidents if any(r["scenario"] == name for r in i.rows)]))
+                 + _incidents_table([i for i in incidents if any(r["scenario"] == name for r in i.rows)], upstream))
     parts.append(f'<script type="application/json" id="series-data">{_json_block({"cases": axes, "charts": data})}'
                  "</script>")
     return _page(f"{name} · sglang-repro", "".join(parts), scripts=("plotly.min.js", "dashboard.js"))
 
 
 def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], incidents: Sequence[StoredIncident],
-           where: str, profiles: Mapping[str, str] | None = None) -> str:
+           where: str, profiles: Mapping[str, str] | None = None,
+           upstream: Mapping[str, Sequence[str]] | None = None) -> str:
     rows = []
     for name, cases in by_scenario.items():
         for cp in cases:
@@ -400,7 +410,7 @@ def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], inci
     every = [cp for cases in by_scenario.values() for cp in cases]
     body = (f"<h1>sglang-repro nightly</h1>{_reference_banner(every)}<p class=\"note\">store: {_e(where)}</p>{table}"
             f"<p class=\"note\">{_e(NOISE_NOTE)}</p>"
-            f"<h2>Incidents</h2>{_incidents_table(incidents)}")
+            f"<h2>Incidents</h2>{_incidents_table(incidents, upstream)}")
     return _page("sglang-repro dashboard", body)
 
 
@@ -428,6 +438,9 @@ def _build_site(store: Store, out_dir: Path) -> Path:
     cases = stored_case_points(store)
     findings = findings_of(store, cases)  # once per series, from the store's cache where it holds
     incidents = stored_incidents(store.alert_rows())
+    from harness.store.links import links_by_incident
+
+    upstream = links_by_incident(store)
     by_scenario: dict[str, list[CasePoints]] = {}
     for cp in cases:
         by_scenario.setdefault(cp.scenario, []).append(cp)
@@ -445,8 +458,9 @@ def _build_site(store: Store, out_dir: Path) -> Path:
     start = 0
     for name, group in by_scenario.items():
         write_atomic(out_dir / pages[name],
-                     _scenario_page(name, group, incidents, out_dir, start, findings, escaped, links, profiles))
+                     _scenario_page(name, group, incidents, out_dir, start, findings, escaped, links, profiles,
+                                    upstream))
         start += len(group)
     index = out_dir / "index.html"
-    write_atomic(index, _index(by_scenario, pages, incidents, store.where, profiles))
+    write_atomic(index, _index(by_scenario, pages, incidents, store.where, profiles, upstream))
     return index

@@ -127,6 +127,14 @@ def _v7_run_kind(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX ix_runs_kind ON runs (kind)"))
 
 
+def _v8_upstream_links(conn: Connection) -> None:
+    md = MetaData()
+    Table("upstream_links", md,
+          Column("incident", String(32), primary_key=True), Column("url", Text, primary_key=True),
+          Column("linked_at", String(40), nullable=False))
+    md.create_all(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "builds, hosts, batches, runs, metrics (long format)", _v1_runs),
     Migration(2, "alerts with fingerprints and states", _v2_alerts),
@@ -137,6 +145,7 @@ MIGRATIONS: tuple[Migration, ...] = (
               _v6_lifecycle),
     Migration(7, "runs.kind: what made each run (nightly, run, compare, pytest, bisect, minimize); series hold nightly "
                  "runs", _v7_run_kind),
+    Migration(8, "upstream_links: the upstream issues filed for an incident (store link)", _v8_upstream_links),
 )
 
 

@@ -20,6 +20,8 @@
 - ``detections``: per series (scenario, case, hardware, metric and its rule), the sequential detector's
   state after the first ``points`` points, the digest of those points' inputs, and the detector's own
   digest (its source): a cache, so a review recomputes only the nights since (``harness.series.detections``).
+- ``upstream_links``: the upstream issues a person filed for an incident (``store link INCIDENT URL``), keyed by the
+  incident's fingerprint and the URL; the dashboard and the nightly's messages show them (``harness.store.links``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 from sqlalchemy import Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text
 
 __all__ = ["ALERT_STATES", "RESOLUTIONS", "RUN_KINDS", "alerts", "batches", "builds", "detections", "hosts", "metadata",
-           "metrics", "runs", "store_version"]
+           "metrics", "runs", "store_version", "upstream_links"]
 
 ALERT_STATES = ("open", "resolved", "transient")
 RESOLUTIONS = ("recovered", "superseded", "accepted", "by hand")
@@ -144,4 +146,11 @@ detections = Table(
     Column("inputs", String(64), nullable=False),
     Column("state", Text, nullable=False),
     Column("updated_at", String(40), nullable=False),
+)
+
+upstream_links = Table(
+    "upstream_links", metadata,
+    Column("incident", String(32), primary_key=True),
+    Column("url", Text, primary_key=True),
+    Column("linked_at", String(40), nullable=False),
 )

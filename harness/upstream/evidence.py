@@ -19,6 +19,7 @@ from harness.util.bounded_read import ReadRefused, read_tail
 __all__ = ["Evidence", "decisive_lines", "evidence_of"]
 
 _FILE = re.compile(r'^\s*File "')
+_MARKERS = re.compile(r"^\s*[~^]+\s*$")
 ELIDED = "    ..."
 TAIL_LINES = 40
 _WINDOW = 8 << 20
@@ -59,10 +60,13 @@ def decisive_lines(block: Sequence[str], evidenced: set[int]) -> list[str]:
         if not evidenced:
             keep |= _frame_pairs(block, {files[0], *files[-3:]})
     keep |= _frame_pairs(block, evidenced)
+    # Python 3.11's position markers under a code line (^^^^, ~~~^^^) are part of their frame: leaving them out
+    # is no elision
+    marks = {i for i, line in enumerate(block) if _MARKERS.match(line)}
     out: list[str] = []
     last = -1
     for i in sorted(keep):
-        if last >= 0 and i > last + 1:
+        if last >= 0 and any(j not in marks for j in range(last + 1, i)):
             out.append(ELIDED)
         out.append(block[i])
         last = i

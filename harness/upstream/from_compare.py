@@ -74,10 +74,12 @@ def finding_from_compare(path: Path, *, case: str | None = None, role: str | Non
         run_dir = _run_dir(who.artifact_dirs[index], folder)
         record = read_run(run_dir)
         crashes = sum(1 for o in who.outcomes if o == Outcome.CRASH)
-        earlier = [r for r in chosen.roles if r is not who and _crashed(r) is None]
+        # Since and last good only where the crash appeared: a role before this one that did not crash
+        earlier = [r for r in chosen.roles[:chosen.roles.index(who)] if _crashed(r) is None]
         return Finding(source="compare", source_ref=str(path), kind=kind_of(record, str(run_dir)), record=record,
                        run_dir=run_dir, scenario_file=scenario_path(record, folder),
                        how_often=f"{crashes} of {who.trials} trials on {who.build}",
+                       since=f"{who.build} (role {who.role})" if earlier else None,
                        last_good=earlier[0].build if earlier else None, context=(line,))
     return _metric_finding(path, folder, chosen, who, worse, line)
 
@@ -97,4 +99,5 @@ def _metric_finding(path: Path, folder: Path, chosen: CaseComparison, who: RoleR
     return Finding(source="compare", source_ref=str(path), kind="regression", record=record, run_dir=run_dir,
                    scenario_file=scenario_path(record, folder), how_often=f"{len(worse.after)} of {len(worse.after)} "
                    f"trials of {who.build} against {len(worse.before)} of {before_role.build}",
-                   last_good=before_role.build, metric=change, chart=chart, context=(line,))
+                   since=f"{who.build} (role {who.role})", last_good=before_role.build, metric=change, chart=chart,
+                   context=(line,))
