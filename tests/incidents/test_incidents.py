@@ -154,7 +154,9 @@ def test_a_slowdown_that_goes_away_is_resolved_recovered_after_k_nights(tmp_path
         rows = store.alert_rows()
     said = [(n, line.split()[0]) for n, r in enumerate(reviews, start=1) for line in r.transitions()]
     assert said == [(10, "INCIDENT"), (16, "RESOLVED")], said  # back on night 14: K = 3 nights at the old level
-    assert "RESOLVED incident" in reviews[15].transitions()[0] and reviews[15].transitions()[0].endswith(": recovered")
+    # and it names the build of the night that resolved it (no upstream issue linked: nothing more)
+    assert "RESOLVED incident" in reviews[15].transitions()[0]
+    assert reviews[15].transitions()[0].endswith(": recovered on sim:post-fix (night-16)")
     assert {(r["state"], r["resolution"], r["closed_at"]) for r in rows if r["state"] != "transient"} == {
         ("resolved", "recovered", "night-16")}
     # The HUD export marks every night the incident was open, first bad night to the night it closed on,
