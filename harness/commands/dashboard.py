@@ -13,12 +13,16 @@ from harness.util.output_path import check_output_folder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", metavar="URL", help="default: $SGLANG_REPRO_STORE or reports/results.db")
-    parser.add_argument("-o", "--output", type=Path, default=Path("reports/dashboard"), metavar="DIR",
-                        help="where the site goes (default: reports/dashboard/)")
+    parser.add_argument("--store", metavar="URL", help="default: $SGLANG_REPRO_STORE or the project's results.db")
+    parser.add_argument("-o", "--output", type=Path, default=None, metavar="DIR",
+                        help="where the site goes (default: dashboard/ in the project's reports folder)")
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.output is None:  # the project's, wherever in it the command runs (harness.util.project_config)
+        from harness.util.paths import reports_root
+
+        args.output = reports_root() / "dashboard"
     check_output_folder(args.output, "-o")  # an existing file, device or FIFO is refused before the store opens
     with open_store(args.store or default_store()) as store:
         try:
