@@ -19,10 +19,12 @@ from typing import Any
 from harness.records.outcome import Outcome
 from harness.series.detections import SeriesFindings, case_findings
 from harness.series.points import CasePoints, Point
+from harness.series.steps import LARGE_CHANGE
 
 __all__ = ["STEP_KINDS", "Alert", "bisect_command", "case_alerts", "fingerprint", "names_json", "new_alerts"]
 
-STEP_KINDS = ("step", "drift", "level-change")  # a metric's change; a level change is renamed step or drift
+# A metric's change; a level change is renamed step or drift; a large change is raised on its second night.
+STEP_KINDS = ("step", "drift", "level-change", LARGE_CHANGE)
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,8 @@ def case_alerts(cp: CasePoints, tolerances: Mapping[str, float] | None = None, *
             good = cp.point(sf.indices[f.index - 1]) if f.index > 0 else None
             detail = (f"{sf.metric} {f.effect:+.1%} ({f.before:.4g} -> {f.after:.4g})"
                       + (f", z={f.z:+.1f}" if f.z else "")
-                      + (" over the last builds" if f.kind == "drift" else ""))
+                      + (" over the last builds" if f.kind == "drift" else "")
+                      + (f", large change, {_nights(f.index)} of history" if f.kind == LARGE_CHANGE else ""))
             # The fingerprint keeps the name it was raised under: a rename is the same alert.
             names = tuple((cp.point(sf.indices[min(i, len(sf.indices) - 1)]).batch_label, k, e) for i, k, e in f.names)
             alerts.append(Alert(fingerprint(f.first_name, cp.scenario, cp.case, cp.hardware, sf.metric,
@@ -171,6 +174,10 @@ def case_alerts(cp: CasePoints, tolerances: Mapping[str, float] | None = None, *
                                                        threshold=(f.before + f.after) / 2),
                                 cp.scenario_file, (f.before + f.after) / 2, names))
     return alerts
+
+
+def _nights(n: int) -> str:
+    return f"{n} night" + ("" if n == 1 else "s")
 
 
 def new_alerts(candidates: Sequence[Alert], known: Sequence[Mapping[str, Any]],

@@ -84,4 +84,7 @@ def main(args: argparse.Namespace) -> int:
     # moved), renamed and resolved. An incident still open is not said again.
     for line in result.found.transitions() if result.found else ():
         print(line)
+    # Series too young to judge a change of the size that matters: said, so silence is not read as "no change".
+    for line in result.found.young_lines() if result.found else ():
+        print(line)
     return result.exit_code

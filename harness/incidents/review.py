@@ -22,6 +22,7 @@ from harness.records.outcome import Outcome
 from harness.series.detections import findings_of
 from harness.series.points import CasePoints, Point, rule_for, stored_case_points
 from harness.series.transients import K_NIGHTS, transient_at_end
+from harness.series.young import YoungCase, young_cases
 from harness.store.store import Store
 
 __all__ = ["Renamed", "Resolved", "Review", "review"]
@@ -69,11 +70,16 @@ class Review:
     renamed: tuple[Renamed, ...] = ()
     closed: tuple[Resolved, ...] = ()  # incidents resolved tonight
     transients: int = 0  # excursions recorded tonight (they reach no one)
+    young: tuple[YoungCase, ...] = ()  # cases whose series are too young to judge a change of the minimum effect
 
     def transitions(self) -> list[str]:
         """What a person reads tonight: incidents opened, renamed and resolved, each once."""
         return ([i.describe() for i in self.incidents] + [r.describe() for r in self.renamed]
                 + [c.describe() for c in self.closed])
+
+    def young_lines(self) -> list[str]:
+        """Each young case once a night while it is young: what it cannot judge yet (not a transition)."""
+        return [y.describe() for y in self.young]
 
 
 def _back_to_old_level(row: Mapping[str, Any], alert: Alert, cp: CasePoints) -> bool:
@@ -179,7 +185,7 @@ def review(store: Store, batch_id: str, *, tolerances: Mapping[str, Mapping[str,
     new = tuple(a for a in fresh if a.fingerprint in added)
     incidents = tuple(i for i in ringing if any(a.fingerprint in added for a in i.alerts))
     return Review(new=new, resolved=tuple(recovered + superseded), cases=cases, incidents=incidents,
-                  renamed=tuple(renamed), closed=closed, transients=transients)
+                  renamed=tuple(renamed), closed=closed, transients=transients, young=young_cases(cases, tolerances))
 
 
 def _rename(store: Store, known: Sequence[Mapping[str, Any]], row: Mapping[str, Any], current: Alert,

@@ -216,10 +216,11 @@ _Job = tuple[CaseKey, str, Rule, Sequence[float], Sequence[Sequence[float]]]
 def _screened(jobs: Sequence[_Job], restored: Mapping[tuple[CaseKey, str], Restored]
               ) -> dict[tuple[CaseKey, str], np.ndarray]:
     """The hot nights of every series that is replayed from its first point and can be screened, all at once."""
-    cold = [(key, metric, values) for key, metric, rule, values, trials in jobs
+    cold = [(key, metric, values, rule) for key, metric, rule, values, trials in jobs
             if restored[(key, metric)][0] is None and screen.screenable(trials, values)]
-    hot = screen.hot_nights([np.asarray(v, dtype=float) for _, _, v in cold])
-    return {(key, metric): h for (key, metric, _), h in zip(cold, hot)}
+    hot = screen.hot_nights([np.asarray(v, dtype=float) for _, _, v, _ in cold],
+                            [steps.large_floor(rule) for _, _, _, rule in cold])
+    return {(key, metric): h for (key, metric, _, _), h in zip(cold, hot)}
 
 
 def findings_of(store: Store | None, cases: Sequence[CasePoints],

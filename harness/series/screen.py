@@ -3,11 +3,11 @@
 ``steps.Tracker`` replays a series night by night, a few dozen small numpy calls a night: a year of
 1400 series is half a million nights, minutes of CPU. On almost every night nothing can be decided:
 a step needs the best split's ``|z| >= Z_STEP`` with ``MIN_AFTER`` points after it, a drift a line's
-``|t| >= Z_DRIFT``. While a series has no finding (its segment starts at its first point), what the
-tracker computes on a night depends on that night's points only, so every (series, night) is a row of
-its own, and all rows are computed at once here: the noise model, the best split and its z, the
-drift's t, as the tracker computes them (single-trial points, where a point's variance is the noise
-model's alone).
+``|t| >= Z_DRIFT``, a large change its two newest points far from the level before them. While a series
+has no finding (its segment starts at its first point), what the tracker computes on a night depends on
+that night's points only, so every (series, night) is a row of its own, and all rows are computed at
+once here: the noise model, the best split and its z, the drift's t, the large change's distance, as
+the tracker computes them (single-trial points, where a point's variance is the noise model's alone).
 
 These figures are a filter, never a verdict. A night is *hot* when it might decide: ``|z|`` or
 ``|t|`` within ``MARGIN`` of its threshold, or two splits fitting so nearly alike that the tracker's
@@ -146,9 +146,25 @@ def _drift_hot(sums: _Sums, end: np.ndarray, n: np.ndarray, sd: np.ndarray) -> n
     return (n >= steps.DRIFT_MIN_POINTS) & ~(np.abs(t) < steps.Z_DRIFT * (1 - MARGIN))
 
 
-def hot_nights(series: Sequence[np.ndarray]) -> list[np.ndarray]:
+def _large_hot(flat: np.ndarray, end: np.ndarray, n: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """Rows whose newest LARGE_NIGHTS points might make a large change (``Tracker._large``): each beyond the
+    band's floor (``floor``: relative, the row's series' ``steps.large_floor``) from the median of the
+    LARGE_LEVEL points before them, the same way. The band is never narrower than its floor."""
+    c = n - steps.LARGE_NIGHTS
+    m = np.clip(c, 0, steps.LARGE_LEVEL)
+    before = flat[end[:, None] - steps.LARGE_NIGHTS - steps.LARGE_LEVEL + np.arange(steps.LARGE_LEVEL)[None, :]]
+    level = _sorted_median(np.sort(before, axis=1), m)  # nan (before the first point) sorts last
+    new = flat[end[:, None] - steps.LARGE_NIGHTS + np.arange(steps.LARGE_NIGHTS)[None, :]] - level[:, None]
+    with np.errstate(invalid="ignore"):
+        far = np.abs(new).min(axis=1) >= floor * np.abs(level) * (1 - MARGIN)
+        same = np.all(new > 0, axis=1) | np.all(new < 0, axis=1)
+    return (m >= steps.LARGE_MIN_BEFORE) & far & same
+
+
+def hot_nights(series: Sequence[np.ndarray], floors: Sequence[float] | None = None) -> list[np.ndarray]:
     """Per series (single-trial, finite values): the point indices whose push might decide something
-    while the series has no finding."""
+    while the series has no finding. ``floors``: each series' large-change floor (``steps.large_floor`` of
+    its rule); none given, every night that a large change of any size could end is hot."""
     lengths = [len(s) for s in series]
     if not series:
         return []
@@ -160,13 +176,15 @@ def hot_nights(series: Sequence[np.ndarray]) -> list[np.ndarray]:
     ref = np.repeat([float(s[0]) if len(s) else 0.0 for s in series], [_WIDTH + k for k in lengths])
     sums = _Sums(flat - ref)
     owner = np.repeat(np.arange(len(series)), lengths)
+    floor_of = np.asarray(floors if floors is not None else [0.0] * len(series), dtype=float)
     night = np.concatenate([np.arange(k) for k in lengths])
     hot = np.zeros(len(owner), dtype=bool)
     for lo in range(0, len(owner), _CHUNK_ROWS):
         o, j = owner[lo:lo + _CHUNK_ROWS], night[lo:lo + _CHUNK_ROWS]
         end, n = base[o] + j + 1, j + 1
         sd = _noise_sd(flat[end[:, None] - steps.NOISE_WINDOW + np.arange(steps.NOISE_WINDOW)[None, :]], n)
-        hot[lo:lo + _CHUNK_ROWS] = _step_hot(flat, sums, end, n, sd, ref[end - 1]) | _drift_hot(sums, end, n, sd)
+        hot[lo:lo + _CHUNK_ROWS] = (_step_hot(flat, sums, end, n, sd, ref[end - 1]) | _drift_hot(sums, end, n, sd)
+                                    | _large_hot(flat, end, n, floor_of[o]))
     bounds = np.cumsum([0, *lengths])
     return [night[bounds[i]:bounds[i + 1]][hot[bounds[i]:bounds[i + 1]]] for i in range(len(series))]
 

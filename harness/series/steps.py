@@ -53,6 +53,25 @@ night. Per night:
    (the level moved on: a slide under noise looks like a staircase), which is then no second alert.
    Each name is kept with the night and the evidence (``Finding.names``). A level change not decided
    in the window keeps its name.
+6. **Large change**, however young the series: the step rule needs ``MIN_BEFORE`` points before a
+   change and ``MIN_AFTER`` after it, so a series of five nights could not raise an 80% throughput drop
+   until its tenth. A change is raised on its ``LARGE_NIGHTS``-th night (the second) when both its
+   nights sit on the same side of the level just before them (the median of the segment's newest
+   ``LARGE_LEVEL`` points, at least ``LARGE_MIN_BEFORE``: a slide's newest points lag it by a few nights
+   only, so a slide is not a large change), each farther from it than the *large band*: the larger
+   of ``LARGE_FACTOR`` times the minimum effect (25% throughput and latency, 10% acceptance length: the
+   metric's known noise) and ``LARGE_Z`` times the spread the series itself shows (with fewer than
+   ``MIN_BEFORE`` points their plain standard deviation, else the first differences' robust spread over
+   the segment, up to ``MAX_BEFORE`` points; one trial's within-night spread when larger), widened by
+   ``1 + LARGE_FEW / m`` for a spread read from only ``m`` points. On a segment of ``MATURE_NIGHTS``
+   or more points, where the step rule confirms a change of the minimum effect on its fourth night and an
+   excursion of up to three nights is a transient that reaches no one, the floor is at least
+   ``LARGE_MATURE`` (half the level): only a change that large is worth raising two nights early. It
+   starts a new segment, as a step does. One night alone is never enough (a night off is an outlier until
+   the next says otherwise); a burst of two or three nights beyond the band is raised too, which is what
+   it costs (docs/alerts.md).
+   The band is also what a young series can judge (``large_band``): until it has ``MIN_BEFORE +
+   MIN_AFTER`` nights, changes smaller than it cannot be told from noise yet.
 """
 
 from __future__ import annotations
@@ -62,7 +81,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["RENAMED", "Finding", "Rule", "Tracker", "detect", "noise"]
+__all__ = ["LARGE_CHANGE", "MATURE_NIGHTS", "RENAMED", "Finding", "Rule", "Tracker", "detect", "large_band", "large_floor",
+           "large_level", "noise"]
 
 RENAMED = "renamed:"  # what ``Tracker.push`` puts before the new name of a level change renamed tonight
 
@@ -91,6 +111,15 @@ LEVEL_MARGIN = 3.0  # a hinge or ramp within this many noise units of the step's
 LEVEL_DECIDE = 4.0  # one model better than the other by this many noise units: renamed
 LEVEL_WINDOW = 30  # nights after the change in which a level change may still be renamed
 LEVEL_AFTER = 8  # nights after the change before a level change may be renamed
+LARGE_CHANGE = "large-change"
+LARGE_NIGHTS = 2  # nights on the new side before a large change is raised
+LARGE_MIN_BEFORE = 2  # points of the level before it, at least
+LARGE_FACTOR = 5.0  # the band's floor, in minimum effects
+LARGE_Z = 3.0  # the band, in the spread the series shows
+LARGE_FEW = 1.0  # the band widened by 1 + LARGE_FEW / m for a spread read from m points
+LARGE_LEVEL = 5  # the level before a large change: the median of this many points before it, at most
+LARGE_MATURE = 0.5  # the band's floor (relative) on a segment the step rule can judge
+MATURE_NIGHTS = MIN_BEFORE + MIN_AFTER  # from here on the step rule judges changes of the minimum effect
 
 
 @dataclass(frozen=True)
@@ -260,6 +289,39 @@ def _best_step_rss(y: np.ndarray, w: np.ndarray) -> float:
     return float(np.min(_step_rss(y, w, cuts))) if len(cuts) else float("inf")
 
 
+def large_level(before: Sequence[float] | np.ndarray) -> float:
+    """The level a large change is measured from: the median of the newest LARGE_LEVEL points before it (a
+    slide's newest points are near them, where the median of a long window would lag far behind)."""
+    return _median(np.asarray(before[-LARGE_LEVEL:], dtype=float))
+
+
+def large_band(before: Sequence[float] | np.ndarray, rule: Rule, trial_sd: float = 0.0) -> float | None:
+    """How far from ``large_level(before)`` a point must be to count towards a large change, in the metric's
+    units; None when ``before`` is too short to read a level from (or the level is 0)."""
+    y = np.asarray(before, dtype=float)
+    recent = y[-LARGE_LEVEL:]
+    m = len(y)
+    if len(recent) < LARGE_MIN_BEFORE:
+        return None
+    level = _median(recent)
+    if not level or not np.isfinite(level):
+        return None
+    # A few points: their plain spread (a robust one of five points is too often far too small or too large);
+    # enough for the noise model: the first differences' robust spread, which a slide does not widen.
+    own = noise(y) if m >= MIN_BEFORE else float(np.std(recent, ddof=1))
+    return max(large_floor(rule, m) * abs(level), LARGE_Z * max(own, trial_sd) * (1 + LARGE_FEW / m))
+
+
+def large_floor(rule: Rule, points: int = 0) -> float:
+    """The large band's floor, relative to the level, for a level read from ``points`` points of the segment:
+    LARGE_FACTOR minimum effects (the metric's known noise) while the step rule cannot judge the segment
+    yet, and at least LARGE_MATURE once it can (it confirms a change of the minimum effect on its fourth
+    night, and holds back an excursion of up to three nights as a transient: only a change the size of half
+    the level is worth raising before that)."""
+    young = LARGE_FACTOR * rule.min_effect
+    return young if points < MATURE_NIGHTS else max(young, LARGE_MATURE)
+
+
 class Tracker:
     """The sequential detector: ``push`` one night's point (its value and trials) at a time."""
 
@@ -291,7 +353,9 @@ class Tracker:
         self._close_drift()
         self._renamed = []
         self._decide_level()
-        new = self._step()
+        new = self._large()
+        if new is None:
+            new = self._step()
         if new is None:
             new = self._drift()
         out = [(RENAMED + kind, index) for kind, index in self._renamed]
@@ -496,6 +560,33 @@ class Tracker:
         evidence = f"RSS step {step:.1f}, slide going {hinge:.1f} ({len(self.y) - c} nights after)"
         return Finding("level-change", c, before, after, effect, None, self.rule.is_regression(effect), float(z),
                        ((len(self.y) - 1, "level-change", evidence),))
+
+    def _large(self) -> Finding | None:
+        """A change far outside the large band on each of its LARGE_NIGHTS nights, however young the segment."""
+        n = len(self.y)
+        c = n - LARGE_NIGHTS
+        lo = max(self.segment, c - MAX_BEFORE)
+        if c - lo < LARGE_MIN_BEFORE:
+            return None
+        before = np.asarray(self.y[lo:c])
+        band = large_band(before, self.rule, float(np.sqrt(self._sw2)))
+        if band is None:
+            return None
+        level = large_level(before)
+        off = np.asarray(self.y[c:]) - level
+        if not (np.all(off > band) or np.all(off < -band)):
+            return None
+        after = float(np.mean(self.y[c:]))
+        effect = _relative(after, level)
+        self.segment, self.drift_named, self._prev, self._pending = c, False, None, None
+        return Finding(LARGE_CHANGE, c, level, after, effect, None, self.rule.is_regression(effect))
+
+    def judgeable(self) -> float | None:
+        """The smallest relative change the tracker would raise tomorrow on a segment this young: the large
+        band over the segment's points, relative to their level; None when no change can be raised yet."""
+        before = self.y[max(self.segment, len(self.y) - MAX_BEFORE):]
+        band = large_band(before, self.rule, float(np.sqrt(self._sw2)))
+        return None if band is None else band / abs(large_level(before))
 
     def _moves_on(self, c: int, z: float) -> bool:
         """A second change confirmed at ``c`` the same way as the level change still undecided before it (in

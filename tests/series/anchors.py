@@ -1,6 +1,7 @@
 """The three rules this project's detector is measured against, applied online (one new point at a time).
 
-- ``sglang_rule``: SGLang's own habit: the new point is more than 10% from the mean of the last 10.
+- ``sglang_rule``: SGLang's own habit: the new point is more than 10% from the mean of the last 10;
+  ``sglang_rule_young`` the same over the points there are, from one on (a young series has fewer than 10).
 - ``hud_rule``: the PyTorch HUD's vLLM rule: the median of the last 3 points against the median of
   the 3 before them, alert below x0.8 or above x1.2.
 - ``otava_rule``: Otava's defaults: E-Divisive means over the last 50 points, each split kept when a
@@ -16,12 +17,20 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy import stats
 
-__all__ = ["Replay", "hud_rule", "otava_rule", "sglang_rule"]
+__all__ = ["Replay", "hud_rule", "otava_rule", "sglang_rule", "sglang_rule_young"]
 
 
 def sglang_rule(values: Sequence[float]) -> list[int]:
     y = np.asarray(values, dtype=float)
     if len(y) < 11:
+        return []
+    mean = float(np.mean(y[-11:-1]))
+    return [len(y) - 1] if mean and abs(y[-1] / mean - 1) > 0.10 else []
+
+
+def sglang_rule_young(values: Sequence[float]) -> list[int]:
+    y = np.asarray(values, dtype=float)
+    if len(y) < 2:
         return []
     mean = float(np.mean(y[-11:-1]))
     return [len(y) - 1] if mean and abs(y[-1] / mean - 1) > 0.10 else []

@@ -24,13 +24,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["EFFECTS", "NOISES", "QUIET_KINDS", "GridHistory", "grid"]
+__all__ = ["EFFECTS", "LARGE_EFFECTS", "NOISES", "QUIET_KINDS", "YOUNG_BEFORE", "GridHistory", "grid", "young_grid"]
 
 EFFECTS = (0.03, 0.05, 0.08, 0.10, 0.15)
 NOISES = (0.01, 0.02, 0.04, 0.06, 0.08)
 DRIFTS = (-0.05, -0.10, -0.15, -0.20)
 QUIET_KINDS = ("flat", "outlier", "burst", "bimodal", "student-t", "noise-change", "gaps")
-ALL_KINDS = ("step", "drift", "drift-stops", *QUIET_KINDS)
+ALL_KINDS = ("step", "drift", "drift-stops", *QUIET_KINDS, "young-step", "young-flat")
+LARGE_EFFECTS = (0.30, 0.50, 0.80)  # a large change: a build that lost a third, half or four fifths of it
+YOUNG_BEFORE = (3, 5, 10)  # nights of history before it
+YOUNG_AFTER = 10  # nights after it
 NIGHTS = 60
 LEVEL = 100.0
 
@@ -142,3 +145,31 @@ def grid(seed: int, *, per_cell: int = 4, quiet_per_noise: int = 4, drift_per_ce
             for _ in range(quiet_per_noise):
                 s += 1
                 yield _one(kind, s, noise, None, "gaussian")
+
+
+def _young(kind: str, seed: int, before: int, noise: float, effect: float | None, family: str) -> GridHistory:
+    rng = np.random.default_rng([seed, ALL_KINDS.index(kind), before, int(noise * 1000), int((effect or 0) * 1000) + 900])
+    n = before + YOUNG_AFTER
+    level = np.full(n, LEVEL)
+    if effect is not None:
+        level[before:] *= 1 + effect
+    counts = _counts(rng, n, 0.0)  # no gap night: a young series' nights are what is judged
+    return GridHistory(kind, seed, noise, family, _trials(rng, level, np.full(n, noise), family, counts), effect,
+                       before if effect is not None else None)
+
+
+def young_grid(seed: int, *, per_cell: int = 2) -> Iterator[GridHistory]:
+    """Young series: ``before`` nights (3, 5, 10) of history, then a large change (``young-step``: -30%, -50%,
+    -80%, and as much up) held for 10 nights, or none (``young-flat``), per noise level and noise family."""
+    rng = np.random.default_rng([seed, 11])
+    s = seed * 1_000_000 + 500_000
+    for before in YOUNG_BEFORE:
+        for noise in NOISES:
+            for effect in LARGE_EFFECTS:
+                for sign in (-1, 1):
+                    for _ in range(per_cell):
+                        s += 1
+                        yield _young("young-step", s, before, noise, sign * effect, _family(rng))
+            for _ in range(2 * per_cell):
+                s += 1
+                yield _young("young-flat", s, before, noise, None, _family(rng))

@@ -45,13 +45,14 @@ def _day(night: int) -> str:
 
 def record_slowdown(store: Store, nights: range, slow: Callable[[int], bool], rng: random.Random,
                     speed: Callable[[int], float] | None = None) -> list[Review]:
-    """A build 25% slower (throughput, ITL, E2E) on every case on the nights ``slow`` says (``speed``: the
-    night's speed instead, 1 the fast build's); 2% noise, 3 trials."""
+    """A build 15% slower (throughput, ITL, E2E) on every case on the nights ``slow`` says (``speed``: the
+    night's speed instead, 1 the fast build's); 2% noise, 3 trials. 15%: inside the large-change band of a
+    young series (25% for throughput and latency), so what raises it is the step rule, on its fourth night."""
     out = []
     for night in nights:
         batch = new_batch("nightly", f"night-{night:02d}", started_at=_day(night))
         spec = "sim:post-fix,step-cost-ms=20" if slow(night) else "sim:post-fix"
-        factor = speed(night) if speed else 0.75 if slow(night) else 1.0
+        factor = speed(night) if speed else 0.85 if slow(night) else 1.0
         records = []
         for case in CASES:
             for t in range(3):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harness.series import detections, screen
-from harness.series.steps import Rule, Tracker
+from harness.series.steps import LARGE_CHANGE, Rule, Tracker, large_floor
 from tests.series import synthetic
 
 
@@ -34,13 +34,17 @@ def _histories() -> list[list[float]]:
     out.append(list(1e6 * (1 + 1e-5 * rng.standard_normal(120))))  # large values, tiny noise
     out.append(list(np.r_[np.full(50, 100.0), np.full(50, 90.0)] * (1 + 0.01 * rng.standard_normal(100))))
     out.append([100.0, 101.0, 99.0])  # shorter than any split
+    # Large changes: on a young series (five nights, then -80%), on an older one, and a two-night burst.
+    out.append(list(np.r_[np.full(5, 300.0), np.full(20, 55.0)] * (1 + 0.01 * rng.standard_normal(25))))
+    out.append(list(np.r_[np.full(40, 300.0), np.full(20, 150.0)] * (1 + 0.02 * rng.standard_normal(60))))
+    out.append(list(np.r_[np.full(30, 100.0), [60.0, 62.0], np.full(30, 100.0)] * (1 + 0.01 * rng.standard_normal(62))))
     return out
 
 
 @pytest.mark.parametrize("rule", [Rule(0.05), Rule(0.02, higher_is_better=False)])
 def test_replay_of_the_hot_nights_is_the_full_replay(rule: Rule) -> None:
     series = _histories()
-    hot = screen.hot_nights([np.asarray(v) for v in series])
+    hot = screen.hot_nights([np.asarray(v) for v in series], [large_floor(rule)] * len(series))
     pushed_less = 0
     for values, h in zip(series, hot):
         trials = [(v,) for v in values]
@@ -50,6 +54,7 @@ def test_replay_of_the_hot_nights_is_the_full_replay(rule: Rule) -> None:
         pushed_less += len(h) < len(values) // 2
     assert pushed_less > len(series) // 2  # the screen does skip most nights (else it would prove nothing)
     assert any(_full(rule, v, [(x,) for x in v]).findings for v in series)  # and there are findings to keep
+    assert any(f.kind == LARGE_CHANGE for v in series for f in _full(rule, v, [(x,) for x in v]).findings)
 
 
 def test_a_screen_that_misses_the_deciding_night_is_caught() -> None:

@@ -32,10 +32,11 @@ def _night(store, night: int, tput: float, rng: random.Random, *, trials: int = 
 
 
 def test_a_slowdown_alerts_once_on_the_fourth_slow_night_naming_the_first_slow_build(store_url: str) -> None:
-    # Four points after a change, not three: a burst of three bad nights that ends is not a step.
+    # Four points after a change, not three: a burst of three bad nights that ends is not a step. 20% slower:
+    # inside the large-change band of a young series (25% for throughput), so the step rule decides.
     rng = random.Random(7)
     with open_store(store_url) as store:
-        fired = {n: _night(store, n, 200.0 if n <= 6 else 150.0, rng).new for n in range(1, 12)}
+        fired = {n: _night(store, n, 200.0 if n <= 6 else 160.0, rng).new for n in range(1, 12)}
         quiet = (1, 2, 3, 4, 5, 6, 7, 8, 9, 11)
         assert all(not fired[n] for n in quiet), {n: [a.kind for a in new] for n, new in fired.items()}
         (alert,) = fired[10]
@@ -46,6 +47,28 @@ def test_a_slowdown_alerts_once_on_the_fourth_slow_night_naming_the_first_slow_b
         assert alert.bisect.endswith("--before sim:post-fix --after sim:post-fix,step-cost-ms=20")
         rows = store.alert_rows()
         assert [(r["state"], r["fingerprint"]) for r in rows] == [("open", alert.fingerprint)]
+
+
+def test_a_large_slowdown_on_a_young_series_is_raised_on_its_second_night(store_url: str) -> None:
+    """Issue 47's slowdown: five nights of one build, then one that gives a fifth of its throughput (about 300 ->
+    55 tok/s): raised on the second slow night as a large change with its nights of history, once; the young
+    series said so on every night before."""
+    rng = random.Random(11)
+    with open_store(store_url) as store:
+        reviews = {n: _night(store, n, 300.0 if n <= 5 else 55.0, rng, trials=1) for n in range(1, 9)}
+        fired = {n: r.new for n, r in reviews.items()}
+        assert [n for n, new in fired.items() if new] == [7], {n: [a.kind for a in new] for n, new in fired.items()}
+        (alert,) = fired[7]
+        assert alert.kind == "large-change" and alert.metric == "output_throughput_tok_s"
+        assert alert.first_bad.batch_label == "night-06" and alert.last_good.batch_label == "night-05"
+        assert "large change, 5 nights of history" in alert.detail and "-8" in alert.detail, alert.detail
+        (incident,) = reviews[7].incidents
+        assert "LARGE-CHANGE output_throughput_tok_s" in incident.describe()
+        # Young until its tenth night: each night says what it cannot judge yet, and the first nights none at all.
+        young = {n: r.young_lines() for n, r in reviews.items()}
+        assert all(len(lines) == 1 for lines in young.values()), young
+        assert "1 night: no change can be judged yet" in young[1][0]
+        assert "5 nights: changes under " in young[5][0] and "cannot be judged yet" in young[5][0]
 
 
 @pytest.mark.slow
