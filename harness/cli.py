@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from harness.commands import COMMANDS, find
-from harness.util.errors import EXIT_INFRA, EXIT_USAGE, HarnessError
+from harness.util.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USAGE, HarnessError
 from harness.util.interrupts import command_signals
 from harness.version import harness_version
 
@@ -115,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_printable(f"sglang-repro: {str(exc.filename)[:200]}: {exc.strerror}"), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def _printable(line: str) -> str:

@@ -195,6 +195,76 @@ def test_child_commands_run_through_the_bounded_runner() -> None:
         "\n".join(found)
 
 
+# Exit codes: harness/util/errors.py (EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INFRA, EXIT_KNOWN_BUG, git bisect run's
+# EXIT_BISECT_SKIP and EXIT_BISECT_ABORT, EXIT_INTERRUPTED). 0 is success for every tool and may be written as is.
+_EXIT_CALLS = frozenset({"sys.exit", "SystemExit", "os._exit", "exit"})
+_CODE_NAMES = ("code", "exit_code", "returncode", "rc")
+
+
+def _exit_literals(node: ast.AST | None) -> list[ast.Constant]:
+    """The non-zero int literals an expression can give (through ``a if c else b`` and ``a or b``)."""
+    if isinstance(node, ast.Constant) and type(node.value) is int and node.value != 0:
+        return [node]
+    if isinstance(node, ast.IfExp):
+        return _exit_literals(node.body) + _exit_literals(node.orelse)
+    if isinstance(node, ast.BoolOp):
+        return [c for v in node.values for c in _exit_literals(v)]
+    return []
+
+
+def _names_an_exit(name: str) -> bool:
+    return name in ("main", "entry", *_CODE_NAMES) or "exit" in name.lower()
+
+
+def _assigned_codes(node: ast.Assign | ast.AnnAssign) -> list[ast.Constant]:
+    """``EXIT_X = 3``, ``self.exit_code = 1``, ``status, code = "found", 1``: a code given a name."""
+    pairs: list[tuple[ast.AST, ast.AST | None]] = []
+    for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+        if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+            pairs += list(zip(target.elts, node.value.elts))
+        else:
+            pairs.append((target, node.value))
+    return [c for target, value in pairs
+            if _names_an_exit(str(getattr(target, "id", None) or getattr(target, "attr", "")))
+            for c in _exit_literals(value)]
+
+
+def exit_codes(source: str, where: str) -> list[str]:
+    """``where:line N`` for each exit code written as a non-zero literal: returned by ``main``/``exit_code``/a
+    function named for an exit, given to ``sys.exit``/``SystemExit``/``os._exit``, assigned to a name for one, or
+    passed as an argument called ``code``/``exit_code`` (by keyword, or by position to a function of the module)."""
+    tree = ast.parse(source)
+    params = {n.name: [a.arg for a in n.args.args] for n in ast.walk(tree)
+              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    found: list[ast.Constant] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _names_an_exit(node.name):
+            found += [c for n in ast.walk(node) if isinstance(n, ast.Return) for c in _exit_literals(n.value)]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            found += _assigned_codes(node)
+        elif isinstance(node, ast.Call):
+            if ast.unparse(node.func) in _EXIT_CALLS and node.args:
+                found += _exit_literals(node.args[0])
+            found += [c for k in node.keywords if k.arg in _CODE_NAMES for c in _exit_literals(k.value)]
+            named = params.get(node.func.id, []) if isinstance(node.func, ast.Name) else []
+            found += [c for name, arg in zip(named, node.args) if name in _CODE_NAMES for c in _exit_literals(arg)]
+    return sorted({f"{where}:{c.lineno} {c.value!r}" for c in found}, key=lambda hit: int(hit.split()[0].rsplit(":", 1)[1]))
+
+
+def test_the_walker_finds_a_planted_exit_code() -> None:
+    planted = ("import sys\nEXIT_SOME = 1\nclass E(Exception):\n    exit_code = 3\n"
+               "def main(a):\n    if a:\n        return 2\n    return 1 if a else 0\n"
+               "def result(status, code): ...\nr = result('x', 125)\nsys.exit(130)\n"
+               "status, code = 'found', 4\nok = (main(0), result('y', EXIT_OK), len([1]), max(3, 1))\n")
+    assert exit_codes(planted, "p.py") == ["p.py:2 1", "p.py:4 3", "p.py:7 2", "p.py:8 1", "p.py:10 125", "p.py:11 130",
+                                           "p.py:12 4"]
+
+
+def test_exit_codes_come_from_the_one_owner() -> None:
+    found = [hit for where, text in _sources_but(("harness/util/errors.py",)) for hit in exit_codes(text, where)]
+    assert not found, "name the exit code in harness.util.errors and use it:\n" + "\n".join(found)
+
+
 # Reading a file: harness/util/bounded_read.py (regular files only, capped, one tail reader).
 _READ_CALLS = frozenset({".read_text", ".read_bytes", "open", ".open", "json.load", "os.open"})
 _READ_EXEMPT = (

@@ -17,7 +17,7 @@ from harness.bisect.oracle import Limits, Target, Trial, Verdict, decide
 from harness.bisect.sequential import endpoint_difference, without_stalls
 from harness.records.outcome import UNDECIDED, Outcome
 from harness.signatures.catalogue import Catalogue
-from harness.util.errors import HarnessError, InfraError
+from harness.util.errors import EXIT_FAIL, HarnessError, InfraError
 
 __all__ = ["EndpointError", "Endpoints", "establish"]
 
@@ -27,7 +27,7 @@ TrialsAt = Callable[[str, int], list[Trial]]  # (which endpoint: "good" | "bad",
 class EndpointError(HarnessError):
     """The endpoints do not show the claimed difference: nothing was searched."""
 
-    exit_code = 1
+    exit_code = EXIT_FAIL
 
 
 @dataclass(frozen=True)

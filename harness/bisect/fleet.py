@@ -54,7 +54,7 @@ from harness.scenario.model import Hardware
 from harness.signatures.catalogue import Catalogue
 from harness.util.atomic import write_atomic, write_atomic_bytes
 from harness.util.bounded_read import read_bytes, read_text, tail_lines
-from harness.util.errors import InfraError
+from harness.util.errors import EXIT_FAIL, EXIT_INFRA, EXIT_USAGE, InfraError
 from harness.util.kill import end_child
 from harness.util.proc import git
 
@@ -62,7 +62,7 @@ __all__ = ["LocalProbes", "ProbeAnswer", "ProbeJob", "ProbeRunner", "SlurmProbes
            "probe_job"]
 
 _JOB_GRACE_S = 20.0  # a probe stopped by SIGTERM tears its server down first
-EXIT_ORACLE_FAILED = 3
+EXIT_ORACLE_FAILED = EXIT_INFRA
 
 
 @dataclass(frozen=True)
@@ -369,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
         sys.stderr.write("usage: python -P -m harness.bisect.fleet BASE (BASE.job in, BASE.answer out)\n")
-        return 2
+        return EXIT_USAGE
     base = Path(args[0])
     _watch_parent()
     try:
@@ -378,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             answer = probe_job(job)
     except KeyboardInterrupt:
         sys.stderr.write("bisect: probe stopped by a signal\n")
-        return 1
+        return EXIT_FAIL
     except Exception as exc:  # the oracle itself failed: the search must stop (as step.py's 128 stops git)
         sys.stderr.write(f"bisect: the oracle failed: {type(exc).__name__}: {exc}\n")
         return EXIT_ORACLE_FAILED

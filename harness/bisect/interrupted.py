@@ -16,11 +16,12 @@ from harness.bisect.probe import SearchState
 from harness.bisect.session import CommitResult
 from harness.bisect.step import expected_steps, read_steps
 from harness.util.bounded_read import read_bytes, read_text
+from harness.util.errors import EXIT_INFRA
 from harness.util.proc import commit_of, git
 
 __all__ = ["INTERRUPTED_EXIT", "interrupted_commits", "interrupted_summary"]
 
-INTERRUPTED_EXIT = 3  # design.md: an interrupt is exit 3 (infra, timeout or interrupted), never 130
+INTERRUPTED_EXIT = EXIT_INFRA  # design.md: an interrupt is exit 3 (infra, timeout or interrupted), never 130
 
 
 def interrupted_commits(folder: Path, repo: Path, good_rev: str, bad_rev: str, find: Find,

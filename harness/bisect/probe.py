@@ -39,6 +39,7 @@ from harness.server.pool import ServerPool
 from harness.store.searches import SearchRuns, search_key
 from harness.store.store import Batch
 from harness.store.url import redact_url
+from harness.util.errors import EXIT_BISECT_SKIP, EXIT_FAIL, EXIT_OK
 
 __all__ = ["Probe", "SearchState", "StepRecord", "experiment_key", "load_case", "progress"]
 
@@ -84,8 +85,8 @@ class SearchState:
     def exit_code(self, verdict: Verdict) -> int:
         """``git bisect run``'s code: 0 old, 1 new, 125 skip. For a fix, old is the broken side."""
         if verdict is Verdict.SKIP:
-            return 125
-        return 1 if verdict is self.find.new_verdict else 0
+            return EXIT_BISECT_SKIP
+        return EXIT_FAIL if verdict is self.find.new_verdict else EXIT_OK
 
     def term(self, verdict: Verdict) -> str:
         if verdict is Verdict.SKIP:

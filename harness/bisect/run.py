@@ -26,7 +26,7 @@ from harness.executor.slurm import SlurmOptions
 from harness.signatures.catalogue import Catalogue
 from harness.store.store import new_batch
 from harness.util.bounded_read import read_text
-from harness.util.errors import UserError
+from harness.util.errors import EXIT_FAIL, EXIT_OK, UserError
 from harness.util.interrupts import Shield, sigterm_as_ctrl_c, taken
 from harness.util.paths import reports_root
 from harness.util.proc import git
@@ -134,7 +134,7 @@ def run_bisect(args: BisectArgs) -> BisectReport:
     pair: tuple[str, str] | None = None
     commits: CommitResult | None = None
     target = Target(signature=args.signature, metric=args.metric)
-    status, summary, code = "not-found", "", 1
+    status, summary, code = "not-found", "", EXIT_FAIL
     commit_ends: tuple[str, str] | None = None  # the --good/--bad of the commit search, once it starts
     sigterm = sigterm_as_ctrl_c()  # SIGTERM ends the search as Ctrl-C does: with its report, exit 3
     sigterm.__enter__()
@@ -148,7 +148,7 @@ def run_bisect(args: BisectArgs) -> BisectReport:
                 held = all(s.extra.get("held", True) for s in release_steps if s.kind == "confirm")
                 summary = (f"between releases {pair[0]} and {pair[1]}"
                            + ("" if held else " (NOT confirmed by fresh trials)"))
-                status, code = "found", 0 if held else 1
+                status, code = "found", EXIT_OK if held else EXIT_FAIL
         if args.repo is not None and (not args.releases or pair is not None):
             good, bad = args.good, args.bad
             if pair is not None:
@@ -225,8 +225,8 @@ def _commit_summary(c: CommitResult, *, prefix: str) -> tuple[int, str, str]:
         text = (f"{prefix}first {new} commit {k.commit[:12]} \"{k.subject}\" ({k.author_date}); "
                 + ("confirmed by fresh trials of it and its parent" if c.confirmed
                    else "NOT confirmed by fresh trials" + _unconfirmed_why(c)))
-        return (0 if c.confirmed else 1), "found", text
+        return (EXIT_OK if c.confirmed else EXIT_FAIL), "found", text
     if c.candidates:
-        return 1, "ambiguous", (f"{prefix}only skipped commits were left: the first {new} commit is one of "
+        return EXIT_FAIL, "ambiguous", (f"{prefix}only skipped commits were left: the first {new} commit is one of "
                                 + ", ".join(x[:12] for x in c.candidates))
-    return 1, "not-found", f"{prefix}git bisect ended without a first {new} commit (see git-bisect-run.log)"
+    return EXIT_FAIL, "not-found", f"{prefix}git bisect ended without a first {new} commit (see git-bisect-run.log)"

@@ -20,13 +20,14 @@ from pathlib import Path
 from harness.bisect.probe import Probe, SearchState, StepRecord, load_case, progress
 from harness.store.url import STORE_ENV
 from harness.util.bounded_read import read_text
+from harness.util.errors import EXIT_BISECT_ABORT
 from harness.util.proc import git
 from harness.util.progress import fmt_duration
 
 __all__ = ["EXIT_ABORT", "STEPS_FILE", "main", "read_steps"]
 
 STEPS_FILE = "steps.jsonl"
-EXIT_ABORT = 128
+EXIT_ABORT = EXIT_BISECT_ABORT
 
 
 def read_steps(report_dir: Path) -> list[StepRecord]:

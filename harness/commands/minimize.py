@@ -17,7 +17,7 @@ from harness.scenario import load_file, select_cases
 from harness.scenario.roles import resolve_role
 from harness.util.argtypes import positive_int
 from harness.util.atomic import write_atomic
-from harness.util.errors import UserError
+from harness.util.errors import EXIT_INTERRUPTED, UserError
 from harness.util.interrupts import Shield
 from harness.util.output_path import check_output_file, check_output_folder
 from harness.util.progress import NO_PROGRESS_HELP, Progress
@@ -99,7 +99,7 @@ def main(args: argparse.Namespace) -> int:
     except RunInterrupted as exc:
         print(f"sglang-repro minimize: interrupted; nothing written (last run: {exc.record.artifacts})",
               file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     finally:
         bar.finish()
     report = render_report(result)

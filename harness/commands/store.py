@@ -13,7 +13,7 @@ from harness.store.store import Store, open_store
 from harness.store.transfer import EXPORT_FORMATS, export_store, import_folders
 from harness.store.url import default_store, store_url
 from harness.util.clock import now_iso
-from harness.util.errors import InfraError, UserError, disk_full
+from harness.util.errors import EXIT_FAIL, InfraError, UserError, disk_full
 from harness.util.output_path import check_output_file
 
 
@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # store import: 1 when some file or value was skipped (each is printed with its path and reason).
-EXIT_SOME_SKIPPED = 1
+EXIT_SOME_SKIPPED = EXIT_FAIL
 
 
 def _existing_sqlite(value: str) -> None:

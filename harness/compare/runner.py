@@ -50,7 +50,7 @@ from harness.scenario import Case, LoadedScenario
 from harness.scenario.model import RelativeChecks
 from harness.server.pool import ServerPool
 from harness.util.clock import folder_stamp
-from harness.util.errors import UserError
+from harness.util.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK, UserError
 from harness.util.interrupts import Shield
 from harness.util.output_path import make_folder
 from harness.util.paths import reports_root
@@ -73,10 +73,10 @@ class ComparisonRun:
         """design.md: 0 every expectation held, 1 one did not, 3 a role could not run (or the comparison was
         interrupted) and nothing that did run failed."""
         if not self.report.all_expectations_held:
-            return 1
+            return EXIT_FAIL
         if self.report.any_not_run or self.report.partial:
-            return 3
-        return 0
+            return EXIT_INFRA
+        return EXIT_OK
 
 
 def role_specs(loaded: LoadedScenario, *, overrides: Mapping[str, str], reference: bool,

@@ -17,7 +17,7 @@ from pathlib import Path
 from filelock import FileLock
 from packaging.version import InvalidVersion, Version
 
-from harness.util.errors import InfraError
+from harness.util.errors import EXIT_INFRA, EXIT_OK, InfraError
 from harness.util.paths import default_cache_dir
 from harness.util.proc import run_bounded
 
@@ -166,8 +166,8 @@ def main(argv: list[str] | None = None) -> int:
             print(fetch_wheel(version))
     except InfraError as exc:
         print(f"harness.contract.wheels: {exc}", file=sys.stderr)
-        return 3
-    return 0
+        return EXIT_INFRA
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ from harness.store.searches import SearchRuns
 from harness.store.store import new_batch
 from harness.util.atomic import replace_with
 from harness.util.clock import folder_stamp
+from harness.util.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK, EXIT_USAGE
 from harness.util.paths import reports_root
 
 __all__ = ["MinimizeOptions", "MinimizeResult", "minimize"]
@@ -324,10 +325,10 @@ def _minimize(case: Case, build: Build, options: MinimizeOptions | None,
     # Baseline: the case as given, BASELINE_RUNS times.
     loaded = oracle.materialize(s.original)
     if isinstance(loaded, str):
-        return result("bad-input", 2, f"the case does not load as a scenario: {loaded}")
+        return result("bad-input", EXIT_USAGE, f"the case does not load as a scenario: {loaded}")
     rejected = oracle._parse([loaded])[0]
     if rejected:
-        return result("bad-input", 2, f"the case's own flags: {rejected}")
+        return result("bad-input", EXIT_USAGE, f"the case's own flags: {rejected}")
     digest = oracle.digest(s.original)
     t0, runs_before = time.monotonic(), oracle.fresh_runs
     base = oracle.observe_many(loaded, BASELINE_RUNS, digest)
@@ -338,8 +339,8 @@ def _minimize(case: Case, build: Build, options: MinimizeOptions | None,
         oracle.record_runs("baseline", "the case as given", digest, base, Verdict.NOT_INTERESTING,
                            "; ".join(sorted({o.describe() for o in base})), time.monotonic() - t0, runs)
         if undecided:
-            return result("infra", 3, f"the case could not be run: {undecided[0].describe()}", baseline=tuple(base))
-        return result("no-failure", 1, f"the case does not fail on {build.spec}: {BASELINE_RUNS} of "
+            return result("infra", EXIT_INFRA, f"the case could not be run: {undecided[0].describe()}", baseline=tuple(base))
+        return result("no-failure", EXIT_FAIL, f"the case does not fail on {build.spec}: {BASELINE_RUNS} of "
                       f"{BASELINE_RUNS} runs passed; nothing to minimize", baseline=tuple(base))
     keys = [Target.of(o) for o in failures]
     oracle.target = max(keys, key=keys.count)  # the most frequent failure; ties: the first seen
@@ -372,7 +373,7 @@ def _confirm(s: _Search, case: Case, result: Callable[..., MinimizeResult],
         try:
             (written,) = load_file(path).cases
         except ScenarioError as exc:  # a bug of the minimizer, said plainly
-            return result("infra", 3, f"the minimal scenario does not validate: {exc.lines[0]}")
+            return result("infra", EXIT_INFRA, f"the minimal scenario does not validate: {exc.lines[0]}")
         t0, runs_before = time.monotonic(), oracle.fresh_runs
         found = oracle.observe_many(written, CONFIRM_RUNS, digest)
         hits = sum(1 for o in found if oracle.target.matches(o))
@@ -389,10 +390,10 @@ def _confirm(s: _Search, case: Case, result: Callable[..., MinimizeResult],
                 s.opts.output.parent.mkdir(parents=True, exist_ok=True)
                 replace_with(s.opts.output, functools.partial(shutil.copyfile, path))  # never through a link/device
                 output = s.opts.output
-            return result("written", 0, f"minimal case written to {output}", minimal=cand, minimal_mapping=mapping,
+            return result("written", EXIT_OK, f"minimal case written to {output}", minimal=cand, minimal_mapping=mapping,
                           output=output, baseline=base, confirmations=tuple(found))
         path.unlink()
     if undecided:
-        return result("infra", 3, "no reduction could be confirmed: runs could not tell (infra/timeout)", baseline=base)
-    return result("not-reproducible", 1, f"the failure does not reproduce {CONFIRM_RUNS} of {CONFIRM_RUNS} times, "
+        return result("infra", EXIT_INFRA, "no reduction could be confirmed: runs could not tell (infra/timeout)", baseline=base)
+    return result("not-reproducible", EXIT_FAIL, f"the failure does not reproduce {CONFIRM_RUNS} of {CONFIRM_RUNS} times, "
                   "not even as given; nothing written", baseline=base)

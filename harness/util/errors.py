@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 __all__ = ["HarnessError", "UserError", "InfraError", "disk_full", "EXIT_OK", "EXIT_FAIL", "EXIT_USAGE", "EXIT_INFRA",
-           "EXIT_KNOWN_BUG"]
+           "EXIT_KNOWN_BUG", "EXIT_BISECT_SKIP", "EXIT_BISECT_ABORT", "EXIT_INTERRUPTED"]
+
+# Every exit code the harness gives, named once (tests/test_code_shape.py keeps them here; design.md, "Contracts").
 
 EXIT_OK = 0
 EXIT_FAIL = 1
@@ -12,6 +14,13 @@ EXIT_INFRA = 3
 # `issue`: the finding is a known bug (a build that lacks its recorded fix, a known open issue, or an
 # infrastructure signature), so no upstream report was written (`--force` writes it).
 EXIT_KNOWN_BUG = 4
+# The step a `git bisect run` calls answers in git's own codes (git-bisect(1)): 0 old, 1 new, 125 this revision
+# cannot be tested (skip), above 127 stop the bisection.
+EXIT_BISECT_SKIP = 125
+EXIT_BISECT_ABORT = 128
+# Ctrl-C before a command has a record to keep (while the CLI imports, or a minimize that wrote nothing): 128 + SIGINT,
+# as a shell reports it. A command that kept what it finished says 3 instead (design.md).
+EXIT_INTERRUPTED = 130
 
 
 class HarnessError(Exception):

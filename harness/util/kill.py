@@ -30,6 +30,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from harness.util.errors import EXIT_FAIL
+
 __all__ = ["dies_with_parent", "end_child", "end_group", "group_alive", "release_watcher", "signal_group",
            "signal_process"]
 
@@ -60,7 +62,7 @@ def dies_with_parent(parent_pid: int) -> Callable[[], None] | None:
     def setup() -> None:
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os._exit(1)
+            os._exit(EXIT_FAIL)
 
     return setup
 
