@@ -52,10 +52,19 @@ def main(args: argparse.Namespace) -> int:
     if args.store and args.incident is None:
         raise UserError("issue: --store goes with --incident")
     check_output_folder(args.out, "--out")
+    if args.output is not None:
+        check_output_folder(args.output, "-o")
+        if args.output.is_dir() and any(args.output.iterdir()):
+            raise UserError(f"-o {args.output}: the folder is not empty; give a new or an empty one")
     if args.incident is not None:
-        from harness.store.url import default_store
+        from harness.store.url import default_store, store_url
 
-        finding = finding_from_store(args.store or default_store(args.out), args.incident)
+        where = str(args.store or default_store(args.out))
+        url = store_url(where)
+        if url.drivername == "sqlite" and not Path(url.database or "").exists():
+            raise UserError(f"--store {url.database}: no such store (an incident is read from the store its nightly "
+                            "recorded into)")
+        finding = finding_from_store(where, args.incident)
     else:
         finding = finding_from_path(args.source, case=args.case, role=args.role)
     options = IssueOptions(out=args.output, root=args.out, force=args.force,
