@@ -114,8 +114,7 @@ def test_metric_names_are_spelled_by_the_registry_only() -> None:
 # -- one owner per concept (issue 31) -----------------------------------------------------------------------
 # Each rule: a walker over the real source, first shown a planted second owner. ``EXEMPT`` names, per rule,
 # the files that may do it anyway and why; the reference server (harness/sim) models SGLang's own code and is
-# never held to the harness's owners. harness/history is exempt where marked "pending": issue 35 rewrites
-# those modules, and their two sites move to the owners when it lands.
+# never held to the harness's owners.
 
 def _call_name(node: ast.Call) -> str:
     """``os.kill``, ``.write_text`` (a method on anything but a module-like name), or ``open``."""
@@ -269,9 +268,6 @@ def test_exit_codes_come_from_the_one_owner() -> None:
 _READ_CALLS = frozenset({".read_text", ".read_bytes", "open", ".open", "json.load", "os.open"})
 _READ_EXEMPT = (
     "harness/util/bounded_read.py",  # the owner
-    "harness/server/hardware.py",  # the kernel's /proc files, read with a bound of their own
-    "harness/server/reaper.py",  # /proc/<pid>/stat and environ: the kernel's, a few hundred bytes
-    "harness/series/detections.py",  # pending (issue 35): hashes the module's own source
 )
 
 
@@ -310,7 +306,6 @@ def test_files_are_read_by_the_one_bounded_reader() -> None:
 _WRITE_CALLS = frozenset({".write_text", ".write_bytes", "os.replace", "os.rename", ".rename", "shutil.move"})
 _WRITE_EXEMPT = (
     "harness/util/atomic.py",  # the owner
-    "harness/contract/wheels.py",  # moves a downloaded wheel, whole, from its staging folder into the cache
 )
 
 
@@ -330,7 +325,6 @@ _CLOCK_CALLS = frozenset({"time.strftime", "time.localtime", "time.gmtime", "tim
                           "datetime.utcnow", "datetime.today"})
 _CLOCK_EXEMPT = (
     "harness/util/clock.py",  # the owner
-    "harness/series/detections.py", "harness/alerts/alert.py",  # pending (issue 35): UTC already, same format
 )
 
 
@@ -358,7 +352,6 @@ def test_the_one_clock_is_utc_in_one_format_each() -> None:
 # Outcome sets: harness/records/outcome.py (MEASURED, MISBEHAVED, UNDECIDED, NOT_TRIED, SIGNED and the orders).
 _OUTCOME_EXEMPT = (
     "harness/records/outcome.py",  # the owner
-    "harness/series/points.py", "harness/alerts/alert.py",  # pending (issue 35): MEASURED, MISBEHAVED
 )
 
 

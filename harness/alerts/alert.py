@@ -13,13 +13,13 @@ import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
-from harness.records.outcome import Outcome
+from harness.records.outcome import MISBEHAVED, Outcome
 from harness.series.detections import SeriesFindings, case_findings
 from harness.series.points import CasePoints, Point
 from harness.series.steps import LARGE_CHANGE
+from harness.util.clock import now_iso
 
 __all__ = ["STEP_KINDS", "Alert", "bisect_command", "case_alerts", "fingerprint", "names_json", "new_alerts"]
 
@@ -48,7 +48,7 @@ class Alert:
 
     def row(self, batch_id: str, incident: str | None = None) -> dict[str, Any]:
         """The store's row; ``incident`` is the fingerprint of the incident it belongs to (its own by default)."""
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        now = now_iso()
         return {"fingerprint": self.fingerprint, "kind": self.kind, "scenario": self.scenario,
                 "case_name": self.case, "metric": self.metric, "hardware_key": self.hardware,
                 "signature": self.signature, "last_good": self.last_good.build_label if self.last_good else None,
@@ -135,7 +135,7 @@ def _event_alerts(cp: CasePoints) -> list[Alert]:
                                 f"signature {sig} never seen before on this case",
                                 bisect_command(cp, last_pass, p, signature=sig), cp.scenario_file))
         elif (last_decided is not None and last_decided.outcome == Outcome.PASS
-              and p.outcome in (Outcome.CRASH, Outcome.FAIL)):
+              and p.outcome in MISBEHAVED):
             kind = "pass-to-crash" if p.outcome == Outcome.CRASH else "pass-to-fail"
             crash_sig = p.signatures[0] if p.signatures else None
             alerts.append(Alert(fingerprint(kind, cp.scenario, cp.case, cp.hardware, p.batch_id, p.build_key),

@@ -17,6 +17,7 @@ from pathlib import Path
 from filelock import FileLock
 from packaging.version import InvalidVersion, Version
 
+from harness.util.atomic import move_into
 from harness.util.errors import EXIT_INFRA, EXIT_OK, InfraError
 from harness.util.paths import default_cache_dir
 from harness.util.proc import run_bounded
@@ -89,7 +90,7 @@ def fetch_wheel(version: str, cache_dir: Path | None = None) -> Path:
             tail = (done.stderr.strip().splitlines() or ["no wheel"])[-1]
             raise InfraError(f"cannot fetch the sglang {version} wheel: {tail}")
         target = folder / wheels[0].name
-        os.replace(wheels[0], target)
+        move_into(wheels[0], target)
         for leftover in staging.iterdir():
             leftover.unlink()
         staging.rmdir()

@@ -19,7 +19,6 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,8 @@ from harness.series import screen, steps
 from harness.series.points import CasePoints, Trials, rule_for
 from harness.series.steps import Finding, Rule, Tracker, detect
 from harness.store.store import Store
+from harness.util.bounded_read import read_bytes
+from harness.util.clock import now_iso
 from harness.util.errors import InfraError
 
 __all__ = ["DETECTOR", "Detector", "SeriesFindings", "case_findings", "findings_of", "series_key"]
@@ -36,7 +37,7 @@ __all__ = ["DETECTOR", "Detector", "SeriesFindings", "case_findings", "findings_
 log = logging.getLogger(__name__)
 
 # The detector's identity: its source. A change to any rule or threshold is another detector.
-DETECTOR = hashlib.sha256(Path(steps.__file__).read_bytes()).hexdigest()[:32]
+DETECTOR = hashlib.sha256(read_bytes(Path(steps.__file__), "source")).hexdigest()[:32]
 # What a tracker's state holds beyond its inputs (which are the series' own points, replayed).
 _INPUTS = ("rule", "y", "k", "dev")
 
@@ -237,7 +238,7 @@ def findings_of(store: Store | None, cases: Sequence[CasePoints],
     except InfraError as exc:
         log.warning("detection cache not read, every series replayed: %s", exc)
         known = {}
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    now = now_iso()
     by_key = {(cp.scenario, cp.case, cp.hardware): cp for cp in cases}
     # First the series themselves (case_findings says which, with which rule), then every cold one
     # screened at once, then each series' findings.

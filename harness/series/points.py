@@ -24,7 +24,7 @@ import numpy as np
 from sqlalchemy import Select, select
 
 from harness.records.metric_definitions import ACCEPT_RATE, METRICS, PHASE_ONLY, PHASE_SEPARATOR, position_of
-from harness.records.outcome import Outcome, most_telling
+from harness.records.outcome import MEASURED, Outcome, most_telling
 from harness.series.steps import Rule
 from harness.store.schema import batches, builds, hosts, metrics, runs
 from harness.store.store import Store, runs_select
@@ -508,7 +508,7 @@ class _Entries:
 
     def __init__(self, c: dict[str, list[Any]]) -> None:
         self.at = {run_id: i for i, run_id in enumerate(c["run_id"])}
-        numbers = {Outcome.PASS.value, Outcome.FAIL.value}
+        numbers = {o.value for o in MEASURED}
         # Only decided runs that completed their checks give values (the module's docstring).
         self.with_numbers = np.fromiter((o in numbers for o in c["outcome"]), dtype=bool, count=len(c["outcome"]))
         self.codes: dict[str, int] = {}

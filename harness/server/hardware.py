@@ -19,9 +19,11 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.records.run_record import GpuInfo, HostInfo
+from harness.util.bounded_read import ReadRefused, read_head
 from harness.util.errors import UserError
 
 __all__ = [
@@ -248,9 +250,8 @@ def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str | None:
     (a board name), or nothing at all. The model keys a CPU host's series: a kernel update leaves it.
     """
     try:
-        with open(cpuinfo, encoding="utf-8", errors="replace") as fh:
-            text = fh.read(1 << 20)
-    except OSError:
+        text = read_head(Path(cpuinfo), "kernel", 1 << 20).decode("utf-8", errors="replace")
+    except (OSError, ReadRefused):
         return None
     for field in ("model name", "Hardware", "Model", "cpu model"):
         match = re.search(rf"^{field}\s*:\s*(.+?)\s*$", text, re.MULTILINE)

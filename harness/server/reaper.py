@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from harness.util.bounded_read import ReadRefused, read_bytes
 from harness.util.kill import release_watcher, signal_group, signal_process
 
 __all__ = ["TAG_VAR", "KillResult", "run_pids", "kill_run", "read_watch_pipe", "Watchdog", "main"]
@@ -46,8 +47,8 @@ class KillResult:
 def _stat(pid: int) -> tuple[str, int] | None:
     """(state, pgid) of a process, or None when it is gone."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
+        raw = read_bytes(Path(f"/proc/{pid}/stat"), "kernel")
+    except (OSError, ReadRefused):
         return None
     # The command name may contain spaces and parentheses; the fields after the last ')' are fixed.
     fields = raw[raw.rfind(b")") + 2 :].split()
@@ -56,8 +57,8 @@ def _stat(pid: int) -> tuple[str, int] | None:
 
 def _has_tag(pid: int, needle: bytes) -> bool:
     try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:  # gone, or another user's process
+        environ = read_bytes(Path(f"/proc/{pid}/environ"), "kernel")
+    except (OSError, ReadRefused):  # gone, or another user's process
         return False
     return needle in environ.split(b"\0")
 

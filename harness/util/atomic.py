@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.util.errors import UserError
 
-__all__ = ["replace_with", "write_atomic", "write_atomic_bytes"]
+__all__ = ["move_into", "replace_with", "write_atomic", "write_atomic_bytes"]
 
 
 def _refuse_special(path: Path) -> None:
@@ -44,6 +44,13 @@ def replace_with(path: Path, write: Callable[[Path], object]) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+def move_into(source: Path, path: Path) -> None:
+    """Put a file finished elsewhere (a downloaded wheel in its staging folder, on the same file system) at ``path``
+    by one rename: a reader sees no file or the whole one; an existing ``path`` must be a regular file."""
+    _refuse_special(path)
+    os.replace(source, path)
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -34,6 +34,7 @@ CAPS: dict[str, int] = {
     "source": 16 << 20,  # a build's source files, fixtures, scenarios read whole
     "config": 1 << 20,  # sglang-repro.toml, a pyproject.toml read for its [tool.sglang-repro] table
     "scenario": 1 << 20,  # a scenario is a page of YAML; a bigger file is a mistake or an attack
+    "kernel": 1 << 20,  # /proc/<pid>/stat and environ, /proc/cpuinfo: the kernel's, sized 0 by stat, read to the end
 }
 JSON_MAX_DEPTH = 64  # the harness's own JSON nests at most 6 levels
 WALK_MAX_ENTRIES = 200_000  # folder entries looked at by one walk (a reports tree of a year is ~50k)
