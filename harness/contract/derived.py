@@ -38,6 +38,8 @@ FROZEN_KV_MTP_DRAFT: Mapping[str, Any] = {
     "is_frozen_kv_mtp()": True, "is_dflash()": False, "is_dspark()": False, "is_eagle()": False,
     "is_standalone()": False, "is_ngram()": False, "is_uno()": False, "is_idle()": False, "in_capture": False,
     "use_sliding_window_kv_pool": True, "out_cache_loc": SET, "max_running_requests": None,
+    # the draft's replay view is a DECODE batch (frozen_kv_mtp_worker_v2.py 0.5.23 :360, 0.5.14 :336)
+    "is_decode_or_idle()": True, "is_target_verify()": False, "is_draft_extend_v2()": False,
 }
 
 

@@ -15,12 +15,12 @@ import ast
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.contract.sources import Sources
 
-__all__ = ["SET", "UNKNOWN", "Guard", "Reach", "Resolver", "conditions_of", "function_nodes", "key_of", "nodes_of",
-           "reach_of", "tree_of"]
+__all__ = ["SET", "UNKNOWN", "Guard", "Reach", "Resolver", "conditions_of", "function_nodes", "in_source_order", "key_of",
+           "nodes_of", "reach_of", "tree_of"]
 
 
 class _Marker:
@@ -47,11 +47,17 @@ def tree_of(text: str) -> ast.Module | None:
 
 @lru_cache(maxsize=256)
 def nodes_of(text: str) -> tuple[ast.AST, ...]:
-    """Every node of the file's tree in source order (walked once per file, however many readers look)."""
+    """Every node of the file's tree (walked once per file, however many readers look); not in source order:
+    a reader that needs it sorts what it picked (:func:`in_source_order`)."""
     tree = tree_of(text)
-    if tree is None:
-        return ()
-    return tuple(sorted(ast.walk(tree), key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0))))
+    return () if tree is None else tuple(ast.walk(tree))
+
+
+_N = TypeVar("_N", bound=ast.AST)
+
+
+def in_source_order(nodes: Sequence[_N]) -> list[_N]:
+    return sorted(nodes, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
 
 
 def key_of(node: ast.AST) -> str | None:
@@ -318,14 +324,18 @@ def _text(cond: _Condition) -> str:
     return f"not ({ast.unparse(cond.node)})"
 
 
-def reach_of(path: str, tree: ast.Module, line: int, resolver: Resolver) -> Reach:
+def reach_of(path: str, tree: ast.Module, line: int, resolver: Resolver, offset: int = 0,
+             outer: str | None = None) -> Reach:
     """The guards of the statement at ``line`` of ``path`` (its function's own conditions), each decided for
-    the resolver's case."""
+    the resolver's case. ``tree`` may be one function's source alone: ``offset`` is the number of file lines above
+    it, ``outer`` the qualified name of what holds it."""
     function, conds, _ = conditions_of(tree, line)
+    if outer and function:
+        function = f"{outer}.{function}"
     guards = []
     for cond in conds:
         value, why = resolver.truth(cond.node)
         holds = None if value is None else (not value if cond.negated else value)
-        where = f"{path}:{cond.first}" if cond.first == cond.last else f"{path}:{cond.first}-{cond.last}"
-        guards.append(Guard(_text(cond), where, holds, why))
-    return Reach(f"{path}:{line}", function, tuple(guards))
+        first, last = cond.first + offset, cond.last + offset
+        guards.append(Guard(_text(cond), f"{path}:{first}" if first == last else f"{path}:{first}-{last}", holds, why))
+    return Reach(f"{path}:{line + offset}", function, tuple(guards))

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import difflib
 import re
+import textwrap
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -161,19 +163,72 @@ def _absent_record(cite: Cite, version: str) -> str:
     return f"from {since[-1]} on" if since else f"up to {until[-1]}" if until else version
 
 
-def _reach(fact: Fact, sources: Sources, file: str, lines: tuple[int, ...]) -> str:
-    """For a fact about what a build does: whether a Frozen-KV MTP draft reaches the text where it is now (the
-    first of ``lines`` it can reach, else the first), with the guard that decides it."""
-    from harness.contract.derived import DERIVED, FROZEN_KV_MTP_DRAFT
-    from harness.contract.guards import Resolver, reach_of, tree_of
+_PREMISES: dict[int, tuple[Sources, Any]] = {}
 
-    text = sources.text(file) if lines and needs(fact) == "profile" else None
-    tree = tree_of(text) if text is not None else None
+
+def _premise(sources: Sources) -> Any:
+    """One resolver per release for the Frozen-KV MTP draft (a derived flag is followed once per release)."""
+    from harness.contract.derived import DERIVED, FROZEN_KV_MTP_DRAFT
+    from harness.contract.guards import Resolver
+
+    held = _PREMISES.get(id(sources))
+    if held is None or held[0] is not sources:
+        if len(_PREMISES) >= 32:
+            _PREMISES.clear()
+        held = _PREMISES[id(sources)] = (sources, Resolver(sources, FROZEN_KV_MTP_DRAFT, DERIVED))
+    return held[1]
+
+
+def _function_reach(sources: Sources, file: str, lines: tuple[str, ...], line: int) -> Any:
+    """The guards of ``file:line`` read from the syntax tree of its innermost function alone (a guard never
+    reaches above the function's entry); None at module level or where that function does not parse."""
+    from harness.contract.guards import reach_of, tree_of
+
+    inner = [(start, end, name) for name, start, end in defs(lines) if start < line <= end
+             and lines[start - 1].lstrip().startswith(("def ", "async def "))]
+    if not inner:
+        return None
+    start, end, name = max(inner)
+    tree = tree_of(textwrap.dedent("\n".join(lines[start - 1:end])))
     if tree is None:
+        return None
+    outer = name.rsplit(".", 1)[0] if "." in name else None
+    return reach_of(file, tree, line - start + 1, _premise(sources), offset=start - 1, outer=outer)
+
+
+@lru_cache(maxsize=256)
+def _call_lines(lines: tuple[str, ...], name: str) -> tuple[int, ...]:
+    """The lines that call ``name(`` (a def of it excluded), once per file and name."""
+    call = re.compile(rf"\b{re.escape(name)}\(")
+    return tuple(n for n, text in enumerate(lines, 1) if name in text and call.search(text) and not _DEF.match(text))
+
+
+def _reach_at(sources: Sources, file: str, lines: tuple[str, ...], line: int) -> Any:
+    """:func:`_function_reach`, and where its own guards allow the line, its callers in the same file one level
+    up: a function every caller of which is blocked is blocked too (with that caller's guard)."""
+    from harness.contract.guards import Reach
+
+    reach = _function_reach(sources, file, lines, line)
+    if reach is None or reach.reachable is False or not reach.function:
+        return reach
+    callers = [c for n in _call_lines(lines, reach.function.rsplit(".", 1)[-1])
+               if (c := _function_reach(sources, file, lines, n)) is not None]
+    if callers and all(c.reachable is False for c in callers):
+        blocked = next(g for g in callers[0].guards if g.holds is False)
+        return Reach(reach.line, reach.function, (*reach.guards, blocked))
+    return reach
+
+
+def _reach(fact: Fact, sources: Sources, file: str, found: tuple[int, ...]) -> str:
+    """For a fact about what a build does: whether a Frozen-KV MTP draft reaches the text where it is now (the
+    first of ``found`` it can reach, else the first), with the guard that decides it."""
+    lines = lines_of(sources, file) if found and needs(fact) == "profile" else None
+    if lines is None:
         return ""
-    resolver = Resolver(sources, FROZEN_KV_MTP_DRAFT, DERIVED)
-    reaches = [reach_of(file, tree, line, resolver) for line in lines]
-    return next((r for r in reaches if r.reachable is not False), reaches[0]).describe(short=True)
+    reaches = [r for line in found if (r := _reach_at(sources, file, lines, line)) is not None]
+    if not reaches:
+        return ""
+    return str(next((r for r in reaches if r.reachable is not False), reaches[0]).describe(short=True))
 
 
 def locate(fact: Fact, cite: Cite, sources: Sources, version: str, reference: Sources | None) -> Located:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.contract.derived import DERIVED, FROZEN_KV_MTP_DRAFT
-from harness.contract.guards import Reach, Resolver, function_nodes, key_of, nodes_of, reach_of, tree_of
+from harness.contract.guards import Reach, Resolver, function_nodes, in_source_order, key_of, nodes_of, reach_of, tree_of
 from harness.contract.sources import Sources
 
 __all__ = ["FROZEN_KV_MTP_DRAFT", "SWA_REFILLS", "BuildProfile", "DeprecatedFlag", "ProfileUnavailable",
@@ -144,7 +144,7 @@ def _exits(body: list[ast.stmt]) -> bool:
 
 def _eager_rule(read: _Read) -> tuple[ast.If, int, str] | None:
     """``if <graphs off> or self.speculative_num_steps <= N: return`` (the draft's CUDA graph skipped)."""
-    for node in (n for n in read.nodes if isinstance(n, ast.If)):
+    for node in in_source_order([n for n in read.nodes if isinstance(n, ast.If)]):
         test = node.test
         if not (_exits(node.body) and isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or)):
             continue
@@ -257,7 +257,8 @@ def _max_running(sources: Sources) -> tuple[int | None, Reach | None]:
     (``_handle_frozen_kv_mtp``, whose call sites' guards are added to its chain)."""
     for path in (_HOOK, _ARGS):
         read = _read(sources, path)
-        for node in read.nodes if read else ():
+        picked = [n for n in read.nodes if isinstance(n, (ast.Assign, ast.keyword))] if read else []
+        for node in in_source_order(picked):
             value = _int_setting(node, "max_running_requests")
             if value is None or read is None:
                 continue
@@ -280,8 +281,9 @@ def _deprecated(sources: Sources) -> tuple[tuple[DeprecatedFlag, ...], list[tupl
     read = _read(sources, _ARGS)
     found: list[DeprecatedFlag] = []
     reaches: list[tuple[str, Reach]] = []
-    for node in read.nodes if read else ():
-        if not (read and isinstance(node, ast.Call) and key_of(node.func) == "add_argument"):
+    calls = [n for n in read.nodes if isinstance(n, ast.Call) and key_of(n.func) == "add_argument"] if read else []
+    for node in in_source_order(calls):
+        if not (read and isinstance(node, ast.Call)):
             continue
         keywords = {k.arg: k.value for k in node.keywords if k.arg}
         action = key_of(keywords["action"]) if "action" in keywords else None
