@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
-HARNESS = Path(__file__).resolve().parent.parent / "harness"
+ROOT = Path(__file__).resolve().parent.parent
+HARNESS = ROOT / "harness"
 MAX_FUNCTION_LINES = 60
 # The run record is ``harness.records.run_record.RunRecord``; the legacy shape of that name must not come back.
 GONE_NAMES = ("RunResult",)
@@ -77,10 +79,142 @@ def test_no_legacy_run_result_in_harness() -> None:
     assert not found, "the run record is harness.records.run_record.RunRecord:\n" + "\n".join(found)
 
 
+# -- the owners' table (docs/owners.md is rendered from it: python -m tests.test_code_shape) --------------------
+
+
+@dataclass(frozen=True)
+class Owner:
+    """One concept with one owning module: what it owns, what every other module does instead, which tests hold it.
+    ``paths`` are the only files its walker does not read (the owner itself)."""
+
+    concept: str
+    owner: str
+    others: str
+    tests: tuple[str, ...]
+    paths: tuple[str, ...] = ()
+
+
+OWNERS: tuple[Owner, ...] = (
+    Owner("Ending processes",
+          "`harness/util/kill.py` (`signal_group`, `signal_process`, `end_group`, `end_child`, `release_watcher`, "
+          "`dies_with_parent`: a child the kernel kills when its parent dies); a run's processes: "
+          "`harness.server.reaper.kill_run`, built on it",
+          "call it; no `os.kill`/`os.killpg`/`.terminate()`/`.kill()`/`.send_signal()` elsewhere (a process "
+          "signalling itself is not ending another)",
+          ("test_processes_are_ended_by_the_one_owner",), ("harness/util/kill.py",)),
+    Owner("Child commands",
+          "`harness/util/proc.py` (`run_bounded`: its own process group, the whole group killed on timeout; `git`, "
+          "`commit_of`, `is_ancestor` built on it)",
+          "run a command the harness waits for through it; no `subprocess.run`/`call`/`check_call`/`check_output`, "
+          "`os.system`/`os.popen` elsewhere (their timeout kills the child alone and leaves pip's own children). "
+          "Processes the harness starts and keeps (servers, fleet jobs, watchers) are `Popen`'d by their owners and "
+          "ended through `harness/util/kill.py`",
+          ("test_child_commands_run_through_the_bounded_runner",), ("harness/util/proc.py",)),
+    Owner("Exit codes",
+          "`harness/util/errors.py` (`EXIT_OK`, `EXIT_FAIL`, `EXIT_USAGE`, `EXIT_INFRA`, `EXIT_KNOWN_BUG`; `git bisect "
+          "run`'s `EXIT_BISECT_SKIP`, `EXIT_BISECT_ABORT`; `EXIT_INTERRUPTED`; each error class's `exit_code`)",
+          "return, exit with or pass on the named code; no non-zero literal elsewhere (0, success for every tool, may "
+          "be written as is)",
+          ("test_exit_codes_come_from_the_one_owner",), ("harness/util/errors.py",)),
+    Owner("Reading a file",
+          "`harness/util/bounded_read.py` (`read_text`, `read_bytes`, `read_json`, `iter_lines`, `read_head`, "
+          "`read_from`, and the one tail reader `tail_lines`)",
+          "every read of a user-given, server-written or kernel file (logs, `/proc`) goes through it: a regular file, "
+          "capped, never a FIFO or a device; no `open()` for reading, `.read_text()`, `.read_bytes()`, `json.load` "
+          "elsewhere",
+          ("test_files_are_read_by_the_one_bounded_reader",), ("harness/util/bounded_read.py",)),
+    Owner("Writing a file",
+          "`harness/util/atomic.py` (`write_atomic`, `write_atomic_bytes`, `replace_with`; `move_into` for a file "
+          "finished elsewhere, such as a downloaded wheel)",
+          "records, reports, bisect `state.json`, build markers and caches, artifacts, minimize candidates: a "
+          "temporary file and a rename, never through a link; no `.write_text()`, `.write_bytes()`, `os.replace`, "
+          "`.rename` elsewhere (streams the harness appends to, such as a server log, are opened for writing, not "
+          "replaced)",
+          ("test_files_are_written_by_the_one_atomic_writer",), ("harness/util/atomic.py",)),
+    Owner("Outcome sets and orders",
+          "`harness/records/outcome.py` (`MEASURED`, `MISBEHAVED`, `BROKEN`, `UNDECIDED`, `NOT_TRIED`, `SIGNED`, "
+          "`EXIT_ORDER`, `TELLING_ORDER`, `EXIT_CODE`)",
+          "use the named set and the members; no literal tuple/set/list of two or more outcomes, no dict keyed by "
+          "them, no outcome spelled as a string and compared (`== \"pass\"`) elsewhere",
+          ("test_outcome_sets_are_named_by_the_one_owner",), ("harness/records/outcome.py",)),
+    Owner("The teardown record",
+          "`harness.records.run_record.TeardownInfo`: `ServerProcess.stop()` returns it, the run record keeps it as "
+          "it is",
+          "no second `Teardown*` class",
+          ("test_there_is_one_teardown_record",), ("harness/records/run_record.py",)),
+    Owner("Timestamps",
+          "`harness/util/clock.py`: `folder_stamp()` (`20261203T114610Z`, UTC) for folder names; `now_iso()` "
+          "(ISO 8601, UTC, seconds) for records; `now_iso_exact()` (microseconds) for the store's ordering within a "
+          "second",
+          "no `time.strftime`, `datetime.now`, `time.localtime` elsewhere",
+          ("test_timestamps_come_from_the_one_clock", "test_the_one_clock_is_utc_in_one_format_each"),
+          ("harness/util/clock.py",)),
+    Owner("Metric names",
+          "`harness/records/metric_definitions.py` (the registry; the run's own figures `READY_S`, `SERVER_TRIAL` in "
+          "`RUN_FIGURES`; which figures are timed by the client, `client_timed`)",
+          "read names from the registry; no string literal of a registered name elsewhere (the scenario model's "
+          "field names and its `Literal` of cross-phase checks, which the registry's test holds equal, are types)",
+          ("test_metric_names_are_spelled_by_the_registry_only",),
+          ("harness/records/metric_definitions.py", "harness/scenario/model.py")),
+    Owner("Signals during a command",
+          "`harness/util/interrupts.py` (`Shield`, `sigterm_as_ctrl_c`, `command_signals`, `taken`)",
+          "once a command has taken its first interrupt, later SIGINT/SIGTERM only count and hurry",
+          ("tests/test_interrupt_ending.py",), ("harness/util/interrupts.py",)),
+    Owner("A package's face",
+          "each package's `__init__.py` with `__all__`; names imported on first use through `harness/util/face.py` "
+          "(`lazy_face`); for scripts, `harness.load_scenario`, `harness.run_case`, `harness.open_store`",
+          "import a name from its package's face or its own module; a face written with `lazy_face` imports none of "
+          "its modules until a name is asked for, and none of its names is also a module's",
+          ("tests/test_faces.py", "tests/test_public_api.py"), ("harness/util/face.py",)),
+    Owner("Import direction",
+          "the package graph (`harness.X` for each subpackage and top-level module)",
+          "no package-level cycle, counting deferred imports inside functions",
+          ("tests/test_import_layers.py",)),
+)
+
+_OWNERS_INTRO = """# One owner per concept
+
+Each concept below has exactly one module that owns it; every other module asks that owner. Each owner has a
+code-shape test (`tests/test_code_shape.py`, `tests/test_import_layers.py`) that reads the real source with
+`ast` and fails when a second owner appears; every walker is first shown a planted offender, so a walker that
+finds nothing cannot pass. The reference server (`harness/sim`) models SGLang's own code and is not held to
+these owners.
+
+This page is rendered from the table `OWNERS` in `tests/test_code_shape.py` (`python -m tests.test_code_shape`),
+and a test holds the two equal.
+"""
+
+_OWNERS_OUTRO = """
+No exemptions: each walker skips its owner alone (and the reference server).
+"""
+
+
+def owners_page(owners: tuple[Owner, ...] = OWNERS) -> str:
+    """docs/owners.md: the intro, a row per owner, the closing line."""
+    rows = ["| Concept | Owner | What others do | Test |", "|---|---|---|---|"]
+    rows += [f"| {o.concept} | {o.owner} | {o.others} | {', '.join(f'`{t}`' for t in o.tests)} |" for o in owners]
+    return _OWNERS_INTRO + "\n" + "\n".join(rows) + "\n" + _OWNERS_OUTRO
+
+
+def _owned_by(concept: str) -> tuple[str, ...]:
+    (owner,) = [o for o in OWNERS if o.concept == concept]
+    return owner.paths
+
+
+def test_docs_owners_is_rendered_from_the_table() -> None:
+    page = ROOT / "docs" / "owners.md"
+    assert page.read_text(encoding="utf-8") == owners_page(), "render it again: python -m tests.test_code_shape"
+    assert owners_page().count("\n| ") == len(OWNERS) + 1  # the header and a row each: no "|" inside a cell
+    here = {name for name, value in globals().items() if name.startswith("test_") and callable(value)}
+    missing = [t for o in OWNERS for t in o.tests if t not in here and not (ROOT / t).is_file()]
+    assert not missing, f"the table names tests that do not exist: {missing}"
+    assert all((ROOT / p).exists() for o in OWNERS for p in o.paths), "the table names an owner that does not exist"
+
+
 # Who may spell a registered metric's name: the registry itself, the CPU reference server (whose own stats
 # model SGLang's, not the harness's metrics) and the scenario model (pydantic field names and a Literal the
 # registry test holds equal to the registry's CROSS_PHASE).
-_NAME_OWNERS = ("harness/records/metric_definitions.py", "harness/sim/", "harness/scenario/model.py")
+_NAME_OWNERS = (*_owned_by("Metric names"), "harness/sim/")
 
 
 def metric_name_literals(source: str, where: str, names: frozenset[str]) -> list[str]:
@@ -112,9 +246,8 @@ def test_metric_names_are_spelled_by_the_registry_only() -> None:
 
 
 # -- one owner per concept (issue 31) -----------------------------------------------------------------------
-# Each rule: a walker over the real source, first shown a planted second owner. ``EXEMPT`` names, per rule,
-# the files that may do it anyway and why; the reference server (harness/sim) models SGLang's own code and is
-# never held to the harness's owners.
+# Each rule: a walker over the real source, first shown a planted second owner, over every module but its owner's
+# (``OWNERS`` above); the reference server (harness/sim) models SGLang's own code and is never held to them.
 
 def _call_name(node: ast.Call) -> str:
     """``os.kill``, ``.write_text`` (a method on anything but a module-like name), or ``open``."""
@@ -157,7 +290,7 @@ def test_the_walker_finds_a_planted_second_killer() -> None:
 
 
 def test_processes_are_ended_by_the_one_owner() -> None:
-    found = [hit for where, text in _sources_but(("harness/util/kill.py",))
+    found = [hit for where, text in _sources_but(_owned_by("Ending processes"))
              for hit in _owned_calls(text, where, _KILL_CALLS, skip=_to_self)]
     assert not found, "end processes through harness.util.kill (or harness.server.reaper.kill_run):\n" + "\n".join(found)
 
@@ -189,7 +322,7 @@ def test_the_walker_finds_a_planted_unbounded_command() -> None:
 
 
 def test_child_commands_run_through_the_bounded_runner() -> None:
-    found = [hit for where, text in _sources_but(("harness/util/proc.py",)) for hit in waited_commands(text, where)]
+    found = [hit for where, text in _sources_but(_owned_by("Child commands")) for hit in waited_commands(text, where)]
     assert not found, "run child commands through harness.util.proc.run_bounded (group killed on timeout):\n" + \
         "\n".join(found)
 
@@ -260,15 +393,12 @@ def test_the_walker_finds_a_planted_exit_code() -> None:
 
 
 def test_exit_codes_come_from_the_one_owner() -> None:
-    found = [hit for where, text in _sources_but(("harness/util/errors.py",)) for hit in exit_codes(text, where)]
+    found = [hit for where, text in _sources_but(_owned_by("Exit codes")) for hit in exit_codes(text, where)]
     assert not found, "name the exit code in harness.util.errors and use it:\n" + "\n".join(found)
 
 
 # Reading a file: harness/util/bounded_read.py (regular files only, capped, one tail reader).
 _READ_CALLS = frozenset({".read_text", ".read_bytes", "open", ".open", "json.load", "os.open"})
-_READ_EXEMPT = (
-    "harness/util/bounded_read.py",  # the owner
-)
 
 
 def _writes_or_not_a_file(node: ast.Call) -> bool:
@@ -295,7 +425,7 @@ def test_the_walker_finds_a_planted_unbounded_read() -> None:
 
 
 def test_files_are_read_by_the_one_bounded_reader() -> None:
-    found = [hit for where, text in _sources_but(_READ_EXEMPT)
+    found = [hit for where, text in _sources_but(_owned_by("Reading a file"))
              for hit in _owned_calls(text, where, _READ_CALLS, skip=_writes_or_not_a_file)]
     assert not found, "read files through harness.util.bounded_read (read_text, read_json, iter_lines, " \
                       "tail_lines):\n" + "\n".join(found)
@@ -304,9 +434,6 @@ def test_files_are_read_by_the_one_bounded_reader() -> None:
 # Writing a file another process (or a resumed command) reads: harness/util/atomic.py (a temporary file and a
 # rename, never through a link or device).
 _WRITE_CALLS = frozenset({".write_text", ".write_bytes", "os.replace", "os.rename", ".rename", "shutil.move"})
-_WRITE_EXEMPT = (
-    "harness/util/atomic.py",  # the owner
-)
 
 
 def test_the_walker_finds_a_planted_torn_write() -> None:
@@ -315,7 +442,8 @@ def test_the_walker_finds_a_planted_torn_write() -> None:
 
 
 def test_files_are_written_by_the_one_atomic_writer() -> None:
-    found = [hit for where, text in _sources_but(_WRITE_EXEMPT) for hit in _owned_calls(text, where, _WRITE_CALLS)]
+    found = [hit for where, text in _sources_but(_owned_by("Writing a file"))
+             for hit in _owned_calls(text, where, _WRITE_CALLS)]
     assert not found, "write through harness.util.atomic (write_atomic, write_atomic_bytes, replace_with):\n" + \
         "\n".join(found)
 
@@ -323,9 +451,6 @@ def test_files_are_written_by_the_one_atomic_writer() -> None:
 # Timestamps: harness/util/clock.py (UTC, one format for folder names, one for records).
 _CLOCK_CALLS = frozenset({"time.strftime", "time.localtime", "time.gmtime", "time.ctime", "datetime.now",
                           "datetime.utcnow", "datetime.today"})
-_CLOCK_EXEMPT = (
-    "harness/util/clock.py",  # the owner
-)
 
 
 def test_the_walker_finds_a_planted_local_clock() -> None:
@@ -335,7 +460,7 @@ def test_the_walker_finds_a_planted_local_clock() -> None:
 
 
 def test_timestamps_come_from_the_one_clock() -> None:
-    found = [hit for where, text in _sources_but(_CLOCK_EXEMPT) for hit in _owned_calls(text, where, _CLOCK_CALLS)]
+    found = [hit for where, text in _sources_but(_owned_by("Timestamps")) for hit in _owned_calls(text, where, _CLOCK_CALLS)]
     assert not found, "take the time from harness.util.clock (folder_stamp, now_iso):\n" + "\n".join(found)
 
 
@@ -350,9 +475,6 @@ def test_the_one_clock_is_utc_in_one_format_each() -> None:
 
 
 # Outcome sets: harness/records/outcome.py (MEASURED, MISBEHAVED, UNDECIDED, NOT_TRIED, SIGNED and the orders).
-_OUTCOME_EXEMPT = (
-    "harness/records/outcome.py",  # the owner
-)
 
 
 def _outcome_name(node: ast.AST) -> str | None:
@@ -404,7 +526,7 @@ def test_the_walker_finds_a_planted_outcome_set() -> None:
 
 
 def test_outcome_sets_are_named_by_the_one_owner() -> None:
-    found = [hit for where, text in _sources_but(_OUTCOME_EXEMPT) for hit in outcome_sets(text, where)]
+    found = [hit for where, text in _sources_but(_owned_by("Outcome sets and orders")) for hit in outcome_sets(text, where)]
     assert not found, "name the set in harness.records.outcome and use it:\n" + "\n".join(found)
 
 
@@ -418,4 +540,8 @@ def test_there_is_one_teardown_record() -> None:
     assert teardown_records("class TeardownReport:\n    pass\n", "p.py") == ["p.py:1 TeardownReport"]
     found = [hit for where, text in _harness_sources() for hit in teardown_records(text, where)]
     assert [hit.split()[1] for hit in found] == ["TeardownInfo"], found
-    assert found[0].startswith("harness/records/run_record.py:")
+    assert found[0].startswith(f"{_owned_by('The teardown record')[0]}:")
+
+
+if __name__ == "__main__":  # docs/owners.md rendered from OWNERS
+    (ROOT / "docs" / "owners.md").write_text(owners_page(), encoding="utf-8")
