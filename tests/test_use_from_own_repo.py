@@ -30,7 +30,8 @@ import pytest
 from harness import __version__
 
 # The reference servers of this module are the torch-free stand-in (tests/conftest.py): the claims are the package's.
-pytestmark = [pytest.mark.slow, pytest.mark.standin]
+# One worker builds the wheel and the virtualenv once for both tests (make test: --dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.standin, pytest.mark.xdist_group("use-from-own-repo")]
 
 REPO = Path(__file__).resolve().parent.parent
 SCAFFOLDED = Path("scenarios") / "frozen_kv_mtp_28264.yaml"
