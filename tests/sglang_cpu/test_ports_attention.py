@@ -91,7 +91,7 @@ def launch_extend_014(b: Batch, o: torch.Tensor, *, sm_scale: float, window: int
                       custom_mask: torch.Tensor | None = None, mask_indptr: torch.Tensor | None = None,
                       window_kv_offsets: torch.Tensor | None = None, skip_prefix_custom_mask: bool = True,
                       block_m: int = 64) -> None:
-    """0.5.14 ``extend_attention_fwd`` (extend_attention.py:573-672): the grid and arguments it launches with."""
+    """0.5.14 ``extend_attention_fwd`` (extend_attention.py:571): the grid and arguments it launches with."""
     grid = (len(b.extend_lens), H, math.ceil(max(b.extend_lens) / block_m))
     launch("_fwd_kernel")(
         grid, b.q, b.k, b.v, o, b.k_pool, b.v_pool, b.qo_indptr, b.kv_indptr, b.kv_indices, custom_mask, mask_indptr,
@@ -105,7 +105,7 @@ def launch_extend_014(b: Batch, o: torch.Tensor, *, sm_scale: float, window: int
 
 def launch_extend_015(b: Batch, o: torch.Tensor, lse: torch.Tensor | None, *, sm_scale: float, page_size: int = 1,
                       skip_prefix: bool = False, skip_extend: bool = False, window: int = -1) -> None:
-    """0.5.15 ``extend_attention_fwd`` (extend_attention.py:631-757) with a 4-D paged pool when page_size > 1."""
+    """0.5.15 ``extend_attention_fwd`` (extend_attention.py:622) with a 4-D paged pool when page_size > 1."""
     k_pool, v_pool = b.k_pool, b.v_pool
     if page_size > 1:
         pad = (-k_pool.shape[0]) % page_size
@@ -281,7 +281,7 @@ def launch_decode_014(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tenso
                       kv_indptr: torch.Tensor, kv_indices: torch.Tensor, num_kv_splits: torch.Tensor, max_kv_splits: int,
                       *, sm_scale: float, logit_cap: float = 0.0, sinks: torch.Tensor | None = None,
                       v_scale: float = 1.0) -> None:
-    """0.5.14 ``decode_attention_fwd`` (decode_attention.py:744-810): stage 1 (MHA or grouped) then stage 2."""
+    """0.5.14 ``decode_attention_fwd`` (decode_attention.py:745): stage 1 (MHA or grouped) then stage 2."""
     batch, heads = q.shape[0], q.shape[1]
     lk, lv = k_pool.shape[-1], v_pool.shape[-1]
     att_out = torch.empty(batch, heads, max_kv_splits, lv)

@@ -1,10 +1,10 @@
 """Plain-torch ports of sgl_kernel's speculative tree ops, ``build_tree_kernel_efficient`` and ``verify_tree_greedy``.
 
 SGLang 0.5.14/0.5.15 call them on CUDA/HIP/MUSA only (``srt/speculative/eagle_utils.py:25-28, 197, 232`` in
-0.5.14; ``:52-55, 244, 364`` in 0.5.15); a CPU build reaches them through the CPU-gap switch
+0.5.14; ``:52-55, 247, 364`` in 0.5.15); a CPU build reaches them through the CPU-gap switch
 (``sglang_cpu_gaps``). The CUDA source is not in SGLang's wheel; its semantics are those of SGLang's own triton
-rewrite of both ops, 0.5.15 ``srt/speculative/triton_ops/spec_tree.py:18-165`` (``sgl_build_tree_kernel_
-efficient_triton``) and ``:168-281`` (``verify_tree_greedy_kernel_triton``), ported here per request:
+rewrite of both ops, 0.5.15 ``srt/speculative/triton_ops/spec_tree.py:19-174`` (``sgl_build_tree_kernel_
+efficient_triton``) and ``:177-281`` (``verify_tree_greedy_kernel_triton``), ported here per request:
 
 - build: for each draft token i (from last to first) its parent's position among the selected tokens
   (``selected_index // topk`` -> ``parent_list``), linked as first child (``retrieve_next_token``) with the

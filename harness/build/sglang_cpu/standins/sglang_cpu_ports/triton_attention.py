@@ -17,9 +17,9 @@ the same pointers and strides (``triton_common.strided``/``gather_heads`` reprod
 
 Precision follows the kernels: products accumulate in float32, queries are cast to the KV dtype before the QK
 dot (the grouped decode and the prefix part of extend), probabilities to V's dtype before the PV dot.
-Sources: sglang 0.5.14 ``srt/layers/attention/triton_ops/extend_attention.py:239-570`` and
-``decode_attention.py:44-186, 252-420, 522-590``; 0.5.15 ``extend_attention.py:240-605`` and
-``decode_attention.py:95-260, 355-500, 667-735``.
+Sources (the kernels' ``def`` lines): sglang 0.5.14 ``srt/layers/attention/triton_ops/extend_attention.py:240``
+and ``decode_attention.py:45, 253, 523``; 0.5.15 ``extend_attention.py:241`` and ``decode_attention.py:96, 351,
+667``; 0.5.16 ``sglang/kernels/ops/attention/extend_attention.py:242``, ``decode_attention.py:97, 384, 732``.
 """
 
 from __future__ import annotations
@@ -57,9 +57,9 @@ _EXTEND_015 = (
 _SCORE_MOD = ("SCORE_MOD", "Aux0", "aux0_stride_t", "aux0_stride_h", "aux0_len")
 _SCORE_MOD_DEFAULTS = (("SCORE_MOD", None), ("Aux0", None), ("aux0_stride_t", 0), ("aux0_stride_h", 0), ("aux0_len", 0))
 EXTEND_LAYOUTS = (
-    Layout("0.5.14 extend_attention.py:239-285", _EXTEND_014),
-    Layout("0.5.15 extend_attention.py:240-298", _EXTEND_015, defaults=(("PAGE_SIZE", 1),)),
-    Layout("0.5.16 kernels/ops/attention/extend_attention.py:242-303", _EXTEND_015 + _SCORE_MOD,
+    Layout("0.5.14 extend_attention.py:240", _EXTEND_014),
+    Layout("0.5.15 extend_attention.py:241", _EXTEND_015, defaults=(("PAGE_SIZE", 1),)),
+    Layout("0.5.16 kernels/ops/attention/extend_attention.py:242", _EXTEND_015 + _SCORE_MOD,
            defaults=(("PAGE_SIZE", 1), *_SCORE_MOD_DEFAULTS)),
 )
 
@@ -71,25 +71,25 @@ _MID_STRIDES = ("stride_mid_ob", "stride_mid_oh", "stride_mid_os")
 _STAGE1_TAIL = ("kv_group_num", "BLOCK_DMODEL", "BLOCK_DV", "BLOCK_N", "MIN_BLOCK_KV", "logit_cap", "Lk", "Lv",
                 "xai_temperature_len")  # fmt: skip
 STAGE1_LAYOUTS = (
-    Layout("0.5.14 decode_attention.py:44-72", _STAGE1_HEAD + _MID_STRIDES + _STAGE1_TAIL),
-    Layout("0.5.15 decode_attention.py:95-131", _STAGE1_HEAD + _PAGE_STRIDES + _MID_STRIDES + _STAGE1_TAIL
+    Layout("0.5.14 decode_attention.py:45", _STAGE1_HEAD + _MID_STRIDES + _STAGE1_TAIL),
+    Layout("0.5.15 decode_attention.py:96", _STAGE1_HEAD + _PAGE_STRIDES + _MID_STRIDES + _STAGE1_TAIL
            + ("PAGE_SIZE",)),
-    Layout("0.5.16 kernels/ops/attention/decode_attention.py:96-138", _STAGE1_HEAD + _PAGE_STRIDES + _MID_STRIDES
+    Layout("0.5.16 kernels/ops/attention/decode_attention.py:97", _STAGE1_HEAD + _PAGE_STRIDES + _MID_STRIDES
            + _STAGE1_TAIL + ("PAGE_SIZE",) + _SCORE_MOD, defaults=_SCORE_MOD_DEFAULTS),
 )  # fmt: skip
 _GROUPED_TAIL = ("kv_group_num", "q_head_num", "BLOCK_DMODEL", "BLOCK_DPE", "BLOCK_DV", "BLOCK_N", "BLOCK_H",
                  "MIN_BLOCK_KV", "logit_cap", "xai_temperature_len", "Lk", "Lv", "HAS_MLA", "USE_PDL")  # fmt: skip
 GROUPED_LAYOUTS = (
-    Layout("0.5.14 decode_attention.py:252-286", _STAGE1_HEAD + _MID_STRIDES + _GROUPED_TAIL,
+    Layout("0.5.14 decode_attention.py:253", _STAGE1_HEAD + _MID_STRIDES + _GROUPED_TAIL,
            defaults=(("HAS_MLA", False), ("USE_PDL", False))),
-    Layout("0.5.15 decode_attention.py:355-395", _STAGE1_HEAD + _PAGE_STRIDES + _MID_STRIDES + _GROUPED_TAIL
+    Layout("0.5.15 decode_attention.py:351", _STAGE1_HEAD + _PAGE_STRIDES + _MID_STRIDES + _GROUPED_TAIL
            + ("PAGE_SIZE",), defaults=(("HAS_MLA", False), ("USE_PDL", False), ("PAGE_SIZE", 1))),
-    Layout("0.5.16 kernels/ops/attention/decode_attention.py:383-428", _STAGE1_HEAD + _PAGE_STRIDES + _MID_STRIDES
+    Layout("0.5.16 kernels/ops/attention/decode_attention.py:384", _STAGE1_HEAD + _PAGE_STRIDES + _MID_STRIDES
            + _GROUPED_TAIL + ("PAGE_SIZE",) + _SCORE_MOD,
            defaults=(("HAS_MLA", False), ("USE_PDL", False), ("PAGE_SIZE", 1), *_SCORE_MOD_DEFAULTS)),
 )  # fmt: skip
 STAGE2_LAYOUTS = (
-    Layout("0.5.14 decode_attention.py:522-540, 0.5.15 decode_attention.py:667-686",
+    Layout("0.5.14 decode_attention.py:523, 0.5.15 :667, 0.5.16 kernels/ops/attention/decode_attention.py:732",
            ("Mid_O", "Mid_O_1", "O", "v_scale", "kv_indptr", "num_kv_splits", "sink_ptr", "stride_mid_ob",
             "stride_mid_oh", "stride_mid_os", "stride_obs", "stride_oh", "MAX_KV_SPLITS", "MIN_BLOCK_KV", "BLOCK_DV",
             "Lv", "HAS_SINK", "USE_PDL"), defaults=(("USE_PDL", False),)),

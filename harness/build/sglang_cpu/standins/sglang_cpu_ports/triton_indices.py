@@ -1,13 +1,15 @@
 """Plain-torch ports of the index kernels around the KV pool: writing a request's token slots, reading them
 back as attention's ``kv_indices``, positions of an extend batch, last locations.
 
-Sources (sglang 0.5.14; 0.5.15 has the same kernels at the lines given second):
-- ``write_req_to_token_pool_triton``: ``srt/mem_cache/triton_ops/common.py:8-55`` (same in 0.5.15). Its
-  ``prefix_tensors`` argument is a table of ``data_ptr()`` addresses of int64 tensors
-  (``srt/mem_cache/common.py:129-134``), read here through the addresses as the kernel does.
-- ``create_flashinfer_kv_indices_triton``: ``srt/layers/attention/triton_ops/kv_indices.py:8-43``.
-- ``compute_position_kernel``: ``srt/model_executor/triton_ops/position.py:32-58``.
-- ``get_last_loc_kernel`` / ``_get_last_loc_safe_kernel``: ``srt/mem_cache/triton_ops/common.py:59-140``.
+Sources (the kernels' ``def`` lines, the same in sglang 0.5.14 and 0.5.15 unless two are given):
+- ``write_req_to_token_pool_triton``: ``srt/mem_cache/triton_ops/common.py:9``. Its ``prefix_tensors`` argument
+  is a table of ``data_ptr()`` addresses of int64 tensors (``write_cache_indices``, ``srt/mem_cache/common.py:120``,
+  0.5.15 ``:124``), read here through the addresses as the kernel does.
+- ``create_flashinfer_kv_indices_triton``: ``srt/layers/attention/triton_ops/kv_indices.py:9``.
+- ``compute_position_kernel``: ``srt/model_executor/triton_ops/position.py:33``.
+- ``get_last_loc_kernel`` / ``_get_last_loc_safe_kernel``: ``srt/mem_cache/triton_ops/common.py:121, 60``.
+- ``copy_all_layer_kv_cache_tiled``: ``srt/mem_cache/triton_ops/cache_move.py:53`` (0.5.15 ``:54``), launched over
+  the pool's raw buffer addresses (``srt/mem_cache/memory_pool.py:1202``, 0.5.15 ``:1438``).
 """
 
 from __future__ import annotations
@@ -21,18 +23,18 @@ from sglang_cpu_ports.triton_common import Layout, as_int, bind, grid_of, int64_
 
 __all__ = ["compute_position", "copy_all_layer_kv_cache", "create_kv_indices", "get_last_loc", "write_req_to_token_pool"]
 
-WRITE_REQ_TO_TOKEN = (Layout("0.5.14/0.5.15 mem_cache/triton_ops/common.py:8-18",
+WRITE_REQ_TO_TOKEN = (Layout("0.5.14/0.5.15 mem_cache/triton_ops/common.py:9",
                              ("req_to_token_ptr", "req_pool_indices", "prefix_tensors", "pre_lens", "seq_lens",
                               "extend_lens", "out_cache_loc", "req_to_token_ptr_stride")),)  # fmt: skip
-CREATE_KV_INDICES = (Layout("0.5.14/0.5.15 attention/triton_ops/kv_indices.py:8-17",
+CREATE_KV_INDICES = (Layout("0.5.14/0.5.15 attention/triton_ops/kv_indices.py:9",
                             ("req_to_token_ptr", "req_pool_indices_ptr", "page_kernel_lens_ptr", "kv_indptr",
                              "kv_start_idx", "kv_indices_ptr", "req_to_token_ptr_stride")),)  # fmt: skip
-COMPUTE_POSITION = (Layout("0.5.14/0.5.15 model_executor/triton_ops/position.py:32-39",
+COMPUTE_POSITION = (Layout("0.5.14/0.5.15 model_executor/triton_ops/position.py:33",
                            ("positions", "extend_start_loc", "extend_prefix_lens", "extend_seq_lens", "has_prefix")),)
-LAST_LOC = (Layout("0.5.14/0.5.15 mem_cache/triton_ops/common.py:120-128",
+LAST_LOC = (Layout("0.5.14/0.5.15 mem_cache/triton_ops/common.py:121",
                    ("req_to_token", "req_pool_indices_tensor", "prefix_lens_tensor", "result", "num_tokens",
                     "req_to_token_stride", "BLOCK_SIZE")),)  # fmt: skip
-LAST_LOC_SAFE = (Layout("0.5.14/0.5.15 mem_cache/triton_ops/common.py:59-69",
+LAST_LOC_SAFE = (Layout("0.5.14/0.5.15 mem_cache/triton_ops/common.py:60",
                         ("req_to_token", "req_pool_indices_tensor", "prefix_lens_tensor", "result_i32", "num_tokens",
                          "req_to_token_stride", "BLOCK_SIZE", "PREFIX_DTYPE_IS_I64")),)  # fmt: skip
 
@@ -109,7 +111,7 @@ def get_last_loc_safe(grid: Any, *args: Any, **kwargs: Any) -> None:
     _last_loc(a, a["result_i32"])
 
 
-COPY_ALL_LAYERS = (Layout("0.5.14/0.5.15 mem_cache/triton_ops/cache_move.py:52-60",
+COPY_ALL_LAYERS = (Layout("0.5.14 mem_cache/triton_ops/cache_move.py:53, 0.5.15 :54",
                           ("data_ptrs", "strides", "tgt_loc_ptr", "src_loc_ptr", "num_locs", "num_locs_upper",
                            "BYTES_PER_TILE")),)  # fmt: skip
 
@@ -119,7 +121,7 @@ def copy_all_layer_kv_cache(grid: Any, *args: Any, **kwargs: Any) -> None:
     """For each buffer b (a raw address and a row stride in bytes): rows ``src[i]`` copied to rows ``tgt[i]``.
 
     All sources are read before any target is written, as each program loads its whole tile before storing it
-    (the kernel's "safe for in-place copy"). ``srt/mem_cache/triton_ops/cache_move.py:52-85``.
+    (the kernel's "safe for in-place copy").
     """
     a = bind("copy_all_layer_kv_cache_tiled", COPY_ALL_LAYERS, args, kwargs)
     buffers, tiles = grid_of(grid, a)[:2]

@@ -1,8 +1,8 @@
 """Plain-torch ports of the logit soft-capping kernels (``x -> cap * tanh(x / cap)``).
 
-Sources: sglang 0.5.14 ``srt/layers/triton_ops/softcap.py:29-48`` (``softcap_out_kernel``: float32 output,
-tanh written as (e^2x - 1)/(e^2x + 1)) and ``:70-91`` (``softcap_inplace_logits_kernel``: in place, per row of
-``row_stride`` elements, over the grid's column blocks); the same kernels in 0.5.15.
+Sources: sglang 0.5.14 and 0.5.15 ``srt/layers/triton_ops/softcap.py:31`` (``softcap_out_kernel``: float32
+output, tanh written as (e^2x - 1)/(e^2x + 1)) and ``:72`` (``softcap_inplace_logits_kernel``: in place, per row of
+``row_stride`` elements, over the grid's column blocks).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from sglang_cpu_ports.triton_common import Layout, as_int, bind, flat, grid_of
 
 __all__ = ["softcap_inplace_logits", "softcap_out"]
 
-INPLACE = (Layout("0.5.14/0.5.15 layers/triton_ops/softcap.py:70-77",
+INPLACE = (Layout("0.5.14/0.5.15 layers/triton_ops/softcap.py:72",
                   ("full_logits_ptr", "softcapping_value", "ncols", "row_stride", "BLOCK_SIZE")),)  # fmt: skip
-OUT = (Layout("0.5.14/0.5.15 layers/triton_ops/softcap.py:29-35",
+OUT = (Layout("0.5.14/0.5.15 layers/triton_ops/softcap.py:31",
               ("output_ptr", "input_ptr", "n_ele", "softcap_const", "BLOCK_SIZE"), defaults=(("BLOCK_SIZE", 128),)),)
 
 

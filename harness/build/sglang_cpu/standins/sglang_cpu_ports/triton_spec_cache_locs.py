@@ -1,16 +1,15 @@
 """Plain-torch ports of the speculative-decoding slot kernels: which KV slots the draft and verify tokens use.
 
-Sources: sglang 0.5.14 ``srt/speculative/triton_ops/cache_locs.py`` (the same kernels, same lines +1, in
-0.5.15) and ``srt/speculative/triton_ops/eagle.py`` (unchanged in 0.5.15):
-- ``assign_req_to_token_pool`` (:15-48): ``req_to_token[req, start:end] = out_cache_loc[cum:cum+end-start]``,
+Sources (the kernels' ``def`` lines): sglang 0.5.14 ``srt/speculative/triton_ops/cache_locs.py`` (the same
+kernels one line further down in 0.5.15) and ``srt/speculative/triton_ops/eagle.py`` (unchanged in 0.5.15):
+- ``assign_req_to_token_pool`` (:16): ``req_to_token[req, start:end] = out_cache_loc[cum:cum+end-start]``,
   ``cum`` the sum of earlier programs' ``end - start``;
-- ``assign_draft_cache_locs_contiguous`` (:69-92): the reverse, ``topk*steps`` slots from ``seq_len`` on;
-- ``generate_draft_decode_kv_indices`` (:95-175): per step, per request, per topk branch, the prefix slots then
+- ``assign_draft_cache_locs_contiguous`` (:70): the reverse, ``topk*steps`` slots from ``seq_len`` on;
+- ``generate_draft_decode_kv_indices`` (:97): per step, per request, per topk branch, the prefix slots then
   the branch's draft slots, and ``kv_indptr``;
-- ``align_evict_mask_to_page_size`` (:177-197), ``get_target_cache_loc`` (:224-268),
-  ``filter_finished_cache_loc_kernel`` (:270-299), ``assign_extend_cache_locs`` (:302-331, the reverse of
-  ``assign_req_to_token_pool``);
-- ``fill_bonus_tokens`` (eagle.py:5-20), ``fill_accept_out_cache_loc`` (eagle.py:23-38).
+- ``align_evict_mask_to_page_size`` (:178), ``get_target_cache_loc`` (:225), ``filter_finished_cache_loc_kernel``
+  (:271), ``assign_extend_cache_locs`` (:303, the reverse of ``assign_req_to_token_pool``);
+- ``fill_bonus_tokens`` (eagle.py:6), ``fill_accept_out_cache_loc`` (eagle.py:25).
 """
 
 from __future__ import annotations
@@ -28,26 +27,26 @@ __all__ = ["align_evict_mask_to_page_size", "assign_draft_cache_locs_contiguous"
 
 _RANGE_COPY = ("req_pool_indices", "req_to_token", "start_offset", "end_offset", "out_cache_loc", "pool_len",
                "bs_upper")  # fmt: skip
-ASSIGN_REQ = (Layout("0.5.14 cache_locs.py:15-24 / 0.5.15 :16-25", _RANGE_COPY),)
-ASSIGN_EXTEND = (Layout("0.5.14 cache_locs.py:302-311 / 0.5.15 :303-312", _RANGE_COPY),)
-ASSIGN_DRAFT = (Layout("0.5.14 cache_locs.py:69-78 / 0.5.15 :70-79",
+ASSIGN_REQ = (Layout("0.5.14 cache_locs.py:16 / 0.5.15 :17", _RANGE_COPY),)
+ASSIGN_EXTEND = (Layout("0.5.14 cache_locs.py:303 / 0.5.15 :304", _RANGE_COPY),)
+ASSIGN_DRAFT = (Layout("0.5.14 cache_locs.py:70 / 0.5.15 :71",
                        ("req_pool_indices", "req_to_token", "seq_lens", "out_cache_loc", "pool_len", "topk",
                         "speculative_num_steps")),)  # fmt: skip
-DRAFT_KV_INDICES = (Layout("0.5.14 cache_locs.py:95-110 / 0.5.15 :96-111",
+DRAFT_KV_INDICES = (Layout("0.5.14 cache_locs.py:97 / 0.5.15 :98",
                            ("req_pool_indices", "req_to_token", "paged_kernel_lens", "kv_indices", "kv_indptr",
                             "positions", "pool_len", "kv_indices_stride", "kv_indptr_stride", "bs_upper",
                             "iter_upper", "num_tokens_upper", "page_size")),)  # fmt: skip
-ALIGN_EVICT = (Layout("0.5.14 cache_locs.py:177-184 / 0.5.15 :178-185",
+ALIGN_EVICT = (Layout("0.5.14 cache_locs.py:178 / 0.5.15 :179",
                       ("seq_lens", "evict_mask", "page_size", "num_draft_tokens", "BLOCK_SIZE")),)  # fmt: skip
-TARGET_CACHE_LOC = (Layout("0.5.14 cache_locs.py:224-234 / 0.5.15 :225-235",
+TARGET_CACHE_LOC = (Layout("0.5.14 cache_locs.py:225 / 0.5.15 :226",
                            ("tgt_cache_loc", "to_free_slots", "num_correct_drafts", "to_free_num_slots",
                             "out_cache_loc", "num_verify_tokens", "num_verify_tokens_upper", "bs_upper")),)
-FILTER_FINISHED = (Layout("0.5.14 cache_locs.py:270-278 / 0.5.15 :271-279",
+FILTER_FINISHED = (Layout("0.5.14 cache_locs.py:271 / 0.5.15 :272",
                           ("out_cache_loc", "tgt_cache_loc", "num_correct_drafts", "num_accept_tokens_filter",
                            "bs_upper", "num_verify_tokens_upper")),)  # fmt: skip
-FILL_BONUS = (Layout("0.5.14/0.5.15 eagle.py:5-11",
+FILL_BONUS = (Layout("0.5.14/0.5.15 eagle.py:6",
                      ("accept_tokens", "accept_lens", "bonus_tokens_ptr", "accept_stride")),)
-FILL_ACCEPT_LOC = (Layout("0.5.14/0.5.15 eagle.py:23-29",
+FILL_ACCEPT_LOC = (Layout("0.5.14/0.5.15 eagle.py:25",
                           ("accept_index", "out_cache_loc", "accept_out_cache_loc", "size_upper")),)
 
 
