@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from harness.commands import COMMANDS, find
-from harness.util.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USAGE, HarnessError
+from harness.util.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USAGE, HarnessError, UserError
 from harness.util.interrupts import command_signals
 from harness.version import harness_version
 
@@ -88,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # Inside: a Ctrl-C while the command's modules import (torch, pandas: seconds) is exit 130, no traceback.
         args = make_parser(argv).parse_args(argv)
+        _refuse_undecodable(args, argv)
         if os.environ.get("SGLANG_REPRO_GPU_INVENTORY") is not None:
             from harness.server.hardware import injected_inventory
 
@@ -116,6 +117,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+
+
+def _refuse_undecodable(args: argparse.Namespace, argv: Sequence[str]) -> None:
+    """A text value given as bytes that are not UTF-8 (``--label $'night\\xff'``: a lone surrogate once decoded) is
+    bad input here, before the command runs: every writer downstream (the store, a fixture, a JSON record)
+    would meet it as a UnicodeEncodeError after the work was done. Paths are ``Path`` values and keep their
+    bytes; a value that is text is text."""
+    for dest, value in vars(args).items():
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, str) and not dest.startswith("_"):
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    flag = "--" + dest.replace("_", "-")
+                    flag = flag if any(a.split("=")[0] == flag for a in argv) else dest.replace("_", " ")
+                    raise UserError(f"{flag}: byte {exc.start} is not UTF-8 text; give the value as UTF-8") from None
 
 
 def _printable(line: str) -> str:

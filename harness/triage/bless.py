@@ -8,11 +8,11 @@ from pathlib import Path
 
 from harness.signatures.catalogue import Catalogue
 from harness.triage.fixture_file import parse_expect, read_fixture, render_fixture
-from harness.triage.read import triage
+from harness.triage.read import read_pasted, triage
 from harness.triage.verdicts import triage_text
 from harness.util.atomic import write_atomic
-from harness.util.bounded_read import read_bytes
 from harness.util.errors import EXIT_FAIL, EXIT_OK, UserError
+from harness.util.redact import redact_everywhere
 
 __all__ = ["bless"]
 
@@ -31,15 +31,21 @@ def bless(args: argparse.Namespace, catalogue: Catalogue) -> int:
     if os.path.lexists(target):
         raise UserError(f"{target}: a fixture of that name exists; rename FILE or remove it")
     triage([args.bless], catalogue, releases=False)  # refused as any input is (missing, not a regular file, huge)
-    text = read_bytes(args.bless, "log").decode("utf-8", errors="replace")
+    text = read_pasted(args.bless)  # redacted: a fixture is meant for the repository
+    title = redact_everywhere(args.title) if args.title is not None else None
 
     def render(line: int | None) -> str:
-        return render_fixture(text, source=args.source, expect=args.expect, line=line, title=args.title,
+        return render_fixture(text, source=args.source, expect=args.expect, line=line, title=title,
                               version=args.sglang_version)
 
+    first = render(0)  # "# line: 0" holds the header's final length; a bad header value is refused before any write
     folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(target, render(0))  # "# line: 0" holds the header's final length
-    fixture = read_fixture(target)
+    write_atomic(target, first)
+    try:
+        fixture = read_fixture(target)
+    except BaseException:
+        target.unlink(missing_ok=True)  # a fixture its own reader refuses is not left behind
+        raise
     verdict = triage_text(target, fixture.text, catalogue, title=fixture.title, version=fixture.version,
                           releases=not args.no_releases)
     best = verdict.best

@@ -92,6 +92,11 @@ def render_fixture(body: str, *, source: str, expect: str, line: int | None, tit
     """A fixture's text: the header, then ``body`` as pasted."""
     header = {"source": source, "note": note, "title": title, "version": version, "expect": expect,
               "line": None if line is None else str(line), "fixed": fixed}
+    for key in _KEYS:
+        value = header[key]
+        if value is not None and not value.isprintable():
+            # a newline in --title would start a line of its own: a forged '# expect:' or '# fixed:'
+            raise UserError(f"--{key}: {value[:60]!r}: a header value is one line of printable text")
     head = [f"# {k}: {header[k]}" for k in _KEYS if header[k] is not None]
     return "\n".join(head) + "\n" + body
 

@@ -8,14 +8,12 @@ from harness.signatures.catalogue import Catalogue
 from harness.triage.verdicts import FileVerdict, triage_text
 from harness.util.errors import UserError
 
-__all__ = ["triage"]
+__all__ = ["read_pasted", "triage"]
 
 
 def triage(paths: list[Path], catalogue: Catalogue, *, title: str | None = None, version: str | None = None,
            releases: bool = True) -> list[FileVerdict]:
     """Each file judged, in the order given. Raises UserError on a missing or unreadable file, before judging any."""
-    from harness.util.bounded_read import ReadRefused, read_bytes
-
     for path in paths:
         try:
             if not path.exists():
@@ -24,14 +22,7 @@ def triage(paths: list[Path], catalogue: Catalogue, *, title: str | None = None,
             raise UserError(f"{path}: cannot look at it ({exc.strerror or exc})") from None
         if not path.is_file():
             raise UserError(f"{path}: not a regular file")
-    texts = []
-    for path in paths:
-        try:
-            texts.append(read_bytes(path, "log").decode("utf-8", errors="replace"))
-        except ReadRefused as exc:
-            raise UserError(str(exc)) from None
-        except OSError as exc:
-            raise UserError(f"{path}: cannot read ({exc.strerror or exc.__class__.__name__})") from None
+    texts = [read_pasted(path) for path in paths]
     from harness.triage.fixture_file import split_header
 
     out = []
@@ -41,3 +32,20 @@ def triage(paths: list[Path], catalogue: Catalogue, *, title: str | None = None,
         out.append(triage_text(path, text, catalogue, title=title or header.get("title"),
                                version=version or header.get("version"), releases=releases))
     return out
+
+
+def read_pasted(path: Path) -> str:
+    """The one entrance of a pasted text: read bounded, its secrets redacted before anything is judged, printed,
+    put in JSON or blessed into a fixture (a pasted server log holds ``--api-key``, ``HF_TOKEN=`` and Bearer
+    values; a verdict's excerpt quotes the very lines that hold them). Redaction keeps every newline, so line
+    numbers are the file's."""
+    from harness.util.bounded_read import ReadRefused, read_bytes
+    from harness.util.redact import redact_everywhere
+
+    try:
+        data = read_bytes(path, "log")
+    except ReadRefused as exc:
+        raise UserError(str(exc)) from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror or exc.__class__.__name__})") from None
+    return redact_everywhere(data.decode("utf-8", errors="replace"))

@@ -14,6 +14,7 @@ import json
 import os
 import stat
 from collections.abc import Generator, Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,22 @@ def kind_of_mode(mode: int) -> str:
     return "not a regular file or folder"
 
 
+_KERNEL_DEVICES: frozenset[int] | None = None
+
+
+def _kernel_devices() -> frozenset[int]:
+    """The devices of the kernel's pseudo file systems (procfs, sysfs): only the ``kernel`` kind reads them."""
+    global _KERNEL_DEVICES
+    if _KERNEL_DEVICES is None:
+        devices = set()
+        for root in ("/proc", "/sys"):
+            with suppress(OSError):
+                if os.path.ismount(root):
+                    devices.add(os.stat(root).st_dev)
+        _KERNEL_DEVICES = frozenset(devices)
+    return _KERNEL_DEVICES
+
+
 def _open_regular(path: Path, kind: str, *, whole: bool = True) -> int:
     """A descriptor of ``path`` once it is known to be a regular file within the cap of its kind (only when it is
     to be read ``whole``: a window of it is bounded by the window)."""
@@ -76,6 +93,9 @@ def _open_regular(path: Path, kind: str, *, whole: bool = True) -> int:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ReadRefused(path, f"{kind_of_mode(info.st_mode)}, not a regular file; refused")
+        if kind != "kernel" and info.st_dev in _kernel_devices():
+            # /proc/self/environ is a "regular file" of size 0 that holds every secret of the environment
+            raise ReadRefused(path, "a file of the kernel's (/proc, /sys), not a log or a file of yours; refused")
         if cap is not None and info.st_size > cap:
             raise ReadRefused(path, f"{info.st_size} bytes, over the {cap}-byte cap for a {kind} file")
     except BaseException:

@@ -1,0 +1,102 @@
+"""Issue 49 (hardening, fourth round): each class of the probe as a test, run in-process through the CLI.
+
+Classes: a pasted text's secrets (triage's one entrance redacts them; the kernel's files are no input), text
+values that are not UTF-8 (refused at the CLI's entrance, before any work), header values that forge lines, the
+wheel cache read as a regular file of a zip's shape."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.hostile._probe import cli, refused
+
+KEY = "sk-roundfourkey0123456789ab"
+HF = "hf_roundfourtoken0123456789"
+BEARER = "tokvalueroundfour98765"
+MESSAGE = "RuntimeError: output with shape [1] doesn't match the broadcast shape [812]"
+
+
+def _pasted(tmp_path: Path) -> Path:
+    path = tmp_path / "pasted.txt"
+    path.write_text(
+        "Traceback (most recent call last):\n"
+        f'  File "/x/sglang/srt/entrypoints/http_server.py", line 9, in launch  # --api-key {KEY}\n'
+        f"    launch(HF_TOKEN={HF}, headers={{'Authorization': 'Bearer {BEARER}'}})\n"
+        f"{MESSAGE} --api-key {KEY} HF_TOKEN={HF} Authorization: Bearer {BEARER}\n"
+    )
+    return path
+
+
+def _no_secret(text: str) -> None:
+    for secret in (KEY, HF, BEARER):
+        assert secret not in text, f"{secret} kept in: {text[:400]}"
+
+
+@pytest.mark.parametrize("flags", [[], ["--excerpt"], ["--explain", "--excerpt"], ["--format", "json"]])
+def test_triage_prints_no_secret_of_the_pasted_text(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     flags: list[str]) -> None:
+    ran = cli(["triage", *flags, "--no-releases", _pasted(tmp_path)], capsys)
+    assert ran.code in (0, 1), ran.err
+    assert "frozen-kv-mtp-stale-out-cache-loc" in ran.out  # still judged: only the secrets are gone
+    if flags:
+        assert "shape [812]" in ran.out
+    _no_secret(ran.out + ran.err)
+    if flags == ["--format", "json"]:
+        assert "<redacted>" in json.loads(ran.out)[0]["text"]
+
+
+def test_triage_bless_writes_no_secret_into_the_fixture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fixtures = tmp_path / "fixtures"
+    ran = cli(["triage", "--bless", _pasted(tmp_path), "--expect", "none", "--source", "https://example.org/1",
+               "--title", f"crash with --api-key {KEY}", "--fixtures", fixtures, "--no-releases"], capsys)
+    assert ran.code in (0, 1), ran.err
+    written = (fixtures / "pasted.txt").read_text()
+    assert "shape [812]" in written
+    _no_secret(written + ran.out + ran.err)
+
+
+@pytest.mark.parametrize("kernel_file", ["/proc/self/environ", "/proc/self/cmdline",
+                                         "/sys/kernel/mm/transparent_hugepage/enabled"])
+def test_a_kernel_file_is_no_pasted_text(kernel_file: str, capsys: pytest.CaptureFixture[str]) -> None:
+    if not os.path.exists(kernel_file):
+        pytest.skip(f"{kernel_file} is absent here")
+    line = refused(["triage", "--excerpt", kernel_file], capsys)
+    assert "kernel" in line
+
+
+def test_the_kernel_kind_still_reads_the_kernels_files() -> None:
+    from harness.util.bounded_read import read_bytes
+
+    assert read_bytes(Path("/proc/self/stat"), "kernel")
+
+
+@pytest.mark.parametrize("argv", [
+    ["triage", "--bless", "{log}", "--expect", "none", "--source", "https://x/1", "--title", "t\udcff",
+     "--fixtures", "{out}"],
+    ["nightly", "{seed}", "--build", "sim:post-fix", "--label", "night\udcff", "--store", "{out}/s.db", "--out", "{out}"],
+    ["triage", "--title", "t\udcff", "{log}"],
+])
+def test_a_text_value_that_is_not_utf8_is_refused_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                   argv: list[str]) -> None:
+    from tests.hostile._probe import SEED
+
+    values = {"log": str(_pasted(tmp_path)), "out": str(tmp_path / "out"), "seed": str(SEED)}
+    line = refused([a.format(**values) for a in argv], capsys)
+    assert "not UTF-8" in line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("field", "value"), [("--title", "t\n# expect: none"), ("--source", "https://x/1\n# fixed: 0.1"),
+                                             ("--version", "0.5.14\r# expect: none")])
+def test_a_bless_header_value_cannot_forge_a_line_and_leaves_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                     field: str, value: str) -> None:
+    fixtures = tmp_path / "fixtures"
+    argv = ["triage", "--bless", _pasted(tmp_path), "--expect", "none", "--source", "https://x/1",
+            "--fixtures", fixtures, "--no-releases", field, value]
+    line = refused(argv, capsys)
+    assert "one line" in line
+    assert not fixtures.exists() or not any(fixtures.iterdir())
