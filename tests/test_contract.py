@@ -16,6 +16,7 @@ import textwrap
 import time
 import types
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -299,12 +300,15 @@ def test_gemma4_image_processor_makes_256_soft_tokens_of_the_warmup_image(releas
     assert soft == contract.WARMUP_IMAGE_SOFT_TOKENS_GEMMA4
 
 
-def test_harness_modules_take_their_constants_from_the_contract() -> None:
+def test_the_harness_takes_its_constants_from_the_contract_and_the_reference_server_spells_its_own() -> None:
+    """The harness reads SGLang by the contract's words; the reference server writes SGLang's words in its own
+    code (harness.sim.sglang_words), equal but not the same object: tests/sim/test_spelling.py holds them equal."""
     from harness.server import process as server
     from harness.sim import server as sim_server
 
-    assert server.READY_LINE is contract.READY_LINE and sim_server.READY_LINE is contract.READY_LINE
-
+    assert server.READY_LINE is contract.READY_LINE
+    assert sim_server.READY_LINE == contract.READY_LINE
+    assert "from harness.contract" not in Path(sim_server.__file__).read_text(encoding="utf-8")
 
 
 def test_sigterms_last_step_kills_the_launcher_itself(release: RealSGLang) -> None:
