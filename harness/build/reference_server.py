@@ -17,10 +17,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from harness.sim.release_rules import ReleaseRules
 
-__all__ = ["REFERENCE_SERVER_LABEL", "REVISIONS", "SCHEDULERS", "ReleaseRules", "default_rules", "encode_prompt", "flag_parser",
-           "knobs", "rules_for", "source_dir"]
+__all__ = ["REFERENCE_SERVER_LABEL", "REVISIONS", "REVISION_RULES", "SCHEDULERS", "ReleaseRules", "default_rules",
+           "encode_prompt", "flag_parser", "knobs", "rules_for", "source_dir"]
 
 REVISIONS = ("pre-fix", "post-fix")
+# The release whose rules each revision follows when its build names none (``rules=VERSION``): pre-fix stands
+# for 0.5.14 (the last release without PR #29616), post-fix for 0.5.15 (the first with it). The launcher passes
+# it, so a build's profile says which release's rules it ran (``harness.launch.build_profile``).
+REVISION_RULES = {"pre-fix": "0.5.14", "post-fix": "0.5.15"}
 # What computes the tokens: the tiny PyTorch model, or its torch-free stand-in (harness.sim.standin).
 SCHEDULERS = ("model", "standin")
 # How results and reports name it beside real builds.

@@ -16,7 +16,7 @@ from harness.build.checkouts import source_tree
 from harness.build.environments import NODEPS_TORCH, default_cache_dir, ensure_pip_env, interpreter, pip_env_ready, venv_python
 from harness.build.labels import build_label
 from harness.build.probes import PROBE_TIMEOUT_S, SIM_PROBE, probe, read_answer
-from harness.build.reference_server import REFERENCE_SERVER_LABEL
+from harness.build.reference_server import REFERENCE_SERVER_LABEL, REVISION_RULES
 from harness.build.sglang_cpu.environment import server_environment
 from harness.build.spec import BuildSpec, bad_spec, parse_build_spec
 from harness.util.errors import InfraError
@@ -71,6 +71,8 @@ def resolve_build(spec: str | BuildSpec, *, cache_dir: Path | None = None) -> Bu
         for knob, value in f.items():
             if knob != "revision":
                 sim_launcher += [f"--sim-{knob}", value]
+        if "rules" not in f:  # the release the revision stands for: its profile names the rules it followed
+            sim_launcher += ["--sim-rules", REVISION_RULES[revision]]
         # PYTHONSAFEPATH: `-m harness.sim.server` must not put the working directory first on sys.path, where a
         # user's repository with a harness/ package of its own would shadow this one (docs/configuration.md).
         return Build("sim", parsed.spec, sys.executable, tuple(sim_launcher), {"PYTHONSAFEPATH": "1"},

@@ -6,9 +6,11 @@ import argparse
 from pathlib import Path
 
 from harness.dashboard.site import build_site
+from harness.series.points import SERIES_KINDS
+from harness.store.schema import RUN_KINDS
 from harness.store.store import open_store
 from harness.store.url import default_store
-from harness.util.errors import InfraError, disk_full
+from harness.util.errors import InfraError, UserError, disk_full
 from harness.util.output_path import check_output_folder
 
 
@@ -16,6 +18,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", metavar="URL", help="default: $SGLANG_REPRO_STORE or the project's results.db")
     parser.add_argument("-o", "--output", type=Path, default=None, metavar="DIR",
                         help="where the site goes (default: dashboard/ in the project's reports folder)")
+    parser.add_argument("--kinds", default=",".join(SERIES_KINDS), metavar="KIND,...",
+                        help="the run kinds the charts and detection read (default: nightly; others: "
+                             f"{', '.join(k for k in RUN_KINDS if k not in SERIES_KINDS)}); runs of other kinds are "
+                             "listed apart")
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    bad = [k for k in kinds if k not in RUN_KINDS]
+    if bad or not kinds:
+        raise UserError(f"--kinds {text}: {', '.join(bad) or 'no kind'} is not a run kind; valid: {', '.join(RUN_KINDS)}")
+    return kinds
 
 
 def main(args: argparse.Namespace) -> int:
@@ -26,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
     check_output_folder(args.output, "-o")  # an existing file, device or FIFO is refused before the store opens
     with open_store(args.store or default_store()) as store:
         try:
-            index = build_site(store, args.output)
+            index = build_site(store, args.output, _kinds(args.kinds))
         except OSError as exc:
             if not disk_full(exc):
                 raise

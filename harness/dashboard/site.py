@@ -37,25 +37,49 @@ from harness.incidents.incident import StoredIncident, stored_incidents
 from harness.records.metric_definitions import COMPARED, PHASE_SEPARATOR
 from harness.records.outcome import Outcome
 from harness.series.detections import SeriesFindings, findings_of
-from harness.series.points import CasePoints, Point, host_changes, stored_case_points
-from harness.series.steps import noise
+from harness.series.points import SERIES_KINDS, CasePoints, Point, host_changes, stored_case_points
+from harness.series.steps import LARGE_CHANGE, MATURE_NIGHTS, noise
+from harness.series.young import young_series
 from harness.store.store import Store
 from harness.util.atomic import replace_with, write_atomic
 from harness.util.collector import collector_paused
 
-__all__ = ["CSP", "build_site"]
+__all__ = ["CSP", "FIT", "build_site"]
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; img-src 'self' data:; "
        "connect-src 'none'; font-src 'none'; frame-src 'none'; base-uri 'none'; form-action 'none'")
 SPARK_METRICS = tuple(m.name for m in COMPARED)
+# Tables in a window of 1400 px: each in a box that scrolls sideways within itself when it is wider, and the
+# incident and run tables as wide as the page, their cells (a next step's command) wrapping anywhere to fit.
+FIT = (".scroll{max-width:100%;overflow-x:auto}table.incidents,table.other-runs{width:100%}"
+       "table.incidents td,table.other-runs td,td code{overflow-wrap:anywhere}td code{white-space:pre-wrap}"
+       "ul.names{min-width:11em;padding-left:1.2em}")
 _STYLE = """body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse}
 td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:middle}th{background:#f3f3f3}
 .pass{color:#1a7f37}.fail,.crash{color:#c62828;font-weight:bold}.infra,.timeout{color:#8a6d00}
-.chart{margin-bottom:1em}.note{color:#666;font-size:12px}code{font-size:12px}"""
+.chart{margin-bottom:1em}.note{color:#666;font-size:12px}code{font-size:12px}
+.buildmark{display:block;color:#8a6d00;font-size:12px}.young{color:#8a6d00;font-size:12px}
+""" + FIT
+
 
 
 def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
+
+
+def _scroll(table: str) -> str:
+    """A table in a box of the page's width that scrolls sideways within itself when the table is wider (a next
+    step's command, a long case name): the page itself never does."""
+    return f'<div class="scroll">{table}</div>' if table else ""
+
+
+def _build_cell(text: str, spec: str) -> str:
+    """A build as a table shows it, marked as what it is when it is not SGLang on its scenario's hardware (the
+    reference server, the real-SGLang CPU build): the mark the pages' notice says those builds carry."""
+    from harness.build.labels import build_label
+
+    label = build_label(spec)
+    return _e(text) + (f'<span class="buildmark">{_e(label)}</span>' if label else "")
 
 
 def _slug(name: str) -> str:
@@ -246,15 +270,24 @@ def _incidents_table(incidents: Sequence[StoredIncident], upstream: Mapping[str,
             f"<td>{_e(lead['last_good'] or '')}</td><td>{_e(lead['first_bad'])} on {_e(lead['hardware_key'])}</td>"
             f"<td><code>{_e(lead['bisect'])}</code></td><td><code>{_e(inc.fingerprint)}</code></td>"
             f"<td class=\"upstream\">{_upstream((upstream or {}).get(inc.fingerprint, ()))}</td></tr>")
-    return ("<table class=\"incidents\"><tr><th>state</th><th>names over its nights</th><th>nights</th>"
+    return _scroll("<table class=\"incidents\"><tr><th>state</th><th>names over its nights</th><th>nights</th>"
             "<th>incident</th><th>cases</th><th>moved</th><th>last good</th>"
             f"<th>first bad</th><th>next step</th><th>fingerprint</th><th>upstream</th></tr>{''.join(body)}</table>")
+
+
+def _young_note(cp: CasePoints) -> str:
+    """The case's series too young to judge a change of the minimum effect, and what each can judge now."""
+    young = young_series(cp)
+    if not young:
+        return ""
+    return ('<p class="note young">Young series (a change of the minimum effect is judged from '
+            f"{MATURE_NIGHTS} nights on): " + "; ".join(f"{_e(y.metric)}: {_e(y.text)}" for y in young) + "</p>")
 
 
 def _resets(cp: CasePoints, found: Sequence[SeriesFindings]) -> str:
     """When each series' baseline was reset (a confirmed step starts a new segment) and why."""
     items = [f"{sf.metric}: from {cp.point(sf.indices[f.index]).build_label}, {f.kind} {f.effect:+.1%}"
-             for sf in found for f in sf.findings if f.kind in ("step", "level-change")]
+             for sf in found for f in sf.findings if f.kind in ("step", "level-change", LARGE_CHANGE)]
     if not items:
         return '<p class="note">Baselines: never reset (no confirmed step).</p>'
     return '<p class="note">Baseline reset: ' + "; ".join(_e(i) for i in items) + "</p>"
@@ -305,7 +338,7 @@ def _phases(cp: CasePoints, nights: int = 3) -> str:
     rows = [row for p in recent for row in phase_rows_of(f"{_point_name(p)} ({p.batch_label})", p.metrics)]
     table = phase_table(rows, first="Build (night)")
     return ('<p class="note">Workload phases, last nights (one server, no flush between phases; medians over '
-            f"trials):</p>{table}") if table else ""
+            f"trials):</p>{_scroll(table)}") if table else ""
 
 
 # The latest points of a case listed under its charts (with their builds, profiles and artifacts).
@@ -350,11 +383,63 @@ def _reference_banner(cases: Sequence[CasePoints]) -> str:
     return banner
 
 
+_OTHER_RUNS = 200  # the newest runs of other kinds read; a scenario's page lists its newest 20 of them
+
+
+@dataclass(frozen=True)
+class _OtherRun:
+    kind: str
+    scenario: str
+    case: str
+    spec: str
+    trial: int
+    outcome: str
+    signature: str | None
+    started_at: str
+    artifacts: str
+
+
+def _other_runs(store: Store, kinds: Sequence[str]) -> list[_OtherRun]:
+    """The newest runs the charts leave out (a one-off run, a compare, a pytest session, a bisect's or a minimize's
+    tries): kept in the store and shown apart, never as nights of a series."""
+    from sqlalchemy import select
+
+    from harness.store.schema import builds, runs
+
+    query = (select(runs.c.kind, runs.c.scenario, runs.c.case_name, builds.c.spec, runs.c.trial, runs.c.outcome,
+                    runs.c.signature, runs.c.started_at, runs.c.artifacts)
+             .join(builds, builds.c.key == runs.c.build_key).where(runs.c.kind.not_in(list(kinds)))
+             .order_by(runs.c.started_at.desc(), runs.c.run_id).limit(_OTHER_RUNS))
+    c = store.columns(query)
+    return [_OtherRun(*row) for row in zip(*(c[name] for name in ("kind", "scenario", "case_name", "spec", "trial",
+                                                                   "outcome", "signature", "started_at", "artifacts")))]
+
+
+def _other_runs_table(shown: Sequence[_OtherRun], link: _Links, pages: Mapping[str, str] | None = None) -> str:
+    """Runs of other kinds, newest first: what was tried beside the nightly, apart from its series."""
+    if not shown:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(r.started_at[:16].replace('T', ' '))}</td><td>{_e(r.kind)}</td>"
+        + (f"<td><a href=\"{_e(pages[r.scenario])}\">{_e(r.scenario)}</a></td>" if pages and r.scenario in pages
+           else f"<td>{_e(r.scenario)}</td>" if pages is not None else "")
+        + f"<td>{_e(r.case)}</td><td>{_build_cell(r.spec, r.spec)}</td>"
+        f"<td class=\"{_e(r.outcome)}\">{_e(r.outcome)}</td><td>{_e(r.signature or '')}</td>"
+        f"<td>{link(r.artifacts, f'trial {r.trial}') if r.artifacts else ''}</td></tr>" for r in shown)
+    head = "<th>started</th><th>kind</th>" + ("<th>scenario</th>" if pages is not None else "")
+    return ("<h2>Other runs</h2><p class=\"note\">One-off runs, compares, pytest sessions and the tries of bisect "
+            "and minimize, newest first: kept in the store, never nights of the series above (<code>dashboard --kinds</code> "
+            "charts them too).</p>"
+            + _scroll(f"<table class=\"other-runs\"><tr>{head}<th>case</th><th>build</th><th>outcome</th>"
+                      f"<th>signature</th><th>artifacts</th></tr>{rows}</table>"))
+
+
 def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[StoredIncident], out_dir: Path,
                    start: int, findings: dict[tuple[str, str, str], list[SeriesFindings]],
                    escaped: _Escaped | None = None, links: _Links | None = None,
                    profiles: Mapping[str, str] | None = None,
-                   upstream: Mapping[str, Sequence[str]] | None = None) -> str:
+                   upstream: Mapping[str, Sequence[str]] | None = None,
+                   others: Sequence[_OtherRun] = ()) -> str:
     link = _Links(out_dir) if links is None else links
     parts = [f"<p><a href=\"index.html\">&larr; overview</a></p><h1>{_e(name)}</h1>" + _reference_banner(cases)]
     data: list[dict[str, Any]] = []
@@ -368,19 +453,21 @@ def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[S
             data.append(chart.data)
             parts.append(chart.html)
         parts.append(_resets(cp, found))
+        parts.append(_young_note(cp))
         parts.append(_phases(cp))
         last = [cp.point(i) for i in range(max(0, cp.n_points - _SHOWN_POINTS), cp.n_points)]
         rows = "".join(
-            f"<tr><td>{cp.n_points - len(last) + j}</td><td>{_e(p.build_label)}</td>"
+            f"<tr><td>{cp.n_points - len(last) + j}</td><td>{_build_cell(p.build_label, p.build_spec)}</td>"
             f"<td class=\"profile\">{_e((profiles or {}).get(p.build_key, ''))}</td>"
             f"<td class=\"{_e(p.outcome.value if p.outcome else 'infra')}\">"
             f"{_e(p.outcome.value if p.outcome else 'not decided')}</td><td>{_e(', '.join(p.signatures))}</td>"
             f"<td>{' '.join(link(a, f'trial {t}') for t, a in enumerate(p.artifacts[:5]))}</td></tr>"
             for j, p in enumerate(last))
-        parts.append("<table><tr><th>point</th><th>build</th><th>build profile</th><th>outcome</th><th>signature</th>"
-                     f"<th>artifacts</th></tr>{rows}</table>")
+        parts.append(_scroll("<table><tr><th>point</th><th>build</th><th>build profile</th><th>outcome</th>"
+                             f"<th>signature</th><th>artifacts</th></tr>{rows}</table>"))
     parts.append("<h2>Incidents</h2>"
                  + _incidents_table([i for i in incidents if any(r["scenario"] == name for r in i.rows)], upstream))
+    parts.append(_other_runs_table([r for r in others if r.scenario == name][:20], link))
     parts.append(f'<script type="application/json" id="series-data">{_json_block({"cases": axes, "charts": data})}'
                  "</script>")
     return _page(f"{name} · sglang-repro", "".join(parts), scripts=("plotly.min.js", "dashboard.js"))
@@ -388,37 +475,44 @@ def _scenario_page(name: str, cases: Sequence[CasePoints], incidents: Sequence[S
 
 def _index(by_scenario: dict[str, list[CasePoints]], pages: dict[str, str], incidents: Sequence[StoredIncident],
            where: str, profiles: Mapping[str, str] | None = None,
-           upstream: Mapping[str, Sequence[str]] | None = None) -> str:
+           upstream: Mapping[str, Sequence[str]] | None = None, others: Sequence[_OtherRun] = (),
+           link: _Links | None = None) -> str:
     rows = []
     for name, cases in by_scenario.items():
         for cp in cases:
             last = cp.point(-1) if cp.n_points else None
             outcome = last.outcome.value if last and last.outcome else "not decided"
             cells = []
+            young = {y.metric: y for y in young_series(cp)}
             for metric in SPARK_METRICS:
                 _, values = cp.series(metric)
-                cells.append(f"<td>{_sparkline(values)}</td><td>{_e(_noise(values))}</td>")
+                # A young series says what it cannot judge yet, where its noise would be (issue 47).
+                spread = (f'<span class="young">{_e(young[metric].text)}</span>' if metric in young
+                          else _e(_noise(values)))
+                cells.append(f"<td>{_sparkline(values)}</td><td>{spread}</td>")
             rows.append(f"<tr><td><a href=\"{_e(pages[name])}\">{_e(name)}</a></td><td>{_e(cp.case)}</td>"
                         f"<td>{_e(cp.hardware)}</td><td class=\"{_e(outcome)}\">{_e(outcome)}</td>"
-                        f"<td>{_e(last.build_label if last else '')}</td>"
+                        f"<td>{_build_cell(last.build_label, last.build_spec) if last else ''}</td>"
                         f"<td class=\"profile\">{_e((profiles or {}).get(last.build_key, '') if last else '')}</td>"
                         f"{''.join(cells)}</tr>")
-    table = ("<table><tr><th>scenario</th><th>case</th><th>hardware</th><th>latest</th><th>build</th>"
-             "<th>build profile</th>"
-             + "".join(f"<th>{_e(m.heading)}</th><th>noise</th>" for m in COMPARED) + "</tr>"
-             + "".join(rows) + "</table>")
+    table = _scroll("<table><tr><th>scenario</th><th>case</th><th>hardware</th><th>latest</th><th>build</th>"
+                    "<th>build profile</th>"
+                    + "".join(f"<th>{_e(m.heading)}</th><th>noise</th>" for m in COMPARED) + "</tr>"
+                    + "".join(rows) + "</table>")
     every = [cp for cases in by_scenario.values() for cp in cases]
     body = (f"<h1>sglang-repro nightly</h1>{_reference_banner(every)}<p class=\"note\">store: {_e(where)}</p>{table}"
             f"<p class=\"note\">{_e(NOISE_NOTE)}</p>"
-            f"<h2>Incidents</h2>{_incidents_table(incidents, upstream)}")
+            f"<h2>Incidents</h2>{_incidents_table(incidents, upstream)}"
+            + (_other_runs_table(others, link, pages) if link is not None else ""))
     return _page("sglang-repro dashboard", body)
 
 
-def build_site(store: Store, out_dir: Path) -> Path:
+def build_site(store: Store, out_dir: Path, kinds: Sequence[str] = SERIES_KINDS) -> Path:
     """Write the site into ``out_dir``; the path of its ``index.html``. Every file goes through
-    :func:`harness.util.atomic.replace_with`, which refuses to write over a link, device or FIFO found there."""
+    :func:`harness.util.atomic.replace_with`, which refuses to write over a link, device or FIFO found there.
+    ``kinds``: the run kinds the charts and detection read (nightly runs by default); the others are listed apart."""
     with collector_paused():  # a year of points alive throughout
-        return _build_site(store, out_dir)
+        return _build_site(store, out_dir, kinds)
 
 
 def _profiles(store: Store, cases: Sequence[CasePoints]) -> dict[str, str]:
@@ -431,11 +525,12 @@ def _profiles(store: Store, cases: Sequence[CasePoints]) -> dict[str, str]:
     return {key: describe_profile(profile) or "not recorded" for key, profile in store.build_profiles(keys).items()}
 
 
-def _build_site(store: Store, out_dir: Path) -> Path:
+def _build_site(store: Store, out_dir: Path, kinds: Sequence[str]) -> Path:
     from harness.util.output_path import check_file_in, make_folder
 
     make_folder(out_dir, "-o")
-    cases = stored_case_points(store)
+    cases = stored_case_points(store, kinds)
+    others = _other_runs(store, kinds)
     findings = findings_of(store, cases)  # once per series, from the store's cache where it holds
     incidents = stored_incidents(store.alert_rows())
     from harness.store.links import links_by_incident
@@ -459,8 +554,8 @@ def _build_site(store: Store, out_dir: Path) -> Path:
     for name, group in by_scenario.items():
         write_atomic(out_dir / pages[name],
                      _scenario_page(name, group, incidents, out_dir, start, findings, escaped, links, profiles,
-                                    upstream))
+                                    upstream, others))
         start += len(group)
     index = out_dir / "index.html"
-    write_atomic(index, _index(by_scenario, pages, incidents, store.where, profiles, upstream))
+    write_atomic(index, _index(by_scenario, pages, incidents, store.where, profiles, upstream, others, links))
     return index

@@ -33,6 +33,8 @@ class Young:
         if self.smallest is None:
             return (f"{nights}: no change can be judged yet (a large change needs {LARGE_MIN_BEFORE} nights before it "
                     f"and {LARGE_NIGHTS} after)")
+        if self.smallest >= 1:  # a fall can be no larger than the level: none could be told from these nights
+            return f"{nights}: no change can be judged yet (the nights differ by as much as their level)"
         return f"{nights}: changes under {self.smallest:.0%} cannot be judged yet"
 
 
@@ -51,8 +53,9 @@ def young_series(cp: CasePoints, tolerances: Mapping[str, float] | None = None) 
     out = []
     for metric in cp.metric_names:
         rule = rule_for(metric, tolerances)
-        if rule is None:
-            continue
+        known = cp.series_columns(metric)
+        if rule is None or known is None or len(known.values) >= MATURE_NIGHTS:
+            continue  # read as lists only where young: a year of nights is judged by its length alone
         _, values = cp.series(metric)
         got = young_metric(metric, rule, values, cp.trials(metric))
         if got is not None:
@@ -71,7 +74,8 @@ class YoungCase:
 
     def describe(self, shown: int = 4) -> str:
         """``YOUNG scenario [case] on hardware: 5 nights: changes under 31% in output_throughput_tok_s, ...``."""
-        judged = sorted((y for y in self.series if y.smallest is not None), key=lambda y: y.smallest or 0.0)
+        judged = sorted((y for y in self.series if y.smallest is not None and y.smallest < 1),
+                        key=lambda y: y.smallest or 0.0)
         head = f"YOUNG {self.scenario} [{self.case}] on {self.hardware}: "
         if not judged:
             return head + self.series[0].text

@@ -63,8 +63,12 @@ def test_bad_specs_are_one_line_user_errors_naming_what_is_valid(spec: str) -> N
 def test_sim_build_launches_the_reference_server_with_knobs_as_sim_flags() -> None:
     build = resolve_build("sim:post-fix,step-cost-ms=4,draft-agreement=0.7")
     assert build.is_reference and build.kind == "sim"
+    # The release rules of the release the revision stands for (post-fix: 0.5.15), unless the spec names them.
     assert build.launcher == (sys.executable, "-m", "harness.sim.server", "--sim-revision", "post-fix",
-                              "--sim-step-cost-ms", "4", "--sim-draft-agreement", "0.7")  # fmt: skip
+                              "--sim-step-cost-ms", "4", "--sim-draft-agreement", "0.7",
+                              "--sim-rules", "0.5.15")  # fmt: skip
+    assert resolve_build("sim:pre-fix").launcher[-2:] == ("--sim-rules", "0.5.14")
+    assert resolve_build("sim:pre-fix,rules=0.5.23").launcher.count("--sim-rules") == 1
     assert build.version is not None and build.version.startswith("post-fix") and "not SGLang" in build.version
     assert build.commit is None
 
@@ -224,6 +228,7 @@ def test_prepare_is_a_command_of_the_one_cli(run_cli, tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     printed = json.loads(res.stdout)
     assert printed["kind"] == "sim" and printed["spec"] == "sim:post-fix,seed=3"
-    assert printed["launcher"][1:] == ["-m", "harness.sim.server", "--sim-revision", "post-fix", "--sim-seed", "3"]
+    assert printed["launcher"][1:] == ["-m", "harness.sim.server", "--sim-revision", "post-fix", "--sim-seed", "3",
+                                       "--sim-rules", "0.5.15"]
     bad = run_cli("prepare", "pip:numpy==1.0")
     assert bad.returncode == 2 and "is not sglang==VERSION" in bad.stderr

@@ -69,7 +69,7 @@ class _Pipe:
 
 
 def visit(url: str, *, evaluate: str, screenshot: Path | None = None, settle_s: float = 3.0,
-          timeout_s: float = 60.0) -> PageVisit:
+          timeout_s: float = 60.0, window: tuple[int, int] = (1280, 1600)) -> PageVisit:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         raise FileNotFoundError("chromium")
@@ -84,7 +84,7 @@ def visit(url: str, *, evaluate: str, screenshot: Path | None = None, settle_s: 
     proc = subprocess.Popen(
         [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--remote-debugging-pipe",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-extensions", "--window-size=1280,1600", "about:blank"],
+         "--disable-extensions", f"--window-size={window[0]},{window[1]}", "about:blank"],
         preexec_fn=fds, pass_fds=(3, 4), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for fd in (to_chrome_r, from_chrome_w, high_r, high_w):
         os.close(fd)

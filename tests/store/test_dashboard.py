@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.dashboard.site import CSP, _page
+from harness.dashboard.site import CSP, FIT, _page
 from harness.incidents.review import review
 from harness.records.outcome import Outcome
 from harness.store.store import new_batch, open_store
@@ -96,8 +96,11 @@ def test_dashboard_renders_offline_with_the_step_and_nothing_unescaped(run_cli, 
     assert f"profile unavailable: no wheel {EVIL}" not in index
     assert "profile unavailable: no wheel &lt;script&gt;" in index
     assert "follows sglang 0.5.14 (default)&#x27;s rules (eager at --speculative-num-steps &lt;= 1)" in scenario
-    # Builds of the CPU reference server are said to be that on every page that shows them; the noise is explained.
+    # Builds of the CPU reference server are said to be that on every page that shows them, and each such build
+    # carries the mark the notice names; the noise is explained.
     assert all("not SGLang" in text for text in (index, scenario))
+    mark = 'class="buildmark">reference server (CPU model, not SGLang)</span>'
+    assert index.count(mark) == 2 and scenario.count(mark) >= 16, (index.count(mark), scenario.count(mark))
     assert "noise: the robust spread of a series&#x27; nights around its level" in index
 
     page = (out / "scenario-store-test-scenario.html").resolve()
@@ -128,6 +131,54 @@ def test_dashboard_renders_offline_with_the_step_and_nothing_unescaped(run_cli, 
     assert any(u.endswith("/plotly.min.js") for u in seen.requests)
     assert shot.stat().st_size > 10_000
     print(f"screenshot: {shot}")
+
+
+# What the browser measures at a width: the page's own width, and per table the box it sits in (its class, its
+# right edge, and whether it scrolls sideways within itself), and the right edge of each next step's command.
+_WIDTHS = ("JSON.stringify({page: document.documentElement.scrollWidth, view: window.innerWidth, "
+           "tables: Array.from(document.querySelectorAll('table')).map(function (t) { var box = t.parentElement; "
+           "return [box.className, Math.round(box.getBoundingClientRect().right), box.scrollWidth > box.clientWidth "
+           "? getComputedStyle(box).overflowX : 'fits']; }), "
+           "steps: Array.from(document.querySelectorAll('table.incidents code')).map(function (c) { "
+           "return Math.round(c.getBoundingClientRect().right); })})")
+
+
+def test_tables_fit_a_1400_px_window_or_scroll_within_themselves(run_cli, tmp_path: Path) -> None:
+    """In a 1400 px window no page scrolls sideways: every table fits or scrolls in a box of its own, and an
+    incident's next step wraps inside its cell. Shown to matter: the same overview without those rules (``FIT``)
+    is wider than the window, its next step cut off at the edge."""
+    db = tmp_path / "results.db"
+    _store_with_history(str(db), tmp_path)
+    # A seed scenario's names, as long as they come: its incident's next step is a compare of two long specs.
+    rng = random.Random(5)
+    with open_store(str(db)) as store:
+        for night in range(1, 13):
+            batch = new_batch("nightly", f"night-{night:02d}", started_at=f"2026-11-{night:02d}T03:00:00+00:00")
+            spec = "sim:post-fix,draft-agreement=0.7" if night <= 8 else "sim:post-fix,draft-agreement=0.7,step-cost-ms=20"
+            store.record_many([make_record(
+                run_id=f"long-{night}-{case}", scenario="frozen-kv-mtp-long-prompt-28264", spec=spec,
+                case=f"tokens=2048,path={case},draft=topk1,hicache=on", started_at=batch.started_at,
+                metrics={"accept_length": 1.84, "output_throughput_tok_s": (200 if night <= 8 else 170) * (
+                    1 + 0.01 * rng.gauss(0, 1))}) for case in ("eager", "graph")], batch)
+            review(store, batch.id)
+    out = tmp_path / "dash"
+    assert run_cli("dashboard", "--store", str(db), "-o", str(out), timeout=300).returncode == 0
+    _chromium()
+    for page in ("index.html", "scenario-frozen-kv-mtp-long-prompt-28264.html"):
+        seen = json.loads(visit((out / page).as_uri(), evaluate=_WIDTHS, window=(1400, 900),
+                                screenshot=tmp_path / f"{page}.1400.png").value)
+        assert seen["view"] == 1400 and seen["page"] <= seen["view"], (page, seen)
+        assert seen["tables"] and all(cls == "scroll" and right <= 1400 and how in ("fits", "auto")
+                                      for cls, right, how in seen["tables"]), (page, seen["tables"])
+        assert seen["steps"] and max(seen["steps"]) <= 1400, (page, seen["steps"])
+    # The control: the overview with the two rules taken out of its style.
+    index = (out / "index.html").read_text()
+    bare = out / "bare.html"
+    assert FIT in index
+    bare.write_text(index.replace(FIT, ""))
+    seen = json.loads(visit(bare.as_uri(), evaluate=_WIDTHS, window=(1400, 900)).value)
+    assert seen["page"] > 1400 and max(seen["steps"]) > 1400, seen
+    print(f"screenshots: {sorted(str(p) for p in tmp_path.glob('*.1400.png'))}")
 
 
 def test_the_policy_really_blocks_a_remote_load(tmp_path: Path) -> None:
