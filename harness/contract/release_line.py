@@ -19,7 +19,7 @@ from pathlib import Path
 from harness.contract import check, derived, guards, locate, profile
 from harness.contract.check import check_sources, contract_counts, fact_statuses, reference_sources
 from harness.contract.facts import FACTS, NEEDS, NEVER_GATES
-from harness.contract.locate import Located
+from harness.contract.locate import STATUSES, Located
 from harness.contract.profile import BuildProfile, ProfileUnavailable, compute_profile
 from harness.contract.wheels import WheelSources, index_versions
 from harness.util.atomic import write_atomic
@@ -72,13 +72,26 @@ def _cache_file(version: str, cache_dir: Path | None) -> Path:
     return (cache_dir or default_cache_dir()) / "releases" / f"{version}-{_digest()}.json"
 
 
+def _sealed(payload: dict[str, object]) -> str:
+    """A digest of a cached row's content: a row edited by hand (a forged ``gone``) or cut short no longer matches
+    it and is computed again, as an unreadable one is."""
+    body = {k: v for k, v in payload.items() if k != "sealed"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
 def _load(path: Path, version: str) -> ReleaseRow | None:
     try:
         data = read_json(path, "state")
+        if not isinstance(data, dict) or data.get("sealed") != _sealed(data):
+            return None
         located = tuple(Located(**{**d, "found": tuple(d["found"])}) for d in data["located"])
+        if any(loc.status not in STATUSES for loc in located):
+            return None  # a status this code does not know: counting it was a tuple.index traceback
+        if not data.get("profile") and not data.get("unavailable"):
+            return None  # neither a profile nor why there is none: the writer never leaves that
         prof = BuildProfile.from_json(data["profile"]) if data.get("profile") else None
         return ReleaseRow(version, prof, data.get("unavailable"), located, float(data["seconds"]), cached=True)
-    except (OSError, ReadRefused, ValueError, KeyError, TypeError):
+    except (OSError, ReadRefused, ValueError, KeyError, TypeError, AttributeError):
         return None  # absent or unreadable: computed again
 
 
@@ -98,9 +111,10 @@ def release_row(version: str, cache_dir: Path | None = None) -> ReleaseRow:
         prof, why = None, str(exc)
     row = ReleaseRow(version, prof, why, located, time.monotonic() - start)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps({"located": [asdict(loc) for loc in located],
-                                   "profile": prof.to_json() if prof else None, "unavailable": why,
-                                   "seconds": row.seconds}))
+    payload: dict[str, object] = {"located": [asdict(loc) for loc in located],
+                                  "profile": prof.to_json() if prof else None, "unavailable": why, "seconds": row.seconds}
+    payload["sealed"] = _sealed(json.loads(json.dumps(payload)))  # sealed as it reads back (tuples become lists)
+    write_atomic(path, json.dumps(payload))
     return row
 
 

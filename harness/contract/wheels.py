@@ -18,6 +18,7 @@ from filelock import FileLock
 from packaging.version import InvalidVersion, Version
 
 from harness.util.atomic import move_into
+from harness.util.bounded_read import ReadRefused, open_regular
 from harness.util.errors import EXIT_INFRA, EXIT_OK, InfraError
 from harness.util.paths import default_cache_dir
 from harness.util.proc import run_bounded
@@ -46,9 +47,20 @@ def _canonical(version: str) -> str:
 def _cached(folder: Path, version: str) -> Path | None:
     for path in sorted(folder.glob("sglang-*.whl")):
         name = path.name.split("-")
-        if len(name) > 1 and _canonical_or_none(name[1]) == version:
+        if len(name) > 1 and _canonical_or_none(name[1]) == version and _is_wheel(path):
             return path
     return None
+
+
+def _is_wheel(path: Path) -> bool:
+    """A cached file counts only as a regular file with a zip's end record: a FIFO or a link to /dev/zero under the
+    wheel's name hung every reader, and a download cut short was a BadZipFile traceback until deleted by hand; such
+    a file is not a hit, so the wheel is fetched again over it (``move_into`` replaces the name, not a link's target)."""
+    try:
+        with open_regular(path, "wheel") as fh:
+            return zipfile.is_zipfile(fh)
+    except (ReadRefused, OSError):
+        return False
 
 
 def _canonical_or_none(text: str) -> str | None:
@@ -119,7 +131,10 @@ class WheelSources:
     def __init__(self, wheel: Path) -> None:
         self.wheel = wheel
         self.version = _canonical(wheel.name.split("-")[1])
-        self._zip = zipfile.ZipFile(wheel)
+        try:
+            self._zip = zipfile.ZipFile(open_regular(wheel, "wheel"))
+        except (ReadRefused, OSError, zipfile.BadZipFile) as exc:
+            raise InfraError(f"{wheel}: not a readable wheel ({exc}); delete it and it is fetched again") from None
         self._names = {n[len("sglang/"):]: n for n in self._zip.namelist() if n.startswith("sglang/")}
         self._texts: dict[str, str] = {}  # a file is decompressed once however many citations read it
 

@@ -16,12 +16,13 @@ import stat
 from collections.abc import Generator, Iterator
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from harness.util.errors import UserError
 
 __all__ = ["CAPS", "JSON_MAX_DEPTH", "WALK_MAX_DEPTH", "WALK_MAX_ENTRIES", "ReadRefused", "iter_lines", "kind_of_mode",
-           "load_json", "read_bytes", "read_head", "read_json", "read_tail", "read_text", "tail_lines", "walk_files"]
+           "load_json", "open_regular", "read_bytes", "read_head", "read_json", "read_tail", "read_text", "tail_lines",
+           "walk_files"]
 
 # Caps per kind of file, in bytes: each is well above what the harness itself writes (a result.json is a
 # few kB, a catalogue tens of kB, a requests.jsonl of a long workload tens of MB) and far below memory.
@@ -35,6 +36,7 @@ CAPS: dict[str, int] = {
     "source": 16 << 20,  # a build's source files, fixtures, scenarios read whole
     "config": 1 << 20,  # sglang-repro.toml, a pyproject.toml read for its [tool.sglang-repro] table
     "scenario": 1 << 20,  # a scenario is a page of YAML; a bigger file is a mistake or an attack
+    "wheel": 1 << 30,  # a release's wheel in the cache (sglang's are ~12 MB), opened as a zip archive
     "kernel": 1 << 20,  # /proc/<pid>/stat and environ, /proc/cpuinfo: the kernel's, sized 0 by stat, read to the end
 }
 JSON_MAX_DEPTH = 64  # the harness's own JSON nests at most 6 levels
@@ -102,6 +104,12 @@ def _open_regular(path: Path, kind: str, *, whole: bool = True) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def open_regular(path: Path, kind: str) -> BinaryIO:
+    """A binary file object of ``path``, once it is known to be a regular file within ``CAPS[kind]``: for a reader
+    that seeks (``zipfile``), which must never be handed a FIFO (it waits for ever) or ``/dev/zero`` (endless)."""
+    return os.fdopen(_open_regular(path, kind), "rb")
 
 
 def iter_lines(path: Path, kind: str, *, max_line: int = 1 << 20) -> Generator[bytes, None, None]:

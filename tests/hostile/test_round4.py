@@ -100,3 +100,93 @@ def test_a_bless_header_value_cannot_forge_a_line_and_leaves_nothing(tmp_path: P
     line = refused(argv, capsys)
     assert "one line" in line
     assert not fixtures.exists() or not any(fixtures.iterdir())
+
+
+# --- the wheel cache: a file under a wheel's name is read only as a regular file with a zip's end record -----------
+
+_PROBE_CACHED = """
+import sys
+from pathlib import Path
+from harness.contract.wheels import cached_wheel
+hit = cached_wheel("9.9.9", Path(sys.argv[1]))
+print(hit.name if hit else "none")
+"""
+
+
+def _wheel_cache(tmp_path: Path, bad: str) -> Path:
+    import zipfile
+
+    cache = tmp_path / "cache"
+    wheels = cache / "wheels"
+    wheels.mkdir(parents=True)
+    good = wheels / "sglang-9.9.9-py3-none-any.whl"
+    with zipfile.ZipFile(good, "w") as archive:
+        archive.writestr("sglang/version.py", "__version__ = '9.9.9'\n")
+    impostor = wheels / "sglang-9.9.9-aa-none-any.whl"  # sorts first: the one a reader meets
+    if bad == "fifo":
+        os.mkfifo(impostor)
+    elif bad == "dev-zero":
+        impostor.symlink_to("/dev/zero")
+    elif bad == "truncated":
+        impostor.write_bytes(good.read_bytes()[:40])
+    elif bad == "folder":
+        impostor.mkdir()
+    return cache
+
+
+@pytest.mark.parametrize("bad", ["fifo", "dev-zero", "truncated", "folder"])
+def test_a_cached_wheel_that_is_no_wheel_is_not_a_hit(tmp_path: Path, bad: str) -> None:
+    import subprocess
+    import sys
+
+    cache = _wheel_cache(tmp_path, bad)
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _PROBE_CACHED, str(cache)], capture_output=True, text=True,
+                          timeout=30, cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "sglang-9.9.9-py3-none-any.whl"
+
+
+def test_a_wheel_that_is_no_zip_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    from harness.contract.wheels import WheelSources
+    from harness.util.errors import InfraError
+
+    cache = _wheel_cache(tmp_path, "truncated")
+    with pytest.raises(InfraError, match="not a readable wheel"):
+        WheelSources.from_wheel(cache / "wheels" / "sglang-9.9.9-aa-none-any.whl")
+
+
+def _release_row_file(tmp_path: Path, **changes: object) -> Path:
+    from dataclasses import asdict
+
+    from harness.contract.locate import Located
+    from harness.contract.release_line import _sealed
+
+    loc = Located("fact-a", "srt/x.py", "text", "holds", "0.5.14", 3, (3,), None)
+    payload: dict[str, object] = {"located": [asdict(loc)], "profile": None, "unavailable": "no draft worker",
+                                  "seconds": 1.0}
+    payload["sealed"] = _sealed(json.loads(json.dumps(payload)))
+    reseal = bool(changes.pop("reseal", False))
+    payload.update(changes)
+    if "located_status" in changes:
+        located = payload["located"]
+        assert isinstance(located, list)
+        located[0]["status"] = payload.pop("located_status")
+    if reseal:
+        payload["sealed"] = _sealed(payload)  # sealed as the writer would seal it, holding what it never writes
+    path = tmp_path / "row.json"
+    path.write_text(json.dumps(payload))
+    return path
+
+
+@pytest.mark.parametrize(("changes", "kept"), [
+    ({}, True),
+    ({"located_status": "broken", "reseal": True}, False),  # was a tuple.index traceback when counted
+    ({"unavailable": "forged"}, False),  # edited by hand after it was sealed
+    ({"profile": None, "unavailable": None, "reseal": True}, False),  # neither a profile nor why not: was printed as is
+])
+def test_a_release_row_cache_is_believed_only_as_written(tmp_path: Path, changes: dict[str, object], kept: bool) -> None:
+    from harness.contract.release_line import _load
+
+    row = _load(_release_row_file(tmp_path, **changes), "9.9.9")
+    assert (row is not None) == kept
