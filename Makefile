@@ -1,6 +1,8 @@
 # make demo: three cases before/after the fix on the CPU reference server, with reports: the eager draft's crash
 # (#28264), the graph draft's crash on trtllm_mha (#29021) and a case that passes on both sides (a metric verdict).
 # make demo-full: every case of the #28264 scenario.
+# make demo then shows the eager crash on real SGLang: real 0.5.14 -> real 0.5.15 on the real-SGLang CPU build (real
+# SGLang, plain-torch kernels on CPU, a tiny Gemma-4 pair made at run time), its environments made once into the cache.
 # make test: the harness's own tests (CPU only; real-GPU items are skipped with a reason).
 VENV      ?= .venv
 PYTHON    ?= python3
@@ -22,8 +24,12 @@ PYTEST_ARGS ?=
 # shortest time limit is a minute; the 20% slowdown's steps sleep 250 ms; servers start in spawned children). In fresh
 # clones here, cold: -n 2 kept the CPUs 73% busy and took 805 s of pytest; -n 3 kept them ~97% busy, 658 s.
 PYTEST_WORKERS ?= 3
+# The real-SGLang CPU builds (pip:sglang==X,deps=cpu) the live tests serve from, and the two the demo runs; each is made
+# once into $$SGLANG_REPRO_CACHE (about 70 s a release on two idle cores), with the tiny models.
+SGLANG_CPU_RELEASES ?= 0.5.14 0.5.15 0.5.21
+DEMO_CPU_RELEASES ?= 0.5.14 0.5.15
 
-.PHONY: demo demo-full test lint install sglang-envs clean
+.PHONY: demo demo-full test lint install sglang-envs sglang-cpu-envs clean
 
 install: $(STAMP)
 
@@ -38,10 +44,22 @@ $(STAMP): pyproject.toml .ci/constraints.txt
 sglang-envs: $(STAMP)
 	$(PY) -m harness prepare 'pip:sglang==0.5.14,deps=none' 'pip:sglang==0.5.15,deps=none' 'pip:sglang==0.5.23,deps=none'
 
+# Real sglang releases that serve on the CPU (plain-torch kernels; harness.build.sglang_cpu), and the tiny models.
+sglang-cpu-envs: $(STAMP)
+	$(PY) -m harness prepare $(foreach v,$(SGLANG_CPU_RELEASES),'pip:sglang==$(v),deps=cpu') tiny:gemma4 tiny:llama
+
+# The reference server's three comparisons first (the fast first screen) while the two real-SGLang CPU builds are made
+# beside them (once; cached), then the eager crash on real SGLang: real 0.5.14 crashes, real 0.5.15 passes.
 demo: $(STAMP)
-	$(PY) -m harness compare $(DEMO) --case tokens=276,path=eager --reference --trials $(DEMO_CRASH_TRIALS)
-	$(PY) -m harness compare $(DEMO_GRAPH) --reference --trials 1
-	$(PY) -m harness compare $(DEMO) --case tokens=276,path=graph --reference --trials $(DEMO_TRIALS) $(DEMO_LIGHT)
+	@$(MAKE) --no-print-directory sglang-cpu-envs SGLANG_CPU_RELEASES='$(DEMO_CPU_RELEASES)' \
+	  > $(VENV)/sglang-cpu-envs.log 2>&1 & envs=$$!; \
+	$(PY) -m harness compare $(DEMO) --case tokens=276,path=eager --reference --trials $(DEMO_CRASH_TRIALS) \
+	&& $(PY) -m harness compare $(DEMO_GRAPH) --reference --trials 1 \
+	&& $(PY) -m harness compare $(DEMO) --case tokens=276,path=graph --reference --trials $(DEMO_TRIALS) $(DEMO_LIGHT); \
+	rc=$$?; wait $$envs || { echo "preparing the real-SGLang CPU builds failed; see $(VENV)/sglang-cpu-envs.log" >&2; \
+	  tail -n 20 $(VENV)/sglang-cpu-envs.log >&2; exit 1; }; \
+	[ $$rc -eq 0 ] || exit $$rc; \
+	$(PY) -m harness compare $(DEMO) --case tokens=276,path=eager --cpu --trials 1
 
 demo-full: $(STAMP)
 	$(PY) -m harness compare $(DEMO) --reference --trials $(DEMO_TRIALS)
@@ -56,9 +74,12 @@ lint: $(STAMP)
 # output goes to $(VENV)/sglang-envs.log; a failed preparation fails the target even if pytest passed.
 test: $(STAMP)
 	@$(MAKE) --no-print-directory sglang-envs > $(VENV)/sglang-envs.log 2>&1 & envs=$$!; \
+	$(MAKE) --no-print-directory sglang-cpu-envs > $(VENV)/sglang-cpu-envs.log 2>&1 & cpu_envs=$$!; \
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS); rc=$$?; \
 	wait $$envs || { echo "preparing the sglang environments failed; see $(VENV)/sglang-envs.log" >&2; \
 	  tail -n 20 $(VENV)/sglang-envs.log >&2; [ $$rc -ne 0 ] || rc=1; }; \
+	wait $$cpu_envs || { echo "preparing the real-SGLang CPU builds failed; see $(VENV)/sglang-cpu-envs.log" >&2; \
+	  tail -n 20 $(VENV)/sglang-cpu-envs.log >&2; [ $$rc -ne 0 ] || rc=1; }; \
 	exit $$rc
 
 clean:

@@ -27,10 +27,14 @@ from harness.workload.phases import drive_phases
 __all__ = ["drive", "workload"]
 
 _DEADLINE = "scenario deadline reached"
+_LISTEN_WAIT_S = 60.0  # from SGLang's ready line to uvicorn's bind: under a second when idle, seconds when loaded
 
 
 def workload(server: ServerProcess, resolved: Resolved, plan: Plan, ctx: RunContext, trail: Trail) -> RunVerdict:
     """The workload on a ready server, then (when it passed and nothing hung) what the server says of itself."""
+    # SGLang's ready line can come before its socket is bound (ServerProcess.wait_listening); a server that never
+    # binds is left to the workload, which then fails on its first request as it would have.
+    server.wait_listening(min(_LISTEN_WAIT_S, max(0.0, ctx.deadline - time.monotonic())))
     trail.backends = resolved_backends(server, resolved)
     trail.driven = driven = drive(server, resolved, plan, ctx)
     if driven.verdict.outcome is Outcome.PASS and not driven.hung:

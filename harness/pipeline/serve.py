@@ -22,7 +22,7 @@ from harness.records.run_record import RunVerdict
 from harness.scenario import Case, server_flags
 from harness.server import hardware
 from harness.server.auth import admin_headers
-from harness.server.lease import gpu_env, lease_gpus, lease_port
+from harness.server.lease import SGLANG_HIGHEST_PORT, gpu_env, lease_gpus, lease_port
 from harness.server.pool import LiveServer, pool_key
 from harness.server.process import ServerDied, ServerProcess, StartupTimeout
 from harness.signatures.catalogue import Catalogue
@@ -50,7 +50,9 @@ def serve(resolved: Resolved, ctx: RunContext, trail: Trail) -> RunVerdict:
     if live is not None:
         return _serve_reused(live, resolved, prompts, ctx, trail)
     with ExitStack() as leases:
-        trail.plan = plan = fresh_plan(resolved, prompts, leases.enter_context(lease_port(sc.server.host)).port,
+        highest = 65535 if resolved.build.is_reference else SGLANG_HIGHEST_PORT  # real SGLang needs port + 10000
+        trail.plan = plan = fresh_plan(resolved, prompts,
+                                       leases.enter_context(lease_port(sc.server.host, highest=highest)).port,
                                        env_overlay, phases)
         with trail.timed("preflight"):
             problem = preflight(resolved, plan)

@@ -34,8 +34,8 @@ from harness.util.errors import InfraError, UserError
 DEFAULT_GPU_LEASE_TIMEOUT_S = 1800.0
 
 __all__ = [
-    "DEFAULT_GPU_LEASE_TIMEOUT_S", "PORT_SLOTS", "GpuLease", "PortLease", "cuda_visible_devices", "gpu_env",
-    "lease_gpus", "lease_port", "lock_dir", "port_is_free",
+    "DEFAULT_GPU_LEASE_TIMEOUT_S", "PORT_SLOTS", "SGLANG_HIGHEST_PORT", "GpuLease", "PortLease", "cuda_visible_devices",
+    "gpu_env", "lease_gpus", "lease_port", "lock_dir", "port_is_free",
 ]
 
 log = logging.getLogger(__name__)
@@ -137,18 +137,28 @@ def _os_port(host: str) -> int:
         return int(sock.getsockname()[1])
 
 
-def lease_port(host: str = "127.0.0.1", *, start: int | None = None) -> PortLease:
+# Real SGLang 0.5.14 and 0.5.15 derive a gRPC port from the HTTP one (port + 10000) and refuse to start when it passes
+# 65535, gRPC enabled or not: "ValueError: SGLANG_GRPC_PORT (67535) must be between 1 and 65535" (srt/server_args.py
+# 0.5.14:2761-2769, 0.5.15:2997-3005; 0.5.21 has neither). An OS-suggested port above this (about one in
+# five of the ephemeral range) would end a real run at start-up, crashed, for nothing about the build.
+SGLANG_HIGHEST_PORT = 65535 - 10000
+
+
+def lease_port(host: str = "127.0.0.1", *, start: int | None = None, highest: int = 65535) -> PortLease:
     """Lease a port that is bindable now and not leased by another harness process.
 
-    With ``start`` the ports from ``start`` upward are tried in order; without it the OS suggests them.
+    With ``start`` the ports from ``start`` upward are tried in order; without it the OS suggests them. A port
+    above ``highest`` is never leased (:data:`SGLANG_HIGHEST_PORT` for real SGLang).
     """
     if start is not None and not 1 <= start <= 65535:
         raise UserError(f"port {start} is out of range 1-65535")
     directory = lock_dir()
     for attempt in range(_PORT_ATTEMPTS):
         port = _os_port(host) if start is None else start + attempt
-        if port > 65535:
+        if port > 65535 or (start is not None and port > highest):
             break
+        if port > highest:
+            continue
         lock = _try_lock(directory / f"port-slot-{port % PORT_SLOTS}.lock")
         if lock is None:
             continue

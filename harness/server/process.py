@@ -260,6 +260,22 @@ class ServerProcess:
                 )
             self.died.wait(0.02)
 
+    def wait_listening(self, timeout_s: float) -> bool:
+        """Whether the server's port is bound (waiting up to ``timeout_s`` while the server lives).
+
+        Ready by SGLang's log line is not yet listening: with ``--skip-server-warmup`` SGLang logs its ready line from
+        a thread FastAPI's lifespan starts, before uvicorn binds the socket (srt/entrypoints/http_server.py 0.5.15: the
+        thread started at :379-383, its skip branch logs the line at :2162-2169 without waiting; 0.5.14 :371-375 and
+        :2138-2145 alike). On two loaded cores the first request then met a refused connection in about one run of
+        three on the real-SGLang CPU build. The workload waits for the socket first.
+        """
+        deadline = time.monotonic() + timeout_s
+        while port_is_free(self.host, self.port):
+            if self.died.is_set() or time.monotonic() >= deadline:
+                return False
+            self.died.wait(0.02)
+        return True
+
     def failure(self) -> str | None:
         """Why the server is dead (crash line or exit), or None while it looks alive."""
         if not self.died.is_set():

@@ -3,6 +3,7 @@ scenario, ``--cpu``'s specs, and what the CPU launcher refuses before anything s
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +137,47 @@ def test_the_cpu_and_the_gpu_branch_of_fill_from_both_confirm_the_catalogue_entr
     assert first.startswith(f"{log}: frozen-kv-mtp-stale-out-cache-loc (bug)") and first.endswith("[confirmed]")
     [fixed] = [line for line in rest if line.strip().startswith("fixed:")]
     assert "fixed in 0.5.15" in fixed and "fit only 0.5.14" in fixed
+
+
+_READY_BEFORE_BIND = """
+import socket, sys, time
+print("The server is fired up and ready to roll!", flush=True)  # as SGLang with --skip-server-warmup: line first
+time.sleep(1.0)
+sock = socket.socket(); sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+sock.bind(("127.0.0.1", int(sys.argv[1]))); sock.listen()
+print("Uvicorn running", flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_workload_waits_for_the_socket_sglang_binds_after_its_ready_line(tmp_path: Path) -> None:
+    import time
+
+    from harness.server.lease import port_is_free
+    from harness.server.process import ServerProcess
+    from tests.helpers import free_port
+
+    port = free_port()
+    script = tmp_path / "ready_before_bind.py"
+    script.write_text(_READY_BEFORE_BIND)
+    server = ServerProcess([sys.executable, str(script), str(port)], env=dict(os.environ),
+                           host="127.0.0.1", port=port, log_path=tmp_path / "server.log", run_tag="h9-bind-test",
+                           startup_timeout_s=30, health_paths=())
+    with server:
+        server.wait_ready()
+        assert server.ready_via == "log" and port_is_free("127.0.0.1", port)  # ready, and nothing listens yet
+        began = time.monotonic()
+        assert server.wait_listening(30.0)
+        assert time.monotonic() - began > 0.3 and not port_is_free("127.0.0.1", port)
+
+
+def test_a_real_sglang_run_never_gets_a_port_whose_grpc_twin_passes_65535() -> None:
+    from harness.server.lease import SGLANG_HIGHEST_PORT, lease_port
+
+    assert SGLANG_HIGHEST_PORT + 10000 == 65535
+    leases = [lease_port(highest=SGLANG_HIGHEST_PORT) for _ in range(30)]
+    try:
+        assert all(lease.port <= SGLANG_HIGHEST_PORT for lease in leases)
+    finally:
+        for lease in leases:
+            lease.release()
