@@ -181,3 +181,21 @@ def test_a_real_sglang_run_never_gets_a_port_whose_grpc_twin_passes_65535() -> N
     finally:
         for lease in leases:
             lease.release()
+
+
+def test_a_disagreement_between_the_rules_and_a_real_release_names_the_rule() -> None:
+    from tests.sglang_cpu.test_seed_cpu_live import MODEL_EAGER_LINE, REAL_FRAMES, _disagreements
+
+    real = {"outcome": "crash", "signature": "frozen-kv-mtp-stale-out-cache-loc", "phase": "workload",
+            "build": {"profile": {"eager_max_steps": 1, "swa_refill": "unguarded"}}}
+    real_log = "\n".join(f'  File "/venv/sglang/srt/{frame}' for frame in REAL_FRAMES)
+    agreeing = {"outcome": "crash", "signature": "frozen-kv-mtp-stale-out-cache-loc", "phase": "workload"}
+    assert _disagreements("0.5.14", real, real_log, agreeing, MODEL_EAGER_LINE) == []
+    passing = {"outcome": "pass", "signature": None, "phase": "workload"}
+    said = _disagreements("0.5.14", real, real_log, passing, "Capture draft cuda graph end (modelled)")
+    assert len(said) == 3  # outcome, signature, draft path
+    assert all("harness/sim/release_rules.py RULES row since 0.5.13" in line for line in said)
+    assert said[0].startswith("outcome: real 0.5.14 'crash'") and said[2].startswith("draft path: real 0.5.14 eager")
+    wrong_wheel = {**real, "build": {"profile": {"eager_max_steps": 0, "swa_refill": "unguarded"}}}
+    [line] = _disagreements("0.5.14", wrong_wheel, real_log, agreeing, MODEL_EAGER_LINE)
+    assert line.startswith("eager_max_steps: real 0.5.14's wheel says 0")
