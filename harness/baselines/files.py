@@ -8,6 +8,10 @@ atomically, in a stable order, so a re-recording's diff is the change and nothin
 from __future__ import annotations
 
 import difflib
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +24,8 @@ from harness.scenario.source import SourceError, read_source
 from harness.util.atomic import write_atomic
 from harness.util.project_config import project
 
-__all__ = ["BASELINES_ENV", "BaselineFileError", "dump", "load", "baselines_dir", "baselines_path", "render_diff",
-           "save"]
+__all__ = ["BASELINES_ENV", "BaselineFileError", "dump", "load", "baselines_dir", "baselines_path", "locked",
+           "render_diff", "save"]
 
 # Where the baselines live; a test (or a CI job with its own) points it elsewhere.
 BASELINES_ENV = "SGLANG_REPRO_BASELINES"
@@ -87,3 +91,20 @@ def render_diff(path: Path, old_text: str, new_text: str) -> str:
 def save(path: Path, refs: BaselineFile) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, dump(refs))
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """One writer of a baselines file at a time, from read to write: two recorders of one scenario (two CLIs, xdist
+    workers) each read the file, add their entry and write it whole, so without it the later write dropped the other's
+    entry (1 round in 6 of two concurrent CLIs). The lock file sits beside the file and is never followed as a link."""
+    from harness.util.output_path import refuse_links
+
+    refuse_links(path.parent, "the baselines folder")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

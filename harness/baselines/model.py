@@ -28,13 +28,15 @@ _DATE = r"^\d{4}-\d{2}-\d{2}$"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # strict: `trials: "2"` is a string in the file, not a count (pydantic's lax mode turned it into 2)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
 
 class Figure(_Strict):
-    """One figure over the recorded trials."""
+    """One figure over the recorded trials: every figure a baseline holds (an acceptance length, a rate, tokens/s) is
+    at least 0."""
 
-    mean: float
+    mean: float = Field(ge=0)
     sd: float = Field(ge=0)
 
 

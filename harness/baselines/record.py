@@ -22,9 +22,10 @@ from harness.util.bounded_read import read_text
 from harness.util.errors import UserError
 from harness.version import harness_version
 
-__all__ = ["Change", "apply", "build_text", "entry_from_runs", "plan"]
+__all__ = ["MAX_REPLACED", "Change", "apply", "build_text", "entry_from_runs", "plan"]
 
 _MAX_POSITIONS = 64
+MAX_REPLACED = 20  # replaced entries kept per entry, newest first (git keeps the rest)
 
 
 def _figure(values: Sequence[float]) -> Figure | None:
@@ -48,8 +49,15 @@ def entry_from_runs(runs: Sequence[RunRecord], *, case: str, hardware: str, line
     """The entry the trials of ``runs`` make; UserError when fewer than two trials measured anything."""
     trials = measured_trials(runs)
     if len(trials) < 2:
-        raise UserError(f"case {case}: {len(trials)} trial(s) finished their workload; a baseline needs at least "
-                        "2 (its spread is what the check's band is made of): give --trials 2 or more")
+        why = ""
+        others = [r for r in runs if r not in trials]
+        if others:
+            last = others[-1]
+            why = f"; the others ended {last.outcome.value}: {last.reason or 'no reason recorded'}"
+        advice = ("give --trials 2 or more" if len(runs) < 2
+                  else "a baseline needs a build that finishes its workload; see the runs' result.json")
+        raise UserError(f"case {case}: {len(trials)} of {len(runs)} trial(s) finished their workload{why}; a baseline "
+                        f"needs at least 2 (its spread is what the check's band is made of): {advice}")
     positions: list[Figure] = []
     for k in range(1, _MAX_POSITIONS + 1):
         figure = _figure(trial_values(trials, position_metric(k)))
@@ -101,7 +109,9 @@ def plan(path: Path, scenario: str, entries: Sequence[Entry], *, why: str | None
         old = next((e for e in kept if e.key == entry.key), None)
         if old is not None:
             kept.remove(old)
-            history = [_replaced(old, entry.recorded, why), *old.replaced]
+            # bounded: the file is read with the scenario cap (1 MiB), so a history that grew with every recording
+            # made the file unreadable and unrecordable once past it
+            history = [_replaced(old, entry.recorded, why), *old.replaced][:MAX_REPLACED]
             entry = entry.model_copy(update={"replaced": history})
         kept.append(entry)
     return Change(path, old_text, BaselineFile(scenario=scenario, baselines=kept))

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from harness.baselines.files import baselines_path
+from harness.baselines.files import baselines_path, locked
 from harness.baselines.keys import build_line, hardware_key
 from harness.baselines.model import Entry
 from harness.commands._common import selected_cases
@@ -67,14 +67,22 @@ def _measure(case: Case, role: str, spec: str, trials: int, out: Path | None) ->
     from harness.util.paths import reports_root
 
     build = resolve_for(case, spec, Builds())
-    runs = []
-    with ServerPool(out or reports_root()) as pool:
-        for trial in range(trials):
-            record = execute_run(case, build, role=role, trial=trial, options=RunOptions(out_root=out, progress=False),
-                                 pool=pool)
-            print(f"  trial {trial + 1}/{trials}: {record.outcome.value} accept_length="
-                  f"{record.metric(ACCEPT_LENGTH.name)} -> {record.artifacts}", flush=True)
-            runs.append(record)
+    runs: list[RunRecord] = []
+    try:
+        with ServerPool(out or reports_root()) as pool:
+            for trial in range(trials):
+                record = execute_run(case, build, role=role, trial=trial,
+                                     options=RunOptions(out_root=out, progress=False), pool=pool)
+                figure = record.metric(ACCEPT_LENGTH.name)
+                said = f"accept_length={figure}" if figure is not None else (record.reason or "no figure")
+                print(f"  trial {trial + 1}/{trials}: {record.outcome.value} {said} -> {record.artifacts}", flush=True)
+                runs.append(record)
+    except KeyboardInterrupt:
+        # the trials already run are kept on disk; say where, and that the baselines file is as it was
+        kept = f" ({runs[0].artifacts} ... {runs[-1].artifacts})" if runs else ""
+        print(f"sglang-repro: interrupted after {len(runs)} of {trials} trial(s) of case {case.name}{kept}; "
+              "the baselines file is unchanged (record kept runs with --from-store)", file=sys.stderr, flush=True)
+        raise
     return runs
 
 
@@ -143,11 +151,14 @@ def main(args: argparse.Namespace) -> int:
             print(f"sglang-repro: {exc}", file=sys.stderr)
             return EXIT_INFRA
     path = baselines_path(loaded.scenario.name)
-    change = plan(path, loaded.scenario.name, entries, why=args.why)
-    print(change.diff or f"{path}: unchanged")
     if args.dry_run:
+        change = plan(path, loaded.scenario.name, entries, why=args.why)
+        print(change.diff or f"{path}: unchanged")
         print("dry run: nothing written")
         return 0
-    apply(change)
+    with locked(path):  # read, merge and write as one: a concurrent recorder's entry is kept, not overwritten
+        change = plan(path, loaded.scenario.name, entries, why=args.why)
+        print(change.diff or f"{path}: unchanged")
+        apply(change)
     print(f"wrote {path}")
     return 0

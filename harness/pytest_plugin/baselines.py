@@ -16,11 +16,7 @@ and to a report section shown by ``-rA`` (the terminal), and the step summary's 
 
 from __future__ import annotations
 
-import fcntl
-import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import pytest
@@ -44,18 +40,6 @@ def record_command(case: Case, role: str, *, reference: bool) -> str:
             f"--case {case.name}")
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """One writer of a baselines file at a time (xdist workers recording cases of one scenario)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
 def _show(item: pytest.Item, title: str, text: str) -> None:
     item.add_report_section("call", title, text)
     reporter = item.config.pluginmanager.get_plugin("terminalreporter")
@@ -67,14 +51,14 @@ def _show(item: pytest.Item, title: str, text: str) -> None:
 
 def _update(item: pytest.Item, case: Case, role: str, results: Sequence[RunRecord], hardware: str,
             line: str) -> None:
-    from harness.baselines.files import baselines_path
+    from harness.baselines.files import baselines_path, locked
     from harness.baselines.record import apply, entry_from_runs, plan
     from harness.util.errors import UserError
 
     path = baselines_path(case.scenario.name)
     try:
         entry = entry_from_runs(results, case=case.name, hardware=hardware, line=line)
-        with _locked(path):
+        with locked(path):
             change = plan(path, case.scenario.name, [entry], why="pytest --update-baselines")
             _show(item, f"baselines: {path}", change.diff or f"{path}: unchanged")
             apply(change)

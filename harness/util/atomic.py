@@ -16,6 +16,11 @@ __all__ = ["move_into", "replace_with", "write_atomic", "write_atomic_bytes"]
 def _refuse_special(path: Path) -> None:
     # A rename over a device, FIFO or socket replaces that node (as root, /dev/zero); over a symbolic
     # link it replaces the link. Neither is a file the harness created, so neither is written.
+    from harness.util.output_path import refuse_links
+
+    # A folder on the way that is a link sends the file elsewhere ($SGLANG_REPRO_BASELINES -> /etc, a fixtures
+    # folder -> another checkout): every writer checked its own flag or none; the writer checks every path.
+    refuse_links(path.parent, "writing")
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:

@@ -190,3 +190,141 @@ def test_a_release_row_cache_is_believed_only_as_written(tmp_path: Path, changes
 
     row = _load(_release_row_file(tmp_path, **changes), "9.9.9")
     assert (row is not None) == kept
+
+
+# --- baselines record: one writer from read to write, strict values, a bounded file, links refused --------------------
+
+GUARD_NAME = "frozen-kv-mtp-accept-length-guard"
+
+
+def _guard_run(case: str, minute: int, accept: float) -> object:
+    from harness.records.run_record import record_from_dict
+    from tests.hostile._probe import REPO
+
+    draft = case.partition("=")[2]
+    return record_from_dict(dict(
+        run_id=f"run-{case}-{minute}", scenario={"name": GUARD_NAME,
+                                                 "file": str(REPO / "scenarios/frozen_kv_mtp/accept_length_guard.yaml")},
+        case={"name": case, "values": {"draft": draft}},
+        build={"kind": "sim", "spec": "sim:post-fix", "role": "after", "reference_server": True},
+        trial=0, outcome="pass", reason="all checks held", metrics={"accept_length": accept, "requests_ok": 8},
+        server={"log": ""}, host={"cpu": "Test CPU 9000", "cpu_count": 4},
+        started_at=f"2026-12-03T10:{minute:02d}:00+00:00", duration_s=1.0, harness_version="test", artifacts="",
+    ))
+
+
+def test_two_concurrent_recorders_of_one_scenario_keep_both_entries(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    import harness.baselines.record as record_module
+    from harness.baselines.files import load
+    from harness.cli import make_parser
+    from harness.commands.baselines import main
+    from harness.store.store import new_batch, open_store
+    from tests.hostile._probe import REPO
+
+    store = f"sqlite:///{tmp_path / 'results.db'}"
+    with open_store(store) as opened:
+        opened.record_many([_guard_run(c, m, 1.8 + 0.01 * m) for c in ("draft=topk1", "draft=topk3") for m in (1, 2, 3)],
+                           new_batch("nightly"))
+    monkeypatch.setenv("SGLANG_REPRO_BASELINES", str(tmp_path / "refs"))
+    real_load = record_module.load
+
+    def slow_load(path: Path) -> object:  # both recorders read the file before either writes: the lost update
+        found = real_load(path)
+        time.sleep(0.5)
+        return found
+
+    monkeypatch.setattr(record_module, "load", slow_load)
+    errors: list[BaseException] = []
+
+    def record(case: str) -> None:
+        argv = ["baselines", "record", str(REPO / "scenarios/frozen_kv_mtp/accept_length_guard.yaml"), "--build",
+                "after", "--reference", "--case", case, "--from-store", "--store", store]
+        try:
+            assert main(make_parser(argv).parse_args(argv)) == 0
+        except BaseException as exc:  # noqa: BLE001 -- handed to the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=record, args=(c,)) for c in ("draft=topk1", "draft=topk3")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    refs = load(tmp_path / "refs" / f"{GUARD_NAME}.yaml")
+    assert refs is not None and sorted(e.case for e in refs.baselines) == ["draft=topk1", "draft=topk3"]
+
+
+def _baseline_text(trials: str = "3", mean: str = "1.9") -> str:
+    return (f"version: 1\nscenario: s\nbaselines:\n- case: c\n  hardware: h\n  line: l\n  build: b\n"
+            f"  recorded: '2026-12-01'\n  harness_version: t\n  trials: {trials}\n"
+            f"  accept_length: {{mean: {mean}, sd: 0.1}}\n")
+
+
+@pytest.mark.parametrize(("trials", "mean", "field"), [("'2'", "1.9", "trials"), ("3", "-1.5", "mean"),
+                                                      ("true", "1.9", "trials")])
+def test_a_baselines_file_with_a_value_of_the_wrong_kind_is_refused(tmp_path: Path, trials: str, mean: str,
+                                                                    field: str) -> None:
+    from harness.baselines.files import BaselineFileError, load
+
+    path = tmp_path / "s.yaml"
+    path.write_text(_baseline_text(trials, mean))
+    with pytest.raises(BaselineFileError) as caught:
+        load(path)
+    assert field in str(caught.value)
+    good = tmp_path / "good.yaml"
+    good.write_text(_baseline_text())
+    assert load(good) is not None
+
+
+def test_re_recording_keeps_a_bounded_history(tmp_path: Path) -> None:
+    from harness.baselines.model import Entry, Figure
+    from harness.baselines.record import MAX_REPLACED, apply, plan
+
+    path = tmp_path / "s.yaml"
+    for n in range(MAX_REPLACED + 5):
+        entry = Entry(case="c", hardware="h", line="l", build=f"b{n}", recorded="2026-12-01", harness_version="t",
+                      trials=2, accept_length=Figure(mean=1.0 + n, sd=0.1))
+        apply(plan(path, "s", [entry]))
+    from harness.baselines.files import load
+
+    refs = load(path)
+    assert refs is not None and len(refs.baselines[0].replaced) == MAX_REPLACED
+    assert refs.baselines[0].replaced[0].build == f"b{MAX_REPLACED + 3}"  # newest first
+
+
+@pytest.mark.parametrize("where", ["baselines", "fixtures"])
+def test_a_writer_never_writes_through_a_linked_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(victim)
+    if where == "baselines":
+        from harness.baselines.model import Entry, Figure
+        from harness.baselines.record import apply, plan
+        from harness.util.errors import UserError
+
+        entry = Entry(case="c", hardware="h", line="l", build="b", recorded="2026-12-01", harness_version="t",
+                      trials=2, accept_length=Figure(mean=1.0, sd=0.1))
+        with pytest.raises(UserError, match="symbolic link"):
+            apply(plan(link / "s.yaml", "s", [entry]))
+    else:
+        refused(["triage", "--bless", _pasted(tmp_path), "--expect", "none", "--source", "https://x/1",
+                 "--fixtures", link, "--no-releases"], capsys)
+    assert list(victim.iterdir()) == []
+
+
+def test_ten_infra_trials_say_why_and_do_not_ask_for_more_trials() -> None:
+    from harness.baselines.record import entry_from_runs
+    from harness.util.errors import UserError
+    from tests.helpers import make_record
+
+    runs = [make_record("infra", run_id=f"r{i}", reason="no GPU: nvidia-smi found none", metrics={}) for i in range(10)]
+    with pytest.raises(UserError) as caught:
+        entry_from_runs(runs, case="c", hardware="h", line="l")
+    said = str(caught.value)
+    assert "0 of 10" in said and "no GPU: nvidia-smi found none" in said and "--trials 2" not in said
