@@ -26,9 +26,8 @@ __all__ = ["entry", "main", "make_parser"]
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # same exit code as bad input, one line
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+    def error(self, message: str) -> NoReturn:  # same exit code as bad input, one line (the usage was up to nine)
+        self.exit(EXIT_USAGE, _error_line(f"{self.prog}: error: {message}; see {self.prog} --help") + "\n")
 
 
 def _named_command(argv: Sequence[str]) -> str | None:
@@ -98,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HarnessError as exc:
         # Errors that already name their file and line (scenario problems) stand alone, one per line.
         for line in getattr(exc, "lines", None) or [f"sglang-repro: {exc}"]:
-            print(_printable(str(line)), file=sys.stderr)
+            print(_error_line(str(line)), file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:  # `sglang-repro list ... | head`: an OSError, so caught before the clause below
         _quiet_stdout()
@@ -133,6 +132,20 @@ def _refuse_undecodable(args: argparse.Namespace, argv: Sequence[str]) -> None:
                     flag = "--" + dest.replace("_", "-")
                     flag = flag if any(a.split("=")[0] == flag for a in argv) else dest.replace("_", " ")
                     raise UserError(f"{flag}: byte {exc.start} is not UTF-8 text; give the value as UTF-8") from None
+
+
+_MAX_ERROR_LINE = 1000  # characters: an error names a file, a line and a field, not a whole value (a 15 KB `rules=`)
+
+
+def _error_line(line: str) -> str:
+    """The one shape of an error line on stderr: its secrets redacted (a `--set hardware.gpus=hf_...` was quoted back
+    twice), its control characters shown, not sent, and its length bounded."""
+    from harness.util.redact import redact_everywhere
+
+    line = _printable(redact_everywhere(line))
+    if len(line) > _MAX_ERROR_LINE:
+        line = f"{line[:_MAX_ERROR_LINE]}... ({len(line) - _MAX_ERROR_LINE} more characters)"
+    return line
 
 
 def _printable(line: str) -> str:

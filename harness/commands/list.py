@@ -41,7 +41,7 @@ def describe(case: Case) -> dict[str, Any]:
         "file": str(case.file),
         "case": case.name,
         "values": case.values,
-        "argv": redact_argv(sglang_argv(sc)),
+        "argv": redact_argv(sglang_argv(sc), sc.server.env),  # a secret variable's value reappearing in argv too
         "env": redact_env(sc.server.env),
         "prompt_tokens": sc.workload.prompt.lengths(),
         "requests": sc.workload.requests,

@@ -245,7 +245,7 @@ def test_two_concurrent_recorders_of_one_scenario_keep_both_entries(tmp_path: Pa
                 "after", "--reference", "--case", case, "--from-store", "--store", store]
         try:
             assert main(make_parser(argv).parse_args(argv)) == 0
-        except BaseException as exc:  # noqa: BLE001 -- handed to the test's thread
+        except BaseException as exc:  # handed to the test's thread
             errors.append(exc)
 
     threads = [threading.Thread(target=record, args=(c,)) for c in ("draft=topk1", "draft=topk3")]
@@ -328,3 +328,34 @@ def test_ten_infra_trials_say_why_and_do_not_ask_for_more_trials() -> None:
         entry_from_runs(runs, case="c", hardware="h", line="l")
     said = str(caught.value)
     assert "0 of 10" in said and "no GPU: nvidia-smi found none" in said and "--trials 2" not in said
+
+
+# --- what the CLI prints on an error: one line, redacted, bounded ----------------------------------------------------
+
+def test_an_error_line_keeps_no_secret_given_by_set(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.hostile._probe import SEED
+
+    line = refused(["validate", SEED, "--set", f"hardware.gpus={HF}"], capsys)
+    assert HF not in line and "hardware.gpus" in line
+
+
+def test_list_redacts_a_secret_variables_value_where_it_reappears_in_argv(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.hostile._probe import SEED
+
+    value = "plainsecretvalue4242"  # no shape of its own: known only as HF_TOKEN's value
+    ran = cli(["list", SEED, "--set", f"server.env.HF_TOKEN={value}", "--set",
+               f"server.args.served-model-name={value}", "--format", "json"], capsys)
+    assert ran.code == 0, ran.err
+    assert value not in ran.out and "<redacted>" in ran.out
+
+
+def test_an_error_line_is_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    deep = tmp_path.joinpath(*(["d" * 200] * 25), "s.yaml")  # 5 kB of path: named in full, the line was as long
+    line = refused(["validate", deep], capsys)
+    assert len(line) < 1100 and "more characters" in line
+
+
+def test_a_usage_error_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    ran = cli(["run", "--no-such-flag"], capsys)
+    assert ran.code == 2
+    assert len(ran.err.strip().splitlines()) == 1 and "--help" in ran.err, ran.err
