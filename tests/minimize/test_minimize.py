@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from harness import __version__
 from harness.build import resolve_build
 from harness.minimize.atoms import Atom, atom_class, base_mapping, initial_candidate, to_mapping
 from harness.minimize.ddmin import DDState, ddmin, smallest_failing
@@ -19,6 +18,7 @@ from harness.records.run_record import RunRecord
 from harness.scenario import load_file, select_cases
 from harness.store.searches import SearchRuns
 from harness.store.store import new_batch
+from harness.version import harness_version
 from tests.helpers import make_record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -230,7 +230,7 @@ def _record(outcome: Outcome, *, signature: str | None = None, phase: Phase | No
     return make_record(outcome, run_id=f"product-{next(_RUN_IDS)}", scenario="product", case="c", case_values={},
                        spec="sim:pre-fix", signature=signature, reason=reason or outcome.value, metrics={},
                        argv=("python", "-m", "server"), started_at="2026-12-01T00:00:00+00:00", duration_s=0.01,
-                       harness_version=__version__, phase=phase, excerpt=excerpt)
+                       harness_version=harness_version(), phase=phase, excerpt=excerpt)
 
 
 def _obs(crash: bool, signature: str = "frozen-kv-mtp-stale-out-cache-loc", phase: str = "workload") -> RunRecord:
