@@ -17,10 +17,12 @@ from __future__ import annotations
 import json
 import random
 import re
+import signal
 import subprocess
 import time
 import urllib.error
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,17 +134,26 @@ class Crash:
 
 @pytest.fixture(scope="module")
 def crash_0_5_14(tiny_gemma4: TinyGemma4, prompt_ids: list[int], tmp_path_factory: pytest.TempPathFactory) -> Crash:
+    """The seed's request on 0.5.14, sent from a thread while the log is watched for the scheduler's exception.
+
+    After the scheduler dies, SGLang's launcher waits 5 s plus 60 s "for CUDA coredumps" before it kills its tree
+    and the request's connection closes; the log already holds the traceback, so the tree is killed at once.
+    """
     log = tmp_path_factory.mktemp("sglang-0.5.14-seed") / "server.log"
     server = start_cpu_server("0.5.14", tiny_gemma4.target, log, _flags(tiny_gemma4, speculative=True), env=_env())
-    try:
-        status, _, _ = _generate(server, prompt_ids)
-        deadline = time.monotonic() + CRASH_WAIT_S
-        while "RuntimeError" not in server.log_text() and time.monotonic() < deadline and server.proc.poll() is None:
-            time.sleep(0.2)
-        time.sleep(0.5)  # the rest of the traceback's lines
-        return Crash(status, server.log_text(), server.ready_s or 0.0)
-    finally:
-        stop_cpu_server(server)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        try:
+            _wait_http(server)
+            request = pool.submit(_generate, server, prompt_ids)
+            deadline = time.monotonic() + CRASH_WAIT_S
+            while "RuntimeError" not in server.log_text() and not request.done() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            time.sleep(1.0)  # the rest of the traceback's lines
+            text = server.log_text()
+        finally:
+            stop_cpu_server(server, signal.SIGKILL, grace=10.0)
+        status = request.result(timeout=60)[0]
+    return Crash(status, text, server.ready_s or 0.0)
 
 
 @dataclass(frozen=True)
