@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import multiprocessing
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,6 +33,7 @@ from harness.store.store import Store
 from harness.util.bounded_read import read_bytes
 from harness.util.clock import now_iso
 from harness.util.errors import InfraError
+from harness.util.kill import dies_with_parent
 
 __all__ = ["DETECTOR", "Detector", "SeriesFindings", "case_findings", "findings_of", "series_key"]
 
@@ -224,6 +227,49 @@ def _screened(jobs: Sequence[_Job], restored: Mapping[tuple[CaseKey, str], Resto
     return {(key, metric): h for (key, metric, _, _), h in zip(cold, hot)}
 
 
+# A cold store (filled elsewhere, or a changed detector) replays every series from its first point: a year of 1400
+# series is seconds of one core, most of it the series with a finding early (every night after it is pushed). Such
+# replays are independent and their results the same bits wherever they run, so they are spread over the cores the
+# process may use, in forked workers (they read the series from the parent's memory; only the findings and the
+# rows to cache come back). Below this many replays a pool costs more than it saves.
+PARALLEL_MIN_REPLAYS = 200
+_MAX_WORKERS = 4
+_Work = tuple[Rule, Sequence[float], Sequence[Sequence[float]], Restored, "np.ndarray | None"]
+_WORK: list[_Work] = []  # the replays a forked worker reads by index (set only while its pool runs)
+
+
+def _detect_one(i: int) -> tuple[list[Finding], dict[str, Any] | None]:
+    return _detect(*_WORK[i])
+
+
+def _workers() -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return min(cores, _MAX_WORKERS)
+
+
+def _detect_many(work: list[_Work]) -> list[tuple[list[Finding], dict[str, Any] | None]]:
+    """``_detect`` of every item of ``work``, in order: in forked workers when there are enough of them and more
+    than one core, else here. A pool that cannot start leaves the work to this process."""
+    workers = _workers()
+    if len(work) < PARALLEL_MIN_REPLAYS or workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return [_detect(*w) for w in work]
+    global _WORK
+    _WORK = work
+    try:
+        # Small chunks: a series with an early finding costs a hundred times one without.
+        # Each worker is killed by the kernel when this process ends, however it ends: none outlives it.
+        with multiprocessing.get_context("fork").Pool(workers, initializer=dies_with_parent(os.getpid())) as pool:
+            return pool.map(_detect_one, range(len(work)), chunksize=max(1, len(work) // (workers * 16)))
+    except OSError as exc:
+        log.warning("detection not spread over %d workers (%s): replayed here", workers, exc)
+        return [_detect(*w) for w in work]
+    finally:
+        _WORK = []
+
+
 def findings_of(store: Store | None, cases: Sequence[CasePoints],
                 tolerances: Mapping[str, Mapping[str, float]] | None = None) -> dict[CaseKey, list[SeriesFindings]]:
     """Per (scenario, case, hardware): what ``case_findings`` says, through the store's cache.
@@ -254,13 +300,19 @@ def findings_of(store: Store | None, cases: Sequence[CasePoints],
     restored = {(key, metric): _from_cache(rule, values, trials, known.get(series_key(by_key[key], metric, rule)))
                 for key, metric, rule, values, trials in jobs}
     hot = _screened(jobs, restored)
+    # The series replayed from their first point, at once (spread over the cores when there are many).
+    cold = [(key, metric, (rule, values, trials, restored[(key, metric)], hot.get((key, metric))))
+            for key, metric, rule, values, trials in jobs if restored[(key, metric)][0] is None]
+    replayed = dict(zip(((key, metric) for key, metric, _ in cold), _detect_many([w for _, _, w in cold])))
     fresh: list[dict[str, Any]] = []
     out: dict[CaseKey, list[SeriesFindings]] = {}
     for key, cp in by_key.items():
         def cached(metric: str, rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]],
                    cp: CasePoints = cp, key: CaseKey = key) -> list[Finding]:
             skey = series_key(cp, metric, rule)
-            findings, row = _detect(rule, values, trials, restored[(key, metric)], hot.get((key, metric)))
+            done = replayed.get((key, metric))
+            findings, row = done if done is not None else _detect(rule, values, trials, restored[(key, metric)],
+                                                                  hot.get((key, metric)))
             if row is not None:
                 fresh.append({"series_key": skey, **row, "updated_at": now})
             return findings
