@@ -17,16 +17,18 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session", params=releases())
-def plain_server(request: pytest.FixtureRequest, tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory,
-                 ) -> Observations:
-    """Real sglang (one release per param) serving the tiny Llama on the CPU, observed once and stopped."""
-    version = str(request.param)
-    return observe_plain_server(version, tiny_llama, tmp_path_factory.mktemp(f"sglang-{version}"))
+def release(request: pytest.FixtureRequest) -> str:
+    """A release that serves on this build; every live fixture of one test takes the same one."""
+    return str(request.param)
 
 
-@pytest.fixture(scope="session", params=releases())
-def crashed_server(request: pytest.FixtureRequest, tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory,
-                   ) -> CrashObservations:
-    """Real sglang whose scheduler was SIGKILLed after it served a request."""
-    version = str(request.param)
-    return observe_scheduler_kill(version, tiny_llama, tmp_path_factory.mktemp(f"sglang-{version}-crash"))
+@pytest.fixture(scope="session")
+def plain_server(release: str, tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory) -> Observations:
+    """Real sglang ``release`` serving the tiny Llama on the CPU, observed once and stopped."""
+    return observe_plain_server(release, tiny_llama, tmp_path_factory.mktemp(f"sglang-{release}"))
+
+
+@pytest.fixture(scope="session")
+def crashed_server(release: str, tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory) -> CrashObservations:
+    """Real sglang ``release`` whose scheduler was SIGKILLed after it served a request."""
+    return observe_scheduler_kill(release, tiny_llama, tmp_path_factory.mktemp(f"sglang-{release}-crash"))

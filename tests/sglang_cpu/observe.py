@@ -21,11 +21,15 @@ import psutil
 from harness.contract import facts as contract
 from tests.sglang_cpu.live import CpuServer, Stopped, start_cpu_server, stop_cpu_server
 
-__all__ = ["API_KEY", "GET_PATHS", "PROMPT", "CrashObservations", "Observations", "observe_plain_server",
-           "observe_scheduler_kill", "stream_events"]
+__all__ = ["API_KEY", "GET_PATHS", "PROMPT", "SPEC_MAX_NEW_TOKENS", "SPEC_PROMPTS", "CrashObservations", "Observations",
+           "observe_plain_server", "observe_scheduler_kill", "stream_events"]
 
 API_KEY = "sglang-repro-live-test-key"
 PROMPT = "hello world the quick brown fox"
+# Greedy references for the speculative servers (tests/sglang_cpu/test_speculative.py): one plain, one whose
+# words repeat (NGRAM's drafts come from n-grams already seen).
+SPEC_PROMPTS = (PROMPT, "one two three four one two three four one two three four one two three")
+SPEC_MAX_NEW_TOKENS = 32
 # Every GET path a running server is asked for, with the key.
 GET_PATHS = (contract.HEALTH_PATH, contract.HEALTH_GENERATE_PATH, *contract.SERVER_INFO_PATHS, *contract.MODEL_INFO_PATHS,
              contract.MODELS_PATH, contract.METRICS_PATH)
@@ -53,6 +57,7 @@ class Observations:
     abort_last: dict[str, object] = field(default_factory=dict)
     decode_tokens_per_s: float = 0.0
     prompt_tokens_for_speed: int = 0
+    greedy: dict[str, list[int]] = field(default_factory=dict)  # SPEC_PROMPTS -> output_ids
     drain_status: int = 0
     stopped: Stopped | None = None
     log: str = ""
@@ -127,6 +132,10 @@ def observe_plain_server(version: str, model: Path, workdir: Path) -> Observatio
         seen.flush_status = server.request("POST", contract.FLUSH_CACHE_PATH)[0]
         seen.after_flush = _meta(server.generate({"text": PROMPT, "sampling_params": greedy}))
         seen.abort_last = _abort_one(server)
+        for prompt in SPEC_PROMPTS:
+            answer = server.generate({"text": prompt, "sampling_params": {"max_new_tokens": SPEC_MAX_NEW_TOKENS,
+                                                                          "temperature": 0}})
+            seen.greedy[prompt] = list(answer["output_ids"])  # type: ignore[call-overload]
         prompt = " ".join(["the quick brown fox jumps over the lazy dog"] * 22)
         started = time.monotonic()
         speed = server.generate({"text": prompt, "sampling_params": {"max_new_tokens": _THROUGHPUT_TOKENS,

@@ -336,6 +336,7 @@ NOT_SHOWN: dict[str, str] = {
     "CHUNKED_PREFILL": _SOURCE,
     "GEMMA4_DEFAULT_ATTENTION_BACKEND": _SOURCE,
     "DRAFT_GRAPH_SWA_REFILL": _SOURCE,
+    "DRAFT_GRAPH_FUSED_SWA_LOC": _SOURCE,
 }
 
 # (fact, release) -> the live behaviour and the source lines that explain it. The contract should record these.

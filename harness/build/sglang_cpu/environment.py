@@ -122,6 +122,9 @@ def server_environment(venv: Path, *, keep_intel_amx: bool = False) -> dict[str,
     - ``SGLANG_USE_CPU_ENGINE=1``: without it ``is_cpu()`` is false (0.5.21 ``srt/utils/common.py:218-220``)
       and the CUDA paths are taken (rotary embedding imports vllm, ``srt/layers/rotary_embedding/base.py:133``);
     - ``HF_HUB_OFFLINE=1``: the model is a local folder; nothing is ever downloaded;
+    - ``TORCHDYNAMO_DISABLE=1``: SGLang's ``@torch.compile`` helpers (the draft's top-k selection, 0.5.21
+      ``srt/speculative/spec_utils.py:334,368``) run eagerly; Inductor would need a C++ toolchain on every
+      machine and minutes of compiling on two cores, for the same arithmetic;
     - ``SGLANG_REPRO_BUILD_LABEL``: what this build is, for logs and reports.
     """
     del venv  # the interpreter is chosen by the caller; nothing here depends on the release
@@ -130,6 +133,7 @@ def server_environment(venv: Path, *, keep_intel_amx: bool = False) -> dict[str,
         "SGLANG_USE_CPU_ENGINE": "1",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
+        "TORCHDYNAMO_DISABLE": "1",
         "SGLANG_REPRO_BUILD_LABEL": LABEL,
     }
     if keep_intel_amx:

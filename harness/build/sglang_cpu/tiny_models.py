@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["HIDDEN", "INIT_STD", "LAYERS", "make_tiny_llama"]
+__all__ = ["HIDDEN", "INIT_STD", "LAYERS", "make_tiny_eagle_draft", "make_tiny_llama"]
 
 HIDDEN = 64
 LAYERS = 2
@@ -155,3 +155,46 @@ def make_tiny_llama(dest: Path, *, seed: int = 0) -> Path:
     (dest / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
     _write_safetensors(dest / "model.safetensors", _weights(vocab, np.random.default_rng(seed)))
     return dest
+
+
+def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    data = path.read_bytes()
+    (size,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + size])
+    base = 8 + size
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        out[name] = np.frombuffer(data[base + start : base + end], dtype="<f4").reshape(info["shape"])
+    return out
+
+
+def make_tiny_eagle_draft(dest: Path, target: Path, *, seed: int = 1) -> Path:
+    """Write a random one-layer EAGLE draft (``LlamaForCausalLMEagle``) for the tiny Llama at ``target``.
+
+    SGLang's EAGLE draft (0.5.21 ``srt/models/llama_eagle.py``) feeds ``fc(concat(embedding, target hidden))``
+    through one decoder layer whose input norm is skipped, and shares the target's embedding and LM head; the
+    checkpoint's names carry no ``model.`` prefix (its ``load_weights`` adds it). The tokenizer is the target's.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    config = json.loads((target / "config.json").read_text())
+    config.update({"architectures": ["LlamaForCausalLMEagle"], "num_hidden_layers": 1})
+    (dest / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"):
+        (dest / name).write_bytes((target / name).read_bytes())
+    rng = np.random.default_rng(seed)
+    target_weights = _read_safetensors(target / "model.safetensors")
+    layer = {name.removeprefix("model.layers.0."): array for name, array in _weights(config["vocab_size"], rng).items()
+             if name.startswith("model.layers.0.") and "input_layernorm" not in name}
+    tensors = {
+        "embed_tokens.weight": target_weights["model.embed_tokens.weight"],
+        "fc.weight": (rng.standard_normal((HIDDEN, 2 * HIDDEN)) * INIT_STD).astype(np.float32),
+        "fc.bias": np.zeros(HIDDEN, dtype=np.float32),
+        **{f"layers.0.{name}": array for name, array in layer.items()},
+        "lm_head.weight": target_weights["lm_head.weight"],
+    }
+    _write_safetensors(dest / "model.safetensors", tensors)
+    return dest
+

@@ -21,7 +21,8 @@ import torch
 from sglang_cpu_ports import register
 
 __all__ = ["assign_draft_cache_locs_contiguous_cpu", "assign_extend_cache_locs_cpu", "assign_req_to_token_pool_cpu",
-           "copy_all_layer_kv_cache_cpu", "fill_accept_out_cache_loc_cpu", "fill_bonus_tokens_cpu"]
+           "build_draft_decode_metadata_cpu", "copy_all_layer_kv_cache_cpu", "fill_accept_out_cache_loc_cpu",
+           "fill_bonus_tokens_cpu"]
 
 
 def _rows(address: int, row_bytes: int, rows: int) -> torch.Tensor:
@@ -110,3 +111,23 @@ def fill_bonus_tokens_cpu(accept_tokens: torch.Tensor, accept_lens: torch.Tensor
     lens = accept_lens.long()
     index = torch.arange(lens.numel()) * int(accept_stride) + lens - 1
     bonus_tokens[: lens.numel()] = flat[index].to(bonus_tokens.dtype)
+
+
+@register("sgl_kernel.build_draft_decode_metadata_cpu")
+def build_draft_decode_metadata_cpu(req_to_token: torch.Tensor, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor,
+                                    topk: int, num_steps: int, pool_len: int) -> torch.Tensor:
+    """The draft steps' ``req_to_token`` (0.5.21 ``srt/layers/attention/intel_amx_backend.py:407``): row
+    ``b * topk + t`` is request ``b``'s committed slots, then candidate ``t``'s ``num_steps`` draft slots, which
+    sit at ``req_to_token[row, seq_len + t * num_steps + s]`` (page size 1: the layout of
+    ``generate_draft_decode_kv_indices``, ``kernels/ops/speculative/cache_locs.py:157-164``, that its GPU
+    twin reads)."""
+    topk, num_steps = int(topk), int(num_steps)
+    rows = req_pool_indices.numel()
+    out = torch.zeros(rows * topk, int(pool_len), dtype=req_to_token.dtype)
+    for b, (row, seq_len) in enumerate(zip(req_pool_indices.tolist(), seq_lens.tolist(), strict=True)):
+        row, seq_len = int(row), int(seq_len)
+        for t in range(topk):
+            out[b * topk + t, :seq_len] = req_to_token[row, :seq_len]
+            drafts = req_to_token[row, seq_len + t * num_steps : seq_len + (t + 1) * num_steps]
+            out[b * topk + t, seq_len : seq_len + num_steps] = drafts
+    return out
