@@ -7,17 +7,20 @@ attention, dense masked attention built from scratch (``scaled_dot_product_atten
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 pytest.importorskip("torch")
 
 import torch
-import torch.nn.functional as F  # noqa: N812
+import torch.nn.functional as F
 
 from tests.sglang_cpu.ports import launch, ports
 
 
-def _op(name: str):  # type: ignore[no-untyped-def]
+def _op(name: str) -> Callable[..., Any]:
     return ports().REGISTRY[f"sgl_kernel.{name}"]
 
 
@@ -134,9 +137,9 @@ def test_build_draft_decode_metadata_cpu_lists_what_the_gpu_draft_reads(topk: in
     for step in range(steps):
         for b in range(4):
             for t in range(topk):
-                seq_len = int(seq_lens[b])
-                want = table[int(reqs[b]), :seq_len].tolist() + table[int(reqs[b]),
-                                                                       seq_len + t * steps: seq_len + t * steps + step + 1].tolist()
+                seq_len, row = int(seq_lens[b]), int(reqs[b])
+                drafts = table[row, seq_len + t * steps: seq_len + t * steps + step + 1]
+                want = table[row, :seq_len].tolist() + drafts.tolist()
                 assert draft_table[b * topk + t, : seq_len + step + 1].tolist() == want
 
 
