@@ -19,6 +19,7 @@ import json
 import logging
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -254,7 +255,9 @@ def _detect_many(work: list[_Work]) -> list[tuple[list[Finding], dict[str, Any] 
     """``_detect`` of every item of ``work``, in order: in forked workers when there are enough of them and more
     than one core, else here. A pool that cannot start leaves the work to this process."""
     workers = _workers()
-    if len(work) < PARALLEL_MIN_REPLAYS or workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    # Forked only from a process of one thread: a lock another thread held at the fork would stay held in the child.
+    if (len(work) < PARALLEL_MIN_REPLAYS or workers < 2 or "fork" not in multiprocessing.get_all_start_methods()
+            or threading.active_count() > 1):
         return [_detect(*w) for w in work]
     global _WORK
     _WORK = work

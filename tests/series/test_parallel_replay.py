@@ -4,6 +4,7 @@ rows a replay in this process gives, bit for bit, and a pool that cannot start l
 from __future__ import annotations
 
 import multiprocessing
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,8 @@ def test_replays_in_workers_are_the_same_findings_and_rows(tmp_path: Path, monke
             pools.append(workers)
             return self.ctx.Pool(workers, initializer=initializer)
 
+    # Under pytest-xdist the worker has execnet's thread beside the test's: counted as this process alone, as the CLI is.
+    monkeypatch.setattr(detections.threading, "active_count", lambda: 1)
     got: dict[str, Any] = {}
     for label, minimum in (("here", 10**9), ("workers", 0)):
         monkeypatch.setattr(detections, "PARALLEL_MIN_REPLAYS", minimum)
@@ -83,3 +86,31 @@ def test_a_pool_that_cannot_start_leaves_the_replays_here(tmp_path: Path, monkey
         cases = stored_case_points(store, SERIES_KINDS)
         assert findings_of(store, cases) == {(cp.scenario, cp.case, cp.hardware): case_findings(cp) for cp in cases}
         assert len(store.detection_rows()) == 4
+
+
+def test_a_process_with_another_thread_replays_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pools: list[int] = []
+
+    class Counted:
+        def __init__(self, method: str) -> None:
+            pass
+
+        def Pool(self, workers: int, initializer: Any = None) -> Any:
+            pools.append(workers)
+            raise AssertionError("no pool with another thread alive")
+
+    monkeypatch.setattr(detections, "PARALLEL_MIN_REPLAYS", 0)
+    monkeypatch.setattr(detections, "_workers", lambda: 2)
+    monkeypatch.setattr(detections.multiprocessing, "get_context", Counted)
+    release = threading.Event()
+    other = threading.Thread(target=release.wait, daemon=True)
+    other.start()
+    try:
+        with open_store(f"sqlite:///{tmp_path / 'threads'}.db") as store:
+            _fill(store, nights=30, cases=2)
+            cases = stored_case_points(store, SERIES_KINDS)
+            assert findings_of(store, cases) == {(cp.scenario, cp.case, cp.hardware): case_findings(cp) for cp in cases}
+    finally:
+        release.set()
+        other.join(timeout=5)
+    assert pools == []
