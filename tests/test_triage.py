@@ -35,7 +35,8 @@ def test_one_verdict_line_per_file_and_bug_exit_code() -> None:
     proc = triage(*logs)
     assert proc.returncode == 1, proc.stderr
     assert verdict_lines(proc.stdout) == [
-        f"{logs[0]}: frozen-kv-mtp-stale-out-cache-loc (bug) {EAGER_TITLE} [confirmed]",
+        f"{logs[0]}: frozen-kv-mtp-stale-out-cache-loc (bug) {EAGER_TITLE} [confirmed] by its message and 8 of 9 "
+        "frames (draft, draft_forward, forward, _forward_raw, ...)",
         f"{logs[1]}: cuda-out-of-memory (bug) CUDA out of memory [confirmed]",
         f"{logs[2]}: none",
         f"{logs[3]}: none",
@@ -99,12 +100,13 @@ def test_a_pasted_issue_body_is_probable_and_does_not_fail_by_default() -> None:
     body = PASTES / "sglang-28264-issue-body.md"
     proc = triage(body)
     assert proc.returncode == 0, proc.stderr
-    assert verdict_lines(proc.stdout) == [f"{body}: frozen-kv-mtp-stale-out-cache-loc (bug) {EAGER_TITLE} [probable]"]
+    assert verdict_lines(proc.stdout) == [f"{body}: frozen-kv-mtp-stale-out-cache-loc (bug) {EAGER_TITLE} [probable] by 7 of "
+                                          "9 frames (draft_forward, forward, _forward_raw, execute|forward_decode, ...)"]
     assert "traceback cut before its exception line" in proc.stdout
     assert triage("--fail-on", "probable", body).returncode == 1
     title = "Error: \" output with shape [1] doesn't match the broadcast shape [276] \""
     proc = triage("--title", title, body)
-    assert proc.returncode == 1 and verdict_lines(proc.stdout)[0].endswith("[confirmed]")
+    assert proc.returncode == 1 and "[confirmed] by its message and 7 of 9 frames" in verdict_lines(proc.stdout)[0]
     assert "its message in the title" in proc.stdout
 
 

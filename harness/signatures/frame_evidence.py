@@ -91,6 +91,9 @@ class Evidence:
     needed: int
     ok: bool
     reason: str
+    # the frames show the message raised elsewhere (a frame of other code below everything evidenced): only this
+    # lowers what the message alone earns; too few frames, or a paste cut above the raise, only fail to confirm
+    contradicts: bool = False
 
     @property
     def found(self) -> int:
@@ -141,6 +144,23 @@ def _longest_chain(per_line: list[list[tuple[int, str]]], n_frames: int) -> list
     return chain
 
 
+def _raised_elsewhere(frames: Sequence[FrameSpec], per_line: list[list[tuple[int, str]]],
+                      contents: Sequence[str]) -> str | None:
+    """Why the traceback shows the message raised by other code, or None: its innermost frame (where it raised) is
+    none of the entry's frames and in no file of its raising sites (the sampler's ``logits.div_`` raising the same
+    shape message). A paste that stops at one of the entry's own frames shows less, not another raiser; a block with no
+    frame, or an entry without raising sites, shows nothing of the kind."""
+    sites = [i for i, spec in enumerate(frames) if SITE_TAG in spec.tags]
+    innermost = next((i for i in range(len(contents) - 1, -1, -1) if FILE_LINE.match(contents[i])), None)
+    if not sites or innermost is None or any(via == "frame" for _, via in per_line[innermost]):
+        return None
+    found = FILE_LINE.match(contents[innermost])
+    assert found is not None
+    if any(frames[i].owns_file(found.group("path")) for i in sites):
+        return None
+    return f"raised in other code: {contents[innermost].strip()}"
+
+
 def assess(frames: Sequence[FrameSpec], rule: EvidenceRule, contents: Sequence[str]) -> Evidence:
     """Judge one traceback block (prefix-free lines, header first, exception line last)."""
     per_line = _line_evidence(frames, contents)
@@ -153,7 +173,11 @@ def assess(frames: Sequence[FrameSpec], rule: EvidenceRule, contents: Sequence[s
     )
     needed = len(frames) if rule.min is None else min(rule.min, len(frames))
 
+    elsewhere = _raised_elsewhere(frames, per_line, contents)
+
     def verdict(ok: bool, reason: str) -> Evidence:
+        if not ok and elsewhere is not None:
+            return Evidence(hits=hits, needed=needed, ok=False, reason=elsewhere, contradicts=True)
         return Evidence(hits=hits, needed=needed, ok=ok, reason=reason)
 
     if len(chain) < needed:

@@ -13,7 +13,8 @@ traceback, and each line outside one, gets a level for every entry, and the best
   probable``).
 - ``possible``: outside any traceback, a generic message (``message_alone: possible``, the default).
 - ``none``: nothing; also a traceback whose frames contradict the entry (the message raised by other code), or
-  that ends in another error.
+  that ends in another error. Frames that agree with an entry without confirming it (too few, a paste cut above
+  the raise) never lower the level its message alone earns: only a contradiction does.
 
 Ties go to catalogue order, as in a log. Confirmed findings are exactly the log matcher's matches (a test checks
 it on every real-log fixture), so a CI job that fails only on ``confirmed`` fails as before.
@@ -222,6 +223,12 @@ class _Judge:
         if not evidence.ok:
             if not in_line and not in_title and not frames_seen:
                 return None
+            if (in_line or in_title) and not evidence.contradicts:
+                # monotone in evidence: frames that agree but do not confirm keep what the message alone earns
+                alone = self._by_message(sig, exception if in_line and exception is not None else self.title or "")
+                if alone is not None and alone.level != "none":
+                    return Candidate(sig, alone.level, ("its message", *frames_seen),
+                                     (f"frames enough to confirm it: {evidence.reason}",), evidence)
             why = ("the message, but " if in_line or in_title else "") + f"the frames do not show it: {evidence.reason}"
             return Candidate(sig, "none", ("its message",) * (in_line or in_title) + frames_seen,
                              (why,), evidence)

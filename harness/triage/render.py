@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from harness.signatures.catalogue import Catalogue
-from harness.signatures.frame_evidence import Evidence
+from harness.signatures.frame_evidence import Evidence, FrameHit
 from harness.triage.levels import Candidate
 from harness.triage.verdicts import FileVerdict, Group, Judged, frames_label
 
@@ -26,7 +27,7 @@ def print_text(verdict: FileVerdict, catalogue: Catalogue, *, explain: bool, exc
     for group in groups:
         sig = group.signature
         assert sig is not None
-        print(f"{verdict.path}: {sig.id} ({sig.kind}) {sig.title} [{group.level}]")
+        print(f"{verdict.path}: {sig.id} ({sig.kind}) {sig.title} [{group.level}]{_decided_by(group)}")
         _print_group(group, catalogue, explain=explain, excerpt=excerpt)
 
 
@@ -59,6 +60,26 @@ def _print_group(group: Group, catalogue: Catalogue, *, explain: bool, excerpt: 
         print(f"  line {first.finding.line_no}:")
         for line in (first.finding.block or (first.finding.line,)):
             print(f"    {line}")
+
+
+def _decided_by(group: Group) -> str:
+    """What decided the level, on the verdict line itself (a person should not need --explain to see why a paste with
+    frames says less or more than its message): the message, and the frames by function that agreed."""
+    best = group.members[0].finding.best
+    if best is None or not best.signature.frames:
+        return ""  # an entry of a message alone: its message decided, as the line below says
+    parts = ["its message"] if any(x.startswith("its message") for x in best.seen) else []
+    if best.evidence is not None and best.evidence.found:
+        names = [_function_of(h) for h in best.evidence.hits if h.index is not None]
+        shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+        parts.append(f"{best.evidence.found} of {len(best.evidence.hits)} frames ({shown})")
+    return f" by {' and '.join(parts)}" if parts else ""
+
+
+def _function_of(hit: FrameHit) -> str:
+    """A frame as its function's name: the File line's own where the frame printed one, else the entry's label's."""
+    found = re.search(r", in (\S+)", hit.text or "") if hit.via == "frame" else None
+    return found.group(1) if found is not None else hit.frame.rsplit(" ", 1)[-1]
 
 
 def _summary(best: Candidate, full: bool) -> str:

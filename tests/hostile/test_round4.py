@@ -359,3 +359,60 @@ def test_a_usage_error_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     ran = cli(["run", "--no-such-flag"], capsys)
     assert ran.code == 2
     assert len(ran.err.strip().splitlines()) == 1 and "--help" in ran.err, ran.err
+
+
+# --- triage is monotone in evidence -------------------------------------------------------------------------------
+
+_EAGER_FRAMES = [
+    ('  File "/sgl/python/sglang/srt/speculative/frozen_kv_mtp_worker_v2.py", line 765, in draft',
+     "    self.draft_forward(forward_batch)"),
+    ('  File "/sgl/python/sglang/srt/speculative/frozen_kv_mtp_worker_v2.py", line 455, in draft_forward',
+     "    logits_output = self.draft_model_runner.forward(forward_batch)"),
+    ('  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 2939, in forward',
+     "    output = self._forward_raw(forward_batch)"),
+    ('  File "/sgl/python/sglang/srt/model_executor/cuda_graph_buffer_registry.py", line 461, in fill_from',
+     "    _grouped_foreach_copy_(dsts, srcs)"),
+    ('  File "/sgl/python/sglang/srt/model_executor/cuda_graph_buffer_registry.py", line 120, in _grouped_foreach_copy_',
+     "    torch._foreach_copy_(dsts, srcs)"),
+]
+_SAMPLER = ('  File "/sgl/python/sglang/srt/layers/sampler.py", line 180, in forward', "    logits.div_(temperatures)")
+EAGER = "frozen-kv-mtp-stale-out-cache-loc"
+
+
+def _level(text: str) -> tuple[str | None, str]:
+    from harness.signatures.catalogue import Catalogue
+    from harness.triage.levels import judge_text, rank
+
+    findings = judge_text(text, Catalogue.load())
+    best = max(findings, key=lambda f: rank(f.level), default=None)
+    return (best.signature.id if best is not None and best.signature is not None else None,
+            best.level if best is not None else "none")
+
+
+def _traceback(frames: list[tuple[str, str]]) -> str:
+    return "\n".join(["Traceback (most recent call last):", *(x for f in frames for x in f), MESSAGE]) + "\n"
+
+
+def test_frames_that_agree_never_lower_what_the_message_alone_earns() -> None:
+    from itertools import combinations
+
+    from harness.triage.levels import rank
+
+    alone = _level(f"the server said:\n{MESSAGE}\n")
+    assert alone == (EAGER, "probable")
+    for k in range(1, len(_EAGER_FRAMES) + 1):
+        for subset in combinations(_EAGER_FRAMES, k):
+            got = _level(_traceback(list(subset)))
+            assert got[0] == EAGER and rank(got[1]) >= rank(alone[1]), (subset, got)  # type: ignore[arg-type]
+
+
+def test_only_frames_of_another_raiser_lower_it() -> None:
+    assert _level(_traceback([*_EAGER_FRAMES[:3], _SAMPLER])) == (None, "none")
+
+
+def test_the_verdict_line_says_which_frames_decided(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paste = tmp_path / "issue.txt"
+    paste.write_text(_traceback(_EAGER_FRAMES))
+    ran = cli(["triage", "--no-releases", paste], capsys)
+    verdict = ran.out.splitlines()[0]
+    assert "[probable] by its message and 6 of 9 frames (draft, draft_forward, forward, _forward_raw, ...)" in verdict
