@@ -112,6 +112,10 @@ def test_a_dashboard_file_planted_as_a_link_is_not_followed(tmp_path: Path,
     site = tmp_path / "site"
     site.mkdir()
     (site / "index.html").symlink_to(victim)
+    from harness.store.store import open_store
+
+    with open_store(str(tmp_path / "s.db")):
+        pass  # an existing store: dashboard refuses a --store that does not exist before it looks at the site
     assert "symbolic link" in _refused(["dashboard", "--store", str(tmp_path / "s.db"), "-o", str(site)], capsys,
                                        within_s=30)
     assert victim.read_text() == "keep"

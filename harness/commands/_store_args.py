@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from harness.store.url import default_store, redact_url, store_url
 
-__all__ = ["add_store_arguments", "store_choice"]
+__all__ = ["add_store_arguments", "existing_store", "store_choice"]
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,3 +34,13 @@ def check_store_value(value: str) -> None:
     url = store_url(value)
     if url.drivername == "sqlite":
         check_sqlite_file(Path(url.database or ""), redact_url(url))
+
+
+def existing_store(value: str) -> None:
+    """UserError (exit 2) when ``value`` names an SQLite store that does not exist: a command that only reads a store
+    (store alerts/ack/resolve/export, dashboard) must not create an empty one at a mistyped path and call it done."""
+    from harness.util.errors import UserError
+
+    url = store_url(value)
+    if url.drivername == "sqlite" and not os.path.lexists(url.database or ""):
+        raise UserError(f"--store {url.database}: no such store; give an existing one (`store import` creates one)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.commands._store_args import existing_store
 from harness.dashboard.site import build_site
 from harness.series.points import SERIES_KINDS
 from harness.store.schema import RUN_KINDS
@@ -38,6 +39,8 @@ def main(args: argparse.Namespace) -> int:
 
         args.output = reports_root() / "dashboard"
     check_output_folder(args.output, "-o")  # an existing file, device or FIFO is refused before the store opens
+    if args.store:
+        existing_store(args.store)  # it reads the store: a mistyped --store is refused, not created empty
     with open_store(args.store or default_store()) as store:
         try:
             index = build_site(store, args.output, _kinds(args.kinds))

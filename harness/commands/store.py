@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
+from harness.commands._store_args import existing_store
 from harness.incidents.incident import stored_incidents
 from harness.scenario.errors import excerpt
 from harness.store.schema import RESOLUTIONS, RUN_KINDS
 from harness.store.store import Store, open_store
 from harness.store.transfer import EXPORT_FORMATS, export_store, import_folders
-from harness.store.url import default_store, store_url
+from harness.store.url import default_store
 from harness.util.clock import now_iso
 from harness.util.errors import EXIT_FAIL, InfraError, UserError, disk_full
 from harness.util.output_path import check_output_file
@@ -50,19 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 EXIT_SOME_SKIPPED = EXIT_FAIL
 
 
-def _existing_sqlite(value: str) -> None:
-    """UserError (exit 2) when ``value`` names an SQLite store that does not exist."""
-    url = store_url(value)
-    if url.drivername == "sqlite" and not os.path.lexists(url.database or ""):
-        raise UserError(f"--store {url.database}: no such store; give an existing one (`store import` creates one)")
-
-
 def main(args: argparse.Namespace) -> int:
     if args.action == "export":
         check_output_file(args.output, "-o")  # before the store is opened or anything is exported
     where = args.store or default_store()
     if args.action != "import":
-        _existing_sqlite(where)  # alerts, ack, resolve and export read a store: a mistyped path creates none
+        existing_store(where)  # alerts, ack, resolve and export read a store: a mistyped path creates none
     with open_store(where) as store:
         if args.action == "import":
             report = import_folders(store, args.paths, kind=args.kind)

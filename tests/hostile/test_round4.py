@@ -416,3 +416,9 @@ def test_the_verdict_line_says_which_frames_decided(tmp_path: Path, capsys: pyte
     ran = cli(["triage", "--no-releases", paste], capsys)
     verdict = ran.out.splitlines()[0]
     assert "[probable] by its message and 6 of 9 frames (draft, draft_forward, forward, _forward_raw, ...)" in verdict
+
+
+def test_dashboard_refuses_a_mistyped_store_and_creates_none(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    typo = tmp_path / "resluts.db"
+    line = refused(["dashboard", "--store", typo, "-o", tmp_path / "site"], capsys)
+    assert "no such store" in line and not typo.exists()
