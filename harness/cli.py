@@ -126,14 +126,19 @@ def _refuse_undecodable(args: argparse.Namespace, argv: Sequence[str]) -> None:
     for dest, value in vars(args).items():
         for item in value if isinstance(value, (list, tuple)) else (value,):
             if isinstance(item, str) and not dest.startswith("_"):
+                flag = "--" + dest.replace("_", "-")
+                flag = flag if any(a.split("=")[0] == flag for a in argv) else dest.replace("_", " ")
                 try:
                     item.encode("utf-8")
                 except UnicodeEncodeError as exc:
-                    flag = "--" + dest.replace("_", "-")
-                    flag = flag if any(a.split("=")[0] == flag for a in argv) else dest.replace("_", " ")
                     raise UserError(f"{flag}: byte {exc.start} is not UTF-8 text; give the value as UTF-8") from None
+                if len(item) > _MAX_TEXT_VALUE:
+                    # a 4,300-digit version was a ValueError traceback from int() in releases, contract, triage and
+                    # bisect (which had created its report folder first): no text value of this CLI is that long
+                    raise UserError(f"{flag}: {len(item)} characters, over the {_MAX_TEXT_VALUE} a value may have")
 
 
+_MAX_TEXT_VALUE = 4096  # characters of one text value on the command line (paths are Path values, bounded by the OS)
 _MAX_ERROR_LINE = 1000  # characters: an error names a file, a line and a field, not a whole value (a 15 KB `rules=`)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from harness.signatures.catalogue import Catalogue
 from harness.triage import LEVELS, bless, print_text, rank, to_json, triage
+from harness.util.argtypes import release_version
 from harness.util.errors import EXIT_FAIL, EXIT_INFRA, EXIT_OK, UserError
 
 __all__ = ["DESCRIPTION", "add_arguments", "main"]
@@ -33,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--title", default=None, metavar="TEXT",
                         help="the issue's title: its message counts for a traceback pasted without its exception line")
-    parser.add_argument("--version", default=None, metavar="X.Y.Z", dest="sglang_version",
+    parser.add_argument("--version", default=None, metavar="X.Y.Z", dest="sglang_version", type=release_version,
                         help="the sglang release the text ran (default: read from the text, else fitted from its "
                              "frames' file:line to the real releases)")
     parser.add_argument("--no-releases", action="store_true",

@@ -21,7 +21,9 @@ def triage(paths: list[Path], catalogue: Catalogue, *, title: str | None = None,
         except OSError as exc:  # a name too long, a loop of links
             raise UserError(f"{path}: cannot look at it ({exc.strerror or exc})") from None
         if not path.is_file():
-            raise UserError(f"{path}: not a regular file")
+            from harness.util.bounded_read import kind_of_mode
+
+            raise UserError(f"{path}: {kind_of_mode(path.stat().st_mode)}, not a log file; give the file itself")
     texts = [read_pasted(path) for path in paths]
     from harness.triage.fixture_file import split_header
 
@@ -48,4 +50,15 @@ def read_pasted(path: Path) -> str:
         raise UserError(str(exc)) from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read ({exc.strerror or exc.__class__.__name__})") from None
-    return redact_everywhere(data.decode("utf-8", errors="replace"))
+    return redact_everywhere(_decoded(data))
+
+
+def _decoded(data: bytes) -> str:
+    """A paste's text: UTF-16 where its byte-order mark says so (a Windows editor's save; read as UTF-8 it was NULs
+    between letters and silently ``none``), UTF-8 otherwise; a text whose lines end in CR alone (an old Mac editor,
+    a terminal capture) has them as lines, not one line."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        text = data.decode("utf-16", errors="replace")
+    else:
+        text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    return text.replace("\r", "\n") if "\r" in text and "\n" not in text else text

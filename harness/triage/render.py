@@ -9,25 +9,32 @@ from harness.signatures.catalogue import Catalogue
 from harness.signatures.frame_evidence import Evidence, FrameHit
 from harness.triage.levels import Candidate
 from harness.triage.verdicts import FileVerdict, Group, Judged, frames_label
+from harness.util.text import shown
 
 __all__ = ["print_text", "to_json"]
+
+
+def _say(line: str) -> None:
+    """Every line triage prints: a file name or a pasted line holding a newline, an escape sequence, NUL or a bidi
+    override is shown as escapes, so it can neither forge a verdict line nor repaint or reorder the terminal."""
+    print(shown(line))
 
 
 def print_text(verdict: FileVerdict, catalogue: Catalogue, *, explain: bool, excerpt: bool) -> None:
     groups = verdict.groups()
     if not groups:
-        print(f"{verdict.path}: none")
+        _say(f"{verdict.path}: none")
         if explain:
             for j in verdict.judged:
                 for cand in _near_misses(j):
-                    print(f"  line {j.finding.line_no}: {cand.signature.id} not taken: {'; '.join(cand.missing)}")
+                    _say(f"  line {j.finding.line_no}: {cand.signature.id} not taken: {'; '.join(cand.missing)}")
                     if cand.evidence is not None:
                         _print_evidence(cand.evidence)
         return
     for group in groups:
         sig = group.signature
         assert sig is not None
-        print(f"{verdict.path}: {sig.id} ({sig.kind}) {sig.title} [{group.level}]{_decided_by(group)}")
+        _say(f"{verdict.path}: {sig.id} ({sig.kind}) {sig.title} [{group.level}]{_decided_by(group)}")
         _print_group(group, catalogue, explain=explain, excerpt=excerpt)
 
 
@@ -39,27 +46,27 @@ def _print_group(group: Group, catalogue: Catalogue, *, explain: bool, excerpt: 
     what = {"traceback": "traceback", "cut traceback": "traceback cut before its exception line",
             "line": "line", "title": "title"}[first.finding.source]
     count = f"{len(group.members)} findings, lines" if len(group.members) > 1 else "line"
-    print(f"  {count} {where} ({what}): seen {_summary(best, explain)}")
+    _say(f"  {count} {where} ({what}): seen {_summary(best, explain)}")
     if best.missing:
         shown = best.missing if explain else best.missing[:3]
         more = f"; and {len(best.missing) - len(shown)} more" if len(shown) < len(best.missing) else ""
-        print(f"  missing: {'; '.join(shown)}{more}")
+        _say(f"  missing: {'; '.join(shown)}{more}")
     family = catalogue.families.get(group.signature.family or "")
     if family is not None:
-        print(f"  family {family.id} ({family.title}): this is {group.signature.id}; its siblings:")
+        _say(f"  family {family.id} ({family.title}): this is {group.signature.id}; its siblings:")
         for c in first.finding.siblings:
-            print(f"    {c.signature.id}: {c.level}" + (f" ({c.missing[0]})" if c.missing else ""))
+            _say(f"    {c.signature.id}: {c.level}" + (f" ({c.missing[0]})" if c.missing else ""))
     if first.fixed is not None:
-        print(f"  fixed: {first.fixed}")
+        _say(f"  fixed: {first.fixed}")
     if first.fit is not None and first.fit.frames and explain:
-        print(f"  frames fitted to releases: {frames_label(first.fit.frames)}")
+        _say(f"  frames fitted to releases: {frames_label(first.fit.frames)}")
     if explain and best.evidence is not None:
-        print(f"  {best.evidence.reason}")
+        _say(f"  {best.evidence.reason}")
         _print_evidence(best.evidence)
     if excerpt:
-        print(f"  line {first.finding.line_no}:")
+        _say(f"  line {first.finding.line_no}:")
         for line in (first.finding.block or (first.finding.line,)):
-            print(f"    {line}")
+            _say(f"    {line}")
 
 
 def _decided_by(group: Group) -> str:
@@ -103,9 +110,9 @@ def _candidates(judged: Judged) -> list[Candidate]:
 def _print_evidence(evidence: Evidence) -> None:
     for hit in evidence.hits:
         if hit.index is None:
-            print(f"    - {hit.frame}: not seen")
+            _say(f"    - {hit.frame}: not seen")
         else:
-            print(f"    + {hit.frame}: block line {hit.index + 1}, {hit.via} line: {hit.text}")
+            _say(f"    + {hit.frame}: block line {hit.index + 1}, {hit.via} line: {hit.text}")
 
 
 def to_json(verdict: FileVerdict) -> list[dict[str, Any]]:

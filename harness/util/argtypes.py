@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["MAX_COUNT", "positive_int"]
+__all__ = ["MAX_COUNT", "positive_int", "release_version"]
 
 
 # A count beyond this is a typo (``--trials 10**40`` would run for ever): refused like any bad value.
@@ -22,3 +22,15 @@ def positive_int(text: str) -> int:
     if value > MAX_COUNT:
         raise argparse.ArgumentTypeError(f"{text[:40]!r}: must be at most {MAX_COUNT}")
     return value
+
+
+def release_version(text: str) -> str:
+    """An sglang release as PEP 440 spells one (``0.5.14``, ``0.5.13.post1``), canonical; ``1e999`` is none."""
+    from packaging.version import InvalidVersion, Version
+
+    if len(text) > 64:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}...: {len(text)} characters is no release")
+    try:
+        return str(Version(text))
+    except InvalidVersion:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a release (e.g. 0.5.14 or 0.5.13.post1)") from None

@@ -97,8 +97,7 @@ def test_a_bless_header_value_cannot_forge_a_line_and_leaves_nothing(tmp_path: P
     fixtures = tmp_path / "fixtures"
     argv = ["triage", "--bless", _pasted(tmp_path), "--expect", "none", "--source", "https://x/1",
             "--fixtures", fixtures, "--no-releases", field, value]
-    line = refused(argv, capsys)
-    assert "one line" in line
+    refused(argv, capsys)  # a header value on two lines, or a --version that is no release
     assert not fixtures.exists() or not any(fixtures.iterdir())
 
 
@@ -350,7 +349,7 @@ def test_list_redacts_a_secret_variables_value_where_it_reappears_in_argv(capsys
 
 
 def test_an_error_line_is_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    deep = tmp_path.joinpath(*(["d" * 200] * 25), "s.yaml")  # 5 kB of path: named in full, the line was as long
+    deep = tmp_path.joinpath(*(["d" * 200] * 14), "s.yaml")  # 3 kB of path: named in full, the line was as long
     line = refused(["validate", deep], capsys)
     assert len(line) < 1100 and "more characters" in line
 
@@ -422,3 +421,54 @@ def test_dashboard_refuses_a_mistyped_store_and_creates_none(tmp_path: Path, cap
     typo = tmp_path / "resluts.db"
     line = refused(["dashboard", "--store", typo, "-o", tmp_path / "site"], capsys)
     assert "no such store" in line and not typo.exists()
+
+
+# --- triage's terminal: names and pasted lines shown, not sent; pastes in other encodings read ------------------------
+
+def test_a_file_name_cannot_forge_a_verdict_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    forged = tmp_path / "x\nFORGED: frozen-kv-mtp-stale-out-cache-loc (bug) [confirmed]\x1b[2J"
+    forged.write_text("nothing to see\n")
+    ran = cli(["triage", "--no-releases", forged], capsys)
+    assert ran.code == 0 and len(ran.out.splitlines()) == 1 and "\x1b" not in ran.out, ran.out
+
+
+def test_the_excerpt_shows_nul_escapes_and_bidi_overrides_as_escapes(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    paste = tmp_path / "p.txt"
+    paste.write_text(f"{MESSAGE} \x00\x1b[31m\u202eevil\n")
+    ran = cli(["triage", "--no-releases", "--excerpt", paste], capsys)
+    assert "shape [812]" in ran.out
+    assert not {"\x00", "\x1b", "\u202e"} & set(ran.out), ran.out
+    assert "\\u202e" in ran.out
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig", "cr-only"])
+def test_a_paste_in_another_encoding_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str], encoding: str) -> None:
+    text = f"the server said:\n{MESSAGE}\nthen stopped\n"
+    paste = tmp_path / "p.txt"
+    if encoding == "cr-only":
+        paste.write_bytes(text.replace("\n", "\r").encode())
+    else:
+        paste.write_bytes(text.encode(encoding))
+    ran = cli(["triage", "--no-releases", paste], capsys)
+    assert f"{EAGER} (bug)" in ran.out and "[probable]" in ran.out, ran.out
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_folder_or_fifo_is_named_for_what_it_is(tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
+    path = tmp_path / "log"
+    if kind == "folder":
+        path.mkdir()
+    else:
+        os.mkfifo(path)
+    line = refused(["triage", path], capsys)
+    assert ("a folder" if kind == "folder" else "a FIFO") in line
+
+
+@pytest.mark.parametrize("argv", [["releases", "0." + "9" * 4400], ["contract", "0." + "9" * 4400],
+                                  ["triage", "--version", "0." + "9" * 4400, "{log}"], ["triage", "--version", "1e999",
+                                                                                         "{log}"]])
+def test_a_version_of_thousands_of_digits_or_no_release_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                     argv: list[str]) -> None:
+    log = _pasted(tmp_path)
+    refused([a.format(log=log) if a == "{log}" else a for a in argv], capsys)
