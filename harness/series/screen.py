@@ -201,22 +201,47 @@ def add_points(tracker: Tracker, values: Sequence[float], trials: Sequence[Seque
         tracker._add(values[p], trials[p])
 
 
+def _quiet(tracker: Tracker) -> bool:
+    """Nothing but its segment's points decides the tracker's next nights: no level change pending (its window
+    reads points before the segment) and no named drift still open (its stop is tested every night)."""
+    return tracker._pending is None and not tracker._holds_drift()
+
+
+def _segment_hot(rule: Rule, values: Sequence[float], segment: int) -> list[int]:
+    """The hot nights of the points from ``segment`` on, screened as a series of their own (what the tracker
+    decides there reads no point before its segment), as indices of the whole series."""
+    suffix = np.asarray(values[segment:], dtype=float)
+    return [segment + int(h) for h in hot_nights([suffix], [steps.large_floor(rule)])[0]]
+
+
 def replay(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float]], hot: np.ndarray) -> Tracker:
-    """The tracker after every point, as ``steps.detect`` leaves it, pushing only where it might decide."""
+    """The tracker after every point, as ``steps.detect`` leaves it, pushing only where it might decide.
+
+    After a night that moves the segment (a finding, a drift's stop, a level change moving on), every night is
+    pushed until the tracker is quiet again; then the nights from its segment on are screened anew, as a series
+    of their own (a year with a finding in its first month was otherwise pushed night by night to its end)."""
     tracker = Tracker(rule)
     n, done = len(values), 0
-    for j in (int(h) for h in hot):
+    nights, k = [int(h) for h in hot], 0
+    while k < len(nights):
+        j = nights[k]
+        k += 1
         if j < done:
             continue
+        segment, found = tracker.segment, len(tracker.findings)
         add_points(tracker, values, trials, done, j - 1)
         if j - 1 >= done:
             tracker.push(values[j - 1], trials[j - 1])  # the night before: its best split, as the tracker had it
         tracker.push(values[j], trials[j])
         done = j + 1
-        if tracker.findings:  # the segment moved: the screen's rows say nothing more
-            for p in range(done, n):
-                tracker.push(values[p], trials[p])
+        if tracker.segment == segment and len(tracker.findings) == found and _quiet(tracker):
+            continue
+        while done < n and not _quiet(tracker):  # the segment moved: the screen's rows say nothing more
+            tracker.push(values[done], trials[done])
+            done += 1
+        if done >= n:
             return tracker
+        nights, k = _segment_hot(rule, values, tracker.segment), 0
     if done < n:
         add_points(tracker, values, trials, done, n - 1)
         tracker.push(values[n - 1], trials[n - 1])
