@@ -809,6 +809,257 @@ def t_store_export_on_a_mistyped_store(w: Work) -> Spec:
     return _typo(w, ["export", "--format", "csv", "-o", str(w.root.with_name(w.root.name + "-export") / "x.csv")])
 
 
+@trial("mistyped-store")
+def t_dashboard_on_a_mistyped_store(w: Work) -> Spec:
+    site = w.root.with_name(w.root.name + "-site")
+
+    def nothing_created(_: Ran) -> list[str]:
+        made = sorted(p.name for p in w.root.iterdir())
+        return [] if made == [] else [f"created {made}"]
+    return Spec(["dashboard", "--store", str(w.root / "typo.db"), "-o", str(site)], (2,), check=nothing_created,
+                cwd=w.root)
+
+
+# --- issue 49 (round 4): pasted secrets, the wheel cache, text values, headers, error lines, triage's terminal ------
+
+_MESSAGE = "RuntimeError: output with shape [1] doesn't match the broadcast shape [812]"
+
+
+def _paste_with_secrets(w: Work, name: str = "pasted.txt") -> Path:
+    path = w.root / name
+    path.write_text("Traceback (most recent call last):\n"
+                    f'  File "/x/sglang/srt/entrypoints/http_server.py", line 9, in launch  # --api-key {KEY}\n'
+                    f"    launch(HF_TOKEN={SECRET}, headers={{'Authorization': 'Bearer {BEARER}'}})\n"
+                    f"{_MESSAGE} --api-key {KEY} HF_TOKEN={SECRET} Authorization: Bearer {BEARER}\n")
+    return path
+
+
+@trial("pasted-secrets")
+def t_triage_excerpt_of_a_paste_with_secrets(w: Work) -> Spec:
+    return Spec(["triage", "--no-releases", "--excerpt", "--explain", str(_paste_with_secrets(w))], (0, 1),
+                secrets=[KEY, SECRET, BEARER])
+
+
+@trial("pasted-secrets")
+def t_triage_json_of_a_paste_with_secrets(w: Work) -> Spec:
+    return Spec(["triage", "--no-releases", "--format", "json", str(_paste_with_secrets(w))], (0, 1),
+                secrets=[KEY, SECRET, BEARER])
+
+
+@trial("pasted-secrets")
+def t_triage_bless_of_a_paste_with_secrets(w: Work) -> Spec:
+    fixtures = w.root / "fixtures"
+    return Spec(["triage", "--no-releases", "--bless", str(_paste_with_secrets(w)), "--expect", "none", "--source",
+                 "https://example.org/1", "--title", f"crash --api-key {KEY}", "--fixtures", str(fixtures)], (0, 1),
+                secrets=[KEY, SECRET, BEARER], scan=[fixtures])
+
+
+@trial("pasted-secrets")
+def t_triage_excerpt_of_proc_self_environ(w: Work) -> Spec:
+    return Spec(["triage", "--excerpt", "/proc/self/environ"], (2,), env={"HF_TOKEN": SECRET}, secrets=[SECRET])
+
+
+def _real_wheel() -> Path | None:
+    for root in (os.environ.get("SGLANG_REPRO_CACHE"), Path.home() / ".cache" / "sglang-repro"):
+        if root:
+            found = sorted(Path(root, "wheels").glob("sglang-0.5.14-*.whl"))
+            if found:
+                return found[0]
+    return None
+
+
+def _impostor_cache(w: Work, kind: str) -> dict[str, str]:
+    """A cache whose wheels/ holds the real 0.5.14 wheel (a link to the one cached here) and, sorting first, an
+    impostor under a 0.5.14 wheel's name: a FIFO, a link to /dev/zero, or a download cut short."""
+    real = _real_wheel()
+    if real is None:
+        raise RuntimeError("no cached sglang 0.5.14 wheel here (python -m harness.contract.wheels 0.5.14 fetches it)")
+    wheels = w.folder("cache/wheels")
+    (wheels / real.name).symlink_to(real)
+    impostor = wheels / "sglang-0.5.14-aa-none-any.whl"
+    if kind == "fifo":
+        os.mkfifo(impostor)
+    elif kind == "dev-zero":
+        impostor.symlink_to("/dev/zero")
+    else:
+        impostor.write_bytes(real.read_bytes()[:100_000])
+    return {"SGLANG_REPRO_CACHE": str(w.root / "cache")}
+
+
+@trial("wheel-cache")
+def t_releases_beside_a_fifo_wheel(w: Work) -> Spec:
+    return Spec(["releases", "0.5.14"], (0,), env=_impostor_cache(w, "fifo"), bound_s=60)
+
+
+@trial("wheel-cache")
+def t_releases_beside_a_dev_zero_wheel(w: Work) -> Spec:
+    return Spec(["releases", "0.5.14"], (0,), env=_impostor_cache(w, "dev-zero"), bound_s=60)
+
+
+@trial("wheel-cache")
+def t_contract_beside_a_truncated_wheel(w: Work) -> Spec:
+    return Spec(["contract", "0.5.14"], (0, 1), env=_impostor_cache(w, "truncated"), bound_s=60)
+
+
+@trial("non-utf8-text")
+def t_nightly_label_not_utf8(w: Work) -> Spec:
+    store = w.root / "s.db"
+
+    def nothing_ran(_: Ran) -> list[str]:
+        return [f"ran and stored {_rows(store)}"] if _rows(store) else []
+    return Spec(["nightly", str(w.seed), "--build", "sim:post-fix", "--case", CASE, "--trials", "1",
+                 "--label", os.fsdecode(b"night\xff"), "--store", str(store), "--out", str(w.root / "o")], (2,),
+                check=nothing_ran)
+
+
+@trial("non-utf8-text")
+def t_bless_title_not_utf8(w: Work) -> Spec:
+    fixtures = w.root / "fixtures"
+    return Spec(["triage", "--bless", str(_paste_with_secrets(w)), "--expect", "none", "--source", "https://x/1",
+                 "--title", os.fsdecode(b"t\xff"), "--fixtures", str(fixtures)], (2,), outside=[fixtures])
+
+
+def _bless_header(w: Work, flag: str, value: str) -> Spec:
+    fixtures = w.root / "fixtures"
+    return Spec(["triage", "--no-releases", "--bless", str(_paste_with_secrets(w)), "--expect", "none", "--source",
+                 "https://x/1", "--fixtures", str(fixtures), flag, value], (2,), outside=[fixtures])
+
+
+@trial("header-forge")
+def t_bless_title_with_a_newline(w: Work) -> Spec:
+    return _bless_header(w, "--title", "t\n# expect: none")
+
+
+@trial("header-forge")
+def t_bless_source_with_a_newline(w: Work) -> Spec:
+    return _bless_header(w, "--source", "https://x/1\n# fixed: 0.1")
+
+
+@trial("links")
+def t_bless_fixtures_is_a_link(w: Work) -> Spec:
+    elsewhere = w.folder("elsewhere")
+    (w.root / "fx").symlink_to(elsewhere)
+    return Spec(["triage", "--no-releases", "--bless", str(_paste_with_secrets(w)), "--expect", "none", "--source",
+                 "https://x/1", "--fixtures", str(w.root / "fx")], (2,), outside=[elsewhere])
+
+
+@trial("error-lines")
+def t_validate_set_with_a_token(w: Work) -> Spec:
+    return Spec(["validate", str(w.seed), "--set", f"hardware.gpus={SECRET}"], (2,), secrets=[SECRET])
+
+
+@trial("error-lines")
+def t_usage_error_is_one_line(w: Work) -> Spec:
+    def one_line(ran: Ran) -> list[str]:
+        n = len(ran.err.strip().splitlines())
+        return [] if n == 1 else [f"{n} lines of usage error"]
+    return Spec(["run", "--no-such-flag"], (2,), check=one_line)
+
+
+@trial("error-lines")
+def t_error_naming_a_3kb_path(w: Work) -> Spec:
+    deep = w.root.joinpath(*(["d" * 200] * 14), "s.yaml")
+
+    def bounded(ran: Ran) -> list[str]:
+        longest = max((len(x) for x in ran.err.splitlines()), default=0)
+        return [] if longest <= 1100 else [f"an error line of {longest} characters"]
+    return Spec(["validate", str(deep)], (2,), check=bounded)
+
+
+@trial("error-lines")
+def t_list_secret_value_reappearing_in_argv(w: Work) -> Spec:
+    value = "plainsecretvalue4242"
+    return Spec(["list", str(w.seed), "--set", f"server.env.HF_TOKEN={value}", "--set",
+                 f"server.args.served-model-name={value}", "--format", "json"], (0,), secrets=[value])
+
+
+_HUGE_VERSION = "0." + "9" * 4400
+
+
+@trial("version-digits")
+def t_releases_huge_version(w: Work) -> Spec:
+    return Spec(["releases", _HUGE_VERSION], (2,))
+
+
+@trial("version-digits")
+def t_contract_huge_version(w: Work) -> Spec:
+    return Spec(["contract", _HUGE_VERSION], (2,))
+
+
+@trial("version-digits")
+def t_triage_version_1e999(w: Work) -> Spec:
+    return Spec(["triage", "--version", "1e999", str(_paste_with_secrets(w))], (2,))
+
+
+@trial("version-digits")
+def t_bisect_huge_release(w: Work) -> Spec:
+    out = w.root / "o"
+    return Spec(["bisect", str(w.seed), "--case", CASE, "--releases", f"0.5.14..{_HUGE_VERSION}", "--out", str(out)],
+                (2,), outside=[out])
+
+
+def _triage_prints(w: Work, path: Path, *extra: str, check: Callable[[Ran], list[str]]) -> Spec:
+    return Spec(["triage", "--no-releases", *extra, str(path)], (0, 1), check=check)
+
+
+@trial("triage-terminal")
+def t_triage_a_name_that_forges_a_verdict(w: Work) -> Spec:
+    forged = w.root / "x\nFORGED: frozen-kv-mtp-stale-out-cache-loc (bug) [confirmed]\x1b[2J"
+    forged.write_text("nothing\n")
+
+    def one_verdict(ran: Ran) -> list[str]:
+        return [] if len(ran.out.splitlines()) == 1 and "\x1b" not in ran.out else ["a forged line or an escape"]
+    return _triage_prints(w, forged, check=one_verdict)
+
+
+@trial("triage-terminal")
+def t_triage_excerpt_with_nul_and_bidi(w: Work) -> Spec:
+    paste = w.root / "p.txt"
+    paste.write_text(f"{_MESSAGE} \x00\x1b[31m\u202eevil\n")
+
+    def shown(ran: Ran) -> list[str]:
+        raw = {"\x00", "\x1b", "\u202e"} & set(ran.out)
+        return [f"printed raw: {sorted(map(repr, raw))}"] if raw else []
+    return _triage_prints(w, paste, "--excerpt", check=shown)
+
+
+def _probable(ran: Ran) -> list[str]:
+    return [] if "[probable]" in ran.out else [f"not probable: {ran.out[:120]!r}"]
+
+
+@trial("triage-terminal")
+def t_triage_a_utf16_paste(w: Work) -> Spec:
+    paste = w.root / "p.txt"
+    paste.write_bytes(f"the server said:\n{_MESSAGE}\n".encode("utf-16"))
+    return _triage_prints(w, paste, check=_probable)
+
+
+@trial("triage-terminal")
+def t_triage_a_cr_only_paste(w: Work) -> Spec:
+    paste = w.root / "p.txt"
+    paste.write_bytes(f"the server said:\r{_MESSAGE}\rthen stopped\r".encode())
+    return _triage_prints(w, paste, check=_probable)
+
+
+@trial("triage-evidence")
+def t_triage_message_with_agreeing_frames(w: Work) -> Spec:
+    frames = [("frozen_kv_mtp_worker_v2.py", 765, "draft", "self.draft_forward(forward_batch)"),
+              ("frozen_kv_mtp_worker_v2.py", 455, "draft_forward", "self.draft_model_runner.forward(forward_batch)"),
+              ("model_runner.py", 2939, "forward", "self._forward_raw(forward_batch)"),
+              ("cuda_graph_buffer_registry.py", 461, "fill_from", "_grouped_foreach_copy_(dsts, srcs)"),
+              ("cuda_graph_buffer_registry.py", 120, "_grouped_foreach_copy_", "torch._foreach_copy_(dsts, srcs)")]
+    paste = w.root / "issue.txt"
+    paste.write_text("\n".join(["Traceback (most recent call last):",
+                                *(f'  File "/sgl/python/sglang/srt/x/{f}", line {n}, in {fn}\n    {code}'
+                                  for f, n, fn, code in frames), _MESSAGE]) + "\n")
+
+    def monotone(ran: Ran) -> list[str]:
+        verdict = ran.out.splitlines()[0] if ran.out else ""
+        problems = [] if "[probable]" in verdict else [f"frames lowered the message's level: {verdict[-60:]!r}"]
+        return problems + ([] if " by its message and " in verdict else ["the verdict line says not what decided"])
+    return _triage_prints(w, paste, check=monotone)
+
+
 # --- interrupts -----------------------------------------------------------------------------------------------
 
 
