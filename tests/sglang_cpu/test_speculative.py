@@ -4,8 +4,8 @@ Each algorithm's server must give, token for token, the plain server's greedy ou
 it); its per-request accounting must add up in SGLang's own terms; the contract's speculative facts are observed
 on it. Verification needs the ``intel_amx`` attention backend (torch_native refuses TARGET_VERIFY), kept on a CPU
 without AMX through SGLang's ``override_platform(has_amx=True)`` (``server_environment(keep_intel_amx=True)``),
-which exists from 0.5.20's ``runtime_context`` on: 0.5.14/0.5.15 check ``cpu_has_amx_support()`` directly
-(``server_args.py`` 0.5.14 :4667-4671), so :data:`SPEC_RELEASES` is 0.5.21.
+which ``runtime_context`` has from 0.5.19 on: 0.5.14, 0.5.15 and 0.5.18 check ``cpu_has_amx_support()`` directly
+(``server_args.py`` 0.5.14 :4667-4671), so :data:`SPEC_RELEASES` is 0.5.21 (0.5.22 and 0.5.23 have it too, untried).
 
 STANDALONE with the target as its own draft settles the "about 30% acceptance" question with evidence: SGLang's
 STANDALONE draft reuses EAGLE's draft extend, which shifts the draft's input left by one token
