@@ -17,6 +17,7 @@ import pytest
 from harness.build.sglang_cpu import STANDINS_DIR
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # a fresh interpreter importing torch per test
 
 
 def _run(code: str) -> dict[str, object]:
