@@ -81,6 +81,13 @@ def _pip(python: Path, args: Sequence[str], *, timeout: float) -> None:
         raise InfraError(f"pip install {' '.join(args)} failed: {last_line(done.stderr)}")
 
 
+def _said(line: str, started: float | None = None) -> None:
+    """A step of a long preparation, on stderr as it starts (stdout is the command's answer): a run that builds an
+    environment was silent for 155 s."""
+    took = f" ({time.monotonic() - started:.0f} s so far)" if started is not None else ""
+    print(f"sglang-repro: {line}{took}", file=sys.stderr, flush=True)
+
+
 def ensure_pip_env(
     version: str,
     *,
@@ -122,22 +129,29 @@ def ensure_pip_env(
         shutil.rmtree(venv, ignore_errors=True)  # a half-built env from a killed run
         started = time.monotonic()
         log.info("creating %s (sglang==%s, deps=%s)", venv, version, deps)
+        steps = 2 if deps == "full" else 3
+        _said(f"preparing sglang=={version} (deps={deps}) in {venv}: minutes the first time, reused after; "
+              f"1/{steps} a virtual environment")
         done = run_bounded([base, "-m", "venv", str(venv)], timeout=300)
         if done.returncode != 0:
             raise InfraError(f"{base} -m venv {venv} failed: {last_line(done.stderr)}")
         python = venv_python(venv)
         timeout = _PIP_TIMEOUT_S[deps]
         if deps == "full":
+            _said(f"2/{steps} pip install sglang=={version} and its GPU stack (gigabytes)", started)
             _pip(python, [f"sglang=={version}"], timeout=timeout)
         else:
+            _said(f"2/{steps} pip install --no-deps sglang=={version}", started)
             _pip(python, ["--no-deps", f"sglang=={version}"], timeout=timeout)
             pins = run_bounded([str(python), "-c", PINS, *NODEPS_PACKAGES], timeout=PROBE_TIMEOUT_S)
             if pins.returncode != 0:
                 raise InfraError(f"reading sglang {version}'s requirements failed: {last_line(pins.stderr)}")
+            _said(f"3/{steps} pip install torch=={torch} (CPU) and the packages sglang imports", started)
             _pip(python, [f"torch=={torch}", *read_answer(pins.stdout)], timeout=timeout)
             _install_stubs(python)
         _write_marker(marker, version, deps)
         log.info("created %s in %.0f s", venv, time.monotonic() - started)
+        _said(f"sglang=={version} (deps={deps}) ready", started)
     return venv
 
 

@@ -144,7 +144,11 @@ class Builds:
         environment must not be created here (the GPU stack on a host that cannot run it); it is asked for
         every such request, and a refusal is not remembered: another case may need less hardware."""
         parsed = parse_build_spec(spec)
-        if install_gap is not None and parsed.kind == "pip" and parsed.fields["deps"] == "full":
+        # deps=cpu runs on this CPU (its launcher checks its own needs); any other pip environment not made yet takes
+        # minutes to make, so what is known in milliseconds is asked first
+        deps = parsed.fields.get("deps") if parsed.kind == "pip" else None
+        if install_gap is not None and deps is not None and deps != "cpu" and (
+                deps == "full" or (spec not in self._known and not pip_env_ready(parsed, cache_dir=self._cache_dir))):
             gap = install_gap()
             if gap:
                 return BuildFailure(parsed.kind, parsed.spec, f"{gap}; the environment of {spec} was not created")

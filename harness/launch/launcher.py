@@ -225,6 +225,22 @@ def _parse_quietly(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tupl
     return None, "".join(said)
 
 
+def cheap_gap(case: Case) -> str | None:
+    """What this host lacks for ``case`` that is known in milliseconds (its GPUs, then its model files), or None:
+    said before any environment is downloaded or built (a GPU-less host waited 155 s for a pip environment, then
+    heard of the missing model, and of the missing GPUs last)."""
+    gap = hardware_gap(case)
+    if gap:
+        return gap
+    sc = case.scenario
+    load_format = sc.server.args.get("load-format")
+    for model in filter(None, (sc.server.model, sc.server.draft_model)):
+        found = model_gap(model, load_format=str(load_format) if load_format else None)
+        if found:
+            return found
+    return None
+
+
 def hardware_gap(case: Case) -> str | None:
     """What the scenario's hardware requirement lacks on this host, or None."""
     hw = case.scenario.hardware

@@ -7,7 +7,7 @@ by the build's own parser, model files, hardware) before anything is started.
 from __future__ import annotations
 
 from harness.build import Build, BuildFailure, Builds
-from harness.launch.launcher import hardware_gap, launcher_for
+from harness.launch.launcher import cheap_gap, launcher_for
 from harness.pipeline.stages import Plan, Resolved, Unresolved
 from harness.records.outcome import Outcome, Phase
 from harness.records.run_record import RunVerdict
@@ -20,9 +20,10 @@ __all__ = ["fresh_plan", "preflight", "resolve", "resolve_for"]
 
 def resolve_for(case: Case, spec: str, builds: Builds) -> Build | BuildFailure:
     """The build of ``spec`` for runs of ``case``, resolved once per ``builds`` (one per command); UserError
-    for a bad spec. A full ``pip:`` environment is not created on a host that cannot run the case."""
-    # Creating a full environment pulls the GPU stack (gigabytes): not on a host that cannot run it.
-    return builds.get(spec, install_gap=lambda: hardware_gap(case))
+    for a bad spec. No ``pip:`` environment is created on a host that cannot run the case."""
+    # Creating an environment takes minutes (a full one pulls the GPU stack): not on a host that cannot run the case,
+    # which is known in milliseconds (its GPUs, its model files) and is said first.
+    return builds.get(spec, install_gap=lambda: cheap_gap(case))
 
 
 def resolve(case: Case, build: Build | BuildFailure) -> Resolved | Unresolved:

@@ -472,3 +472,52 @@ def test_a_version_of_thousands_of_digits_or_no_release_is_one_line(tmp_path: Pa
                                                                      argv: list[str]) -> None:
     log = _pasted(tmp_path)
     refused([a.format(log=log) if a == "{log}" else a for a in argv], capsys)
+
+
+# --- pre-flight ordered by cost ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gpus", ["", "0:NVIDIA L40S:44.5:8.9,1:NVIDIA L40S:44.5:8.9,2:NVIDIA L40S:44.5:8.9,"
+                                      "3:NVIDIA L40S:44.5:8.9"])
+def test_what_is_known_in_milliseconds_is_said_before_any_environment_is_made(tmp_path: Path, gpus: str) -> None:
+    """No GPUs: the hardware; four L40S but no model files: the model. Neither waits for a pip environment (155 s)."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.hostile._probe import CASE, REPO, SEED
+
+    cache = tmp_path / "cache"
+    env = {**os.environ, "SGLANG_REPRO_CACHE": str(cache), "SGLANG_REPRO_GPU_INVENTORY": gpus,
+           "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "harness", "run", str(SEED), "--case", CASE, "--build",
+                           "pip:sglang==0.5.14,deps=none", "--no-store", "--out", str(tmp_path / "o")], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
+    took = time.monotonic() - began
+    assert done.returncode == 3, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert ("hardware:" if not gpus else "model ") in said and "was not created" in said, said
+    assert took < 30 and not (cache / "envs").exists(), took
+
+
+def test_a_long_preparation_says_each_step_as_it_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The steps of making a pip environment (venv, sglang, torch and requirements) on stderr as each starts; the
+    installs themselves stand in (pip would fetch gigabytes)."""
+    import subprocess
+
+    import harness.build.environments as environments
+
+    def fake_run(argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        if "venv" in argv:
+            Path(argv[-1], "bin").mkdir(parents=True)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(environments, "run_bounded", fake_run)
+    monkeypatch.setattr(environments, "_pip", lambda *a, **k: None)
+    monkeypatch.setattr(environments, "_install_stubs", lambda *a, **k: None)
+    monkeypatch.setattr(environments, "read_answer", lambda *a, **k: [])
+    environments.ensure_pip_env("0.5.14", deps="none", cache_dir=tmp_path / "cache")
+    said = [x for x in capsys.readouterr().err.splitlines() if x.startswith("sglang-repro: ")]
+    assert [x.split(": ", 1)[1][:4] for x in said] == ["prep", "2/3 ", "3/3 ", "sgla"], said
+    assert said[-1].endswith("s so far)") and "ready" in said[-1]
