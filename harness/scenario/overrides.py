@@ -87,7 +87,13 @@ def write_overridden(path: Path, sets: Sequence[SetOverride], folder: Path) -> P
     load_file(path, overrides=sets)  # the ScenarioError of a bad override, before anything is written
     data = apply_overrides(read_source(path).data, tuple(Override(s.path, s.value, ("--set", i))
                                                          for i, s in enumerate(sets)))
-    text = f"# {path} with {' '.join(s.label for s in sets)}\n" + yaml.safe_dump(data, sort_keys=False)
+    # the header is one comment line whatever the labels hold (a value with a newline made the copy unreadable) and
+    # names no secret (the data below must hold the value: the steps read it)
+    from harness.util.redact import redact_everywhere
+    from harness.util.text import shown
+
+    header = shown(redact_everywhere(f"{path} with {' '.join(s.label for s in sets)}"))
+    text = f"# {header}\n" + yaml.safe_dump(data, sort_keys=False)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     dest = folder / f"{path.stem}-set-{digest}.yaml"
     folder.mkdir(parents=True, exist_ok=True)

@@ -521,3 +521,13 @@ def test_a_long_preparation_says_each_step_as_it_starts(tmp_path: Path, monkeypa
     said = [x for x in capsys.readouterr().err.splitlines() if x.startswith("sglang-repro: ")]
     assert [x.split(": ", 1)[1][:4] for x in said] == ["prep", "2/3 ", "3/3 ", "sgla"], said
     assert said[-1].endswith("s so far)") and "ready" in said[-1]
+
+
+def test_a_set_value_with_a_newline_gives_bisect_a_copy_it_can_read(tmp_path: Path) -> None:
+    from harness.scenario.loader import load_file
+    from harness.scenario.overrides import parse_sets, write_overridden
+    from tests.hostile._probe import SEED
+
+    copy = write_overridden(SEED, parse_sets([f'description="two\nlines --api-key {KEY}"']), tmp_path)
+    assert copy.read_text().splitlines()[0].startswith("# ") and KEY not in copy.read_text().splitlines()[0]
+    assert load_file(copy).scenario.name  # was a YAML error naming the generated file
