@@ -11,7 +11,7 @@ import ipaddress
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, field_validator, model_validator
 
 from harness.build import BUILD_KINDS
 from harness.build.reference_server import REVISIONS
@@ -98,7 +98,7 @@ class Upstream(_Strict):
 class Hardware(_Strict):
     """What a real GPU run needs. The reference server ignores it."""
 
-    gpus: int = Field(default=1, ge=0, le=64)
+    gpus: StrictInt = Field(default=1, ge=0, le=64)  # strict: `--set hardware.gpus=true` is no count (it was one GPU)
     gpu_name: str | None = None
     min_memory_gib: float | None = Field(default=None, gt=0)
     min_compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$")

@@ -531,3 +531,9 @@ def test_a_set_value_with_a_newline_gives_bisect_a_copy_it_can_read(tmp_path: Pa
     copy = write_overridden(SEED, parse_sets([f'description="two\nlines --api-key {KEY}"']), tmp_path)
     assert copy.read_text().splitlines()[0].startswith("# ") and KEY not in copy.read_text().splitlines()[0]
     assert load_file(copy).scenario.name  # was a YAML error naming the generated file
+
+
+def test_a_gpu_count_of_true_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.hostile._probe import SEED
+
+    assert "hardware.gpus" in refused(["validate", SEED, "--set", "hardware.gpus=true"], capsys)
