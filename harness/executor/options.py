@@ -32,7 +32,7 @@ def _pair(text: str) -> tuple[str, str]:
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("executor", "where the runs execute (README: running on a fleet)")
+    group = parser.add_argument_group("executor", "where the runs execute (docs/fleet.md)")
     group.add_argument("--executor", choices=("local", "slurm"), default="local",
                        help="local: this machine (default); slurm: one SLURM job per case and trial")
     group.add_argument("--partition", metavar="NAME", help="SLURM partition of the jobs")

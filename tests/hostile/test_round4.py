@@ -537,3 +537,20 @@ def test_a_gpu_count_of_true_is_refused(capsys: pytest.CaptureFixture[str]) -> N
     from tests.hostile._probe import SEED
 
     assert "hardware.gpus" in refused(["validate", SEED, "--set", "hardware.gpus=true"], capsys)
+
+
+def test_every_page_and_readme_section_the_help_cites_exists() -> None:
+    """`run --help` cited a README section ("running on a fleet") that does not exist."""
+    import re
+
+    from harness.cli import make_parser
+    from tests.hostile._probe import REPO
+
+    parser = make_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    texts = [p.format_help() for p in sub.choices.values()]  # type: ignore[union-attr]
+    headings = {m.group(1).strip().lower() for m in re.finditer(r"^#+ (.+)$", (REPO / "README.md").read_text(), re.M)}
+    cited_pages = {m for t in texts for m in re.findall(r"docs/[\w.-]+\.md", t.replace("\n", " "))}
+    assert all((REPO / page).is_file() for page in cited_pages), sorted(p for p in cited_pages if not (REPO / p).is_file())
+    cited_sections = {m.strip().lower() for t in texts for m in re.findall(r"README: ([^)]+)\)", " ".join(t.split()))}
+    assert cited_sections <= headings, sorted(cited_sections - headings)
