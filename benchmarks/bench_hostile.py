@@ -1299,6 +1299,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work.resolve() if args.work else Path(tempfile.mkdtemp(prefix="bench-hostile-"))
     work.mkdir(parents=True, exist_ok=True)
     skip = full_disk_skip() if any(k == "full-disk" for k, _, _ in chosen) else None
+    load_before = os.getloadavg()
     began = time.monotonic()
     results: list[dict[str, Any]] = []
     for klass, name, make in chosen:
@@ -1324,6 +1325,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     text = json.dumps(summary, indent=2)
     print(text)
+    from _results import record  # as every benchmark does: run as a script, its folder is on sys.path
+
+    # a record per run under benchmarks/results/: this checkout's as bench_hostile, another's (--checkout, the commit
+    # before a change) as bench_hostile-checkout, so the newest of each is what the docs may quote
+    name = "bench_hostile" if checkout == REPO else "bench_hostile-checkout"
+    if not wanted:  # a partial run (--only) is a check, not the figure
+        record(name, summary, load_before=load_before)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
