@@ -80,6 +80,27 @@ def minimal_mapping(base: dict[str, Any], cand: Candidate, *, case: Case, build:
         elif old is not None:
             expect[role] = {**old, "status": "hypothesis"}
     data["expect"] = expect
+    data = _markers_of_what_is_left(data, base)
+    return data
+
+
+def _markers_of_what_is_left(data: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """The scenario's markers less those naming a feature whose flags the minimization dropped: a ``hicache`` marker
+    named ``--hicache-ratio``; kept on a case without it, ``pytest -m hicache`` selected a case that runs no HiCache."""
+    markers = data.get("markers")
+    if not isinstance(markers, list):
+        return data
+
+    def names(mapping: dict[str, Any]) -> list[str]:
+        args = (mapping.get("server") or {}).get("args") or {}
+        return [str(k).replace("_", "-").lower() for k in args]
+
+    before, now = names(base), names(data)
+    kept = [m for m in markers
+            if not (any(str(m).replace("_", "-").lower() in a for a in before)
+                    and not any(str(m).replace("_", "-").lower() in a for a in now))]
+    if kept != markers:
+        data = {**data, "markers": kept}
     return data
 
 

@@ -554,3 +554,14 @@ def test_every_page_and_readme_section_the_help_cites_exists() -> None:
     assert all((REPO / page).is_file() for page in cited_pages), sorted(p for p in cited_pages if not (REPO / p).is_file())
     cited_sections = {m.strip().lower() for t in texts for m in re.findall(r"README: ([^)]+)\)", " ".join(t.split()))}
     assert cited_sections <= headings, sorted(cited_sections - headings)
+
+
+def test_a_minimal_scenario_keeps_no_marker_of_a_feature_it_dropped() -> None:
+    from harness.minimize.output import _markers_of_what_is_left
+
+    base = {"server": {"args": {"hicache-ratio": 2, "tp-size": 4, "speculative-num-steps": 3}},
+            "markers": ["frozen_kv_mtp", "hicache"]}
+    left = {"server": {"args": {"speculative-num-steps": 1}}, "markers": ["frozen_kv_mtp", "hicache"]}
+    assert _markers_of_what_is_left(left, base)["markers"] == ["frozen_kv_mtp"]
+    kept = {"server": {"args": {"hicache-ratio": 2}}, "markers": ["frozen_kv_mtp", "hicache"]}
+    assert _markers_of_what_is_left(kept, base)["markers"] == ["frozen_kv_mtp", "hicache"]
