@@ -506,6 +506,16 @@ class BuildRole(_Strict):
         for knob in filter(None, knobs.split(",")):
             if not re.match(r"^[a-z][a-z-]*=[^,\s]+\Z", knob):
                 raise ValueError(f"reference-server knob {excerpt(knob)} must look like name=value")
+        # the knobs as the build's own parser takes them (a name, its range): validate passed what compare refused
+        from harness.build.spec import parse_build_spec
+        from harness.util.errors import UserError
+
+        # device=cuda is checked against this host's GPUs when a run resolves it; a scenario file is valid anywhere
+        portable = ",".join(k for k in v.split(",") if k.replace(" ", "") not in ("device=cuda", "device=cpu"))
+        try:
+            parse_build_spec(f"sim:{portable}")
+        except UserError as exc:
+            raise ValueError(str(exc).split("; valid build specs:")[0]) from None
         return v
 
     @property

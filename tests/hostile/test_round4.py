@@ -565,3 +565,11 @@ def test_a_minimal_scenario_keeps_no_marker_of_a_feature_it_dropped() -> None:
     assert _markers_of_what_is_left(left, base)["markers"] == ["frozen_kv_mtp"]
     kept = {"server": {"args": {"hicache-ratio": 2}}, "markers": ["frozen_kv_mtp", "hicache"]}
     assert _markers_of_what_is_left(kept, base)["markers"] == ["frozen_kv_mtp", "hicache"]
+
+
+@pytest.mark.parametrize("sim", ["pre-fix,seed=x", "pre-fix,bogus=1", "pre-fix,step-cost-ms=-5"])
+def test_validate_refuses_the_reference_server_specs_compare_would(sim: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.hostile._probe import SEED
+
+    line = refused(["validate", SEED, "--set", f"builds.before.sim={sim}"], capsys)
+    assert "builds.before.sim" in line and str(SEED) in line
