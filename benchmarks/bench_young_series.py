@@ -19,8 +19,6 @@ Two seed sets: ``--tune`` 1 (the rule's constants were chosen on it) and ``--rep
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -31,6 +29,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as `python benchmarks/x.py` from any directory
     sys.path.insert(0, str(REPO))
+
+from _common import emit  # noqa: E402
 
 from harness.series.steps import Finding, Rule, Tracker  # noqa: E402
 from tests.series.anchors import Replay, hud_rule, sglang_rule_young  # noqa: E402
@@ -139,12 +139,8 @@ def main() -> None:
         sets.append(one)
     summary = {"benchmark": "young_series", "server": "none: synthetic histories (tests.series.grid.young_grid)",
                "min_effect": RULE.min_effect, "tune_seed_set": TUNE_SEED, "report_seed_set": REPORT_SEED,
-               "load_average": os.getloadavg(), "seconds": round(time.monotonic() - started, 1), "seed_sets": sets}
-    text = json.dumps(summary, indent=1)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+               "seconds": round(time.monotonic() - started, 1), "seed_sets": sets}
+    emit(summary, args.out)  # stdout, --out, and its record under benchmarks/results/
 
 
 if __name__ == "__main__":

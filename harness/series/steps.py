@@ -52,7 +52,9 @@ night. Per night:
    night it was raised); ``drift`` too when a second change the same way is confirmed in its window
    (the level moved on: a slide under noise looks like a staircase), which is then no second alert.
    Each name is kept with the night and the evidence (``Finding.names``). A level change not decided
-   in the window keeps its name.
+   in the window keeps its name. A change with fewer than ``LEVEL_SHORT`` points before it in its segment
+   is a level change too: the slide tests have no power over so few nights (a drift that began on the
+   sixth night of a series was confirmed as a step by its tenth).
 6. **Large change**, however young the series: the step rule needs ``MIN_BEFORE`` points before a
    change and ``MIN_AFTER`` after it, so a series of five nights could not raise an 80% throughput drop
    until its tenth. A change is raised on its ``LARGE_NIGHTS``-th night (the second) when both its
@@ -62,8 +64,9 @@ night. Per night:
    of ``LARGE_FACTOR`` times the minimum effect (25% throughput and latency, 10% acceptance length: the
    metric's known noise) and ``LARGE_Z`` times the spread the series itself shows (with fewer than
    ``MIN_BEFORE`` points their plain standard deviation, else the first differences' robust spread over
-   the segment, up to ``MAX_BEFORE`` points; one trial's within-night spread when larger), widened by
-   ``1 + LARGE_FEW / m`` for a spread read from only ``m`` points. On a segment of ``MATURE_NIGHTS``
+   the segment, up to ``MAX_BEFORE`` points; one trial's within-night spread when larger), widened for a
+   spread read from few points (Student's t over the normal at 99.5%: 3.9x from three points, 1.8x from five)
+   and for the level's own error. On a segment of ``MATURE_NIGHTS``
    or more points, where the step rule confirms a change of the minimum effect on its fourth night and an
    excursion of up to three nights is a transient that reaches no one, the floor is at least
    ``LARGE_MATURE`` (half the level): only a change that large is worth raising two nights early. It
@@ -111,14 +114,17 @@ LEVEL_MARGIN = 3.0  # a hinge or ramp within this many noise units of the step's
 LEVEL_DECIDE = 4.0  # one model better than the other by this many noise units: renamed
 LEVEL_WINDOW = 30  # nights after the change in which a level change may still be renamed
 LEVEL_AFTER = 8  # nights after the change before a level change may be renamed
+LEVEL_SHORT = 15  # a change with fewer points than this before it in its segment is raised as a level change
 LARGE_CHANGE = "large-change"
 LARGE_NIGHTS = 2  # nights on the new side before a large change is raised
-LARGE_MIN_BEFORE = 2  # points of the level before it, at least
+LARGE_MIN_BEFORE = 3  # points of the level before it, at least
 LARGE_FACTOR = 5.0  # the band's floor, in minimum effects
 LARGE_Z = 3.0  # the band, in the spread the series shows
-LARGE_FEW = 1.0  # the band widened by 1 + LARGE_FEW / m for a spread read from m points
 LARGE_LEVEL = 5  # the level before a large change: the median of this many points before it, at most
 LARGE_MATURE = 0.5  # the band's floor (relative) on a segment the step rule can judge
+AR_MIN = 10  # points a lag-1 autocorrelation of residuals is read from, at least
+AR_BIAS = 0.5  # less this many sd of an autocorrelation of white noise (1 / sqrt(n))
+AR_CAP = 0.8
 MATURE_NIGHTS = MIN_BEFORE + MIN_AFTER  # from here on the step rule judges changes of the minimum effect
 
 
@@ -181,10 +187,12 @@ def _relative(after: float, before: float) -> float:
     return after / before - 1.0 if before else (0.0 if after == before else float("inf"))
 
 
-def _sides(y: np.ndarray, var: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _sides(y: np.ndarray, var: np.ndarray, mask: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per row of ``mask`` (one split each): the weighted mean of the masked points, each clipped to CLIP
     sd of their median (one stray night does not move it), the spread of their standardised residuals,
-    and the sum of their weights."""
+    the sum of their weights, and the sums a lag-1 autocorrelation of those residuals is made of (the
+    products of neighbours, the squares)."""
     sd = np.sqrt(var)
     # The median of each row's masked points: masked-out values sort last (np.nanmedian is 20x slower here).
     ordered = np.sort(np.where(mask, y, np.inf), axis=1)
@@ -197,7 +205,20 @@ def _sides(y: np.ndarray, var: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray
     mean = (w * z).sum(axis=1) / sw
     r = np.where(mask, (z - mean[:, None]) / sd, 0.0)
     spread = np.sqrt((r ** 2).sum(axis=1) / np.maximum(1, count - 1))
-    return mean, spread, sw
+    lagged = np.where(mask[:, 1:] & mask[:, :-1], r[:, 1:] * r[:, :-1], 0.0).sum(axis=1)
+    return mean, spread, sw, lagged, (r ** 2).sum(axis=1)
+
+
+def _ar_widen(rho: np.ndarray | float, n: np.ndarray | int) -> np.ndarray:
+    """How much wider a mean's standard error is under noise correlated from night to night: sqrt((1 + rho) /
+    (1 - rho)) for the residuals' lag-1 autocorrelation ``rho`` over ``n`` points, less AR_BIAS / sqrt(n) (an
+    estimate over a few dozen points is that far from 0 by chance), in [0, AR_CAP]; 1 below AR_MIN points.
+    A busy machine is busy for several nights: such noise wanders, and its wanders are neither steps nor
+    drifts (issue 47's noisy stationary series: AR(1) at 0.6 raised 9 of their 18 false alarms)."""
+    n = np.asarray(n, dtype=float)
+    r = np.clip(np.asarray(rho, dtype=float) - AR_BIAS / np.sqrt(np.maximum(n, 1.0)), 0.0, AR_CAP)
+    r = np.where(n >= AR_MIN, r, 0.0)
+    return np.sqrt((1 + r) / (1 - r))
 
 
 def _splits(y: np.ndarray, var: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -209,9 +230,11 @@ def _splits(y: np.ndarray, var: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarra
     """
     idx = np.arange(len(y))[None, :]
     c = cuts[:, None]
-    mb, sb, wb = _sides(y, var, (idx < c) & (idx >= c - MAX_BEFORE))
-    ma, sa, wa = _sides(y, var, idx >= c)
+    before, after = (idx < c) & (idx >= c - MAX_BEFORE), idx >= c
+    mb, sb, wb, lb, qb = _sides(y, var, before)
+    ma, sa, wa, la, qa = _sides(y, var, after)
     se = np.sqrt(np.maximum(1.0, sb) ** 2 / wb + np.maximum(1.0, sa) ** 2 / wa)
+    se = se * _ar_widen((lb + la) / np.maximum(qb + qa, 1e-300), before.sum(axis=1) + after.sum(axis=1))
     return (ma - mb) / se, mb, ma
 
 
@@ -227,7 +250,8 @@ def _wls(design: np.ndarray, y: np.ndarray, var: np.ndarray) -> tuple[np.ndarray
         return coef, np.full(len(coef), np.inf), rss
     scale = max(1.0, rss / max(1, len(y) - design.shape[1]))  # never narrower than the noise model
     cov = np.linalg.inv(a.T @ a) * scale
-    return coef, np.sqrt(np.diag(cov)), rss
+    rho = float(np.sum(resid[1:] * resid[:-1])) / rss if rss > 0 else 0.0
+    return coef, np.sqrt(np.diag(cov)) * float(_ar_widen(rho, len(y))), rss
 
 
 def _step_rss(y: np.ndarray, w: np.ndarray, cuts: np.ndarray) -> np.ndarray:
@@ -308,8 +332,15 @@ def large_band(before: Sequence[float] | np.ndarray, rule: Rule, trial_sd: float
         return None
     # A few points: their plain spread (a robust one of five points is too often far too small or too large);
     # enough for the noise model: the first differences' robust spread, which a slide does not widen.
-    own = noise(y) if m >= MIN_BEFORE else float(np.std(recent, ddof=1))
-    return max(large_floor(rule, m) * abs(level), LARGE_Z * max(own, trial_sd) * (1 + LARGE_FEW / m))
+    own, df = (noise(y), m - 1) if m >= MIN_BEFORE else (float(np.std(recent, ddof=1)), len(recent) - 1)
+    # A spread read from few points may be far too small (two nights in one mode of a bimodal noise): widened by
+    # Student's t over the normal at the same level, and by the level's own error, sqrt(1 + 1/n).
+    widen = (_T_OVER_Z[df - 1] if df <= len(_T_OVER_Z) else 1 + 2.5 / df) * np.sqrt(1 + 1 / len(recent))
+    return max(large_floor(rule, m) * abs(level), LARGE_Z * max(own, trial_sd) * widen)
+
+
+# t(df).ppf(0.995) / norm.ppf(0.995) for df = 1..9 (scipy.stats; beyond, 1 + 2.5 / df is within 1%).
+_T_OVER_Z = (24.71, 3.85, 2.27, 1.79, 1.57, 1.44, 1.36, 1.30, 1.26)
 
 
 def large_floor(rule: Rule, points: int = 0) -> float:
@@ -548,10 +579,15 @@ class Tracker:
             return None  # a slide that began near c and goes on: the drift rule names it, once
         if self._moves_on(c, z):
             return None  # the undecided level change, moving on the same way: renamed drift, not raised again
+        if self._holds_drift() and np.sign(self.findings[-1].effect) == np.sign(z):
+            return None  # the named drift, sliding on: the same episode (it closes once the slide stops)
         # A step the start of a slide still going fits about as well: raised as what the data can tell.
         lo = max(self.segment, c - MAX_BEFORE)
         step, hinge, _ = self._fits(c, lo)
-        level = hinge < step + self.level_margin
+        # Few points before it, no slide test can tell: a drift that began in the first nights of the segment
+        # (a young series, or one a change reset) is confirmed as a step by then, so it is raised as what the data
+        # can tell, and renamed when the nights do.
+        level = hinge < step + self.level_margin or c - lo < LEVEL_SHORT
         self.segment, self.drift_named, self._prev = c, False, None
         if not level:
             self._pending = None  # a later change supersedes a level change still undecided

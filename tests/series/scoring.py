@@ -33,7 +33,7 @@ import numpy as np
 from harness.series.steps import RENAMED
 from tests.series.grid import GridHistory
 
-__all__ = ["DELAY_BOUND", "Online", "Outcome", "score_history", "summarise"]
+__all__ = ["DELAY_BOUND", "Online", "Outcome", "is_step", "score_history", "summarise"]
 
 TOLERANCE = 2
 DELAY_BOUND = 10
@@ -86,13 +86,18 @@ def _alerts(history: GridHistory, make: Callable[[], Online]) -> tuple[list[tupl
     return raised, names, renames
 
 
+def is_step(history: GridHistory) -> bool:
+    """A history whose truth is one step: the grid's ``step``, and the other sets' kinds of step (``gap-step``, ...)."""
+    return history.kind == "step" or history.kind.endswith("-step")
+
+
 def score_history(history: GridHistory, make: Callable[[], Online]) -> Outcome:
     alerts, names, renames = _alerts(history, make)
     out = Outcome(history, alerts, names=names, renames=renames)
     c = history.change
     for j, (night, kind, named) in enumerate(out.alerts):
         hit_before, repeats_before, false_before = out.hit, out.repeats, out.false_alarms
-        if history.kind == "step" and c is not None and abs(named - c) <= TOLERANCE:
+        if is_step(history) and c is not None and abs(named - c) <= TOLERANCE:
             if out.hit is None and not out.late and night - c <= DELAY_BOUND:
                 seen = sum(1 for t in history.trials[c:night + 1] if t)
                 out.hit = (night - c, kind, seen)
