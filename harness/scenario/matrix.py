@@ -202,7 +202,9 @@ def apply_overrides(data: dict[str, Any], overrides: tuple[Override, ...]) -> di
                 nxt = node[part] = dict(nxt)
                 copied.add(here)
             node = nxt
-        if ov.value is None and ov.path[:-1] in _REMOVABLE:
+        # null removes: under server.args/env for a matrix variant (a flag a case drops), anywhere for --set (the
+        # docs' promise; setting None left the field null, not its default)
+        if ov.value is None and (ov.path[:-1] in _REMOVABLE or tuple(ov.loc[:1]) == ("--set",)):
             node.pop(ov.path[-1], None)
         else:
             node[ov.path[-1]] = ov.value

@@ -573,3 +573,10 @@ def test_validate_refuses_the_reference_server_specs_compare_would(sim: str, cap
 
     line = refused(["validate", SEED, "--set", f"builds.before.sim={sim}"], capsys)
     assert "builds.before.sim" in line and str(SEED) in line
+
+
+def test_set_null_removes_the_key_anywhere(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.hostile._probe import SEED
+
+    ran = cli(["validate", SEED, "--set", "workload.warmup=null"], capsys)  # was 'Input should be a valid integer'
+    assert ran.code == 0, ran.err
