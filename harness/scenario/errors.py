@@ -24,6 +24,11 @@ class ScenarioError(UserError):
     """One or more problems in scenario files; each line stands alone."""
 
     def __init__(self, lines: Sequence[str]) -> None:
+        # redacted where the lines are made: they quote --set values and file text, and reach the terminal, pytest's
+        # collection errors and its JUnit XML (a `--set hardware.gpus=hf_...` token was kept there)
+        from harness.util.redact import redact_everywhere
+
+        lines = [redact_everywhere(line) for line in lines]
         super().__init__("\n".join(lines))
         self.lines = list(lines)
 

@@ -580,3 +580,17 @@ def test_set_null_removes_the_key_anywhere(capsys: pytest.CaptureFixture[str]) -
 
     ran = cli(["validate", SEED, "--set", "workload.warmup=null"], capsys)  # was 'Input should be a valid integer'
     assert ran.code == 0, ran.err
+
+
+def test_pytests_junit_xml_keeps_no_secret_given_by_set(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.hostile._probe import REPO, SEED
+
+    junit = tmp_path / "junit.xml"
+    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-q", "-p", "no:cacheprovider", str(SEED),
+                    "--set", f"hardware.gpus={HF}", f"--junitxml={junit}", "--collect-only"], cwd=REPO,
+                   capture_output=True, text=True, timeout=120, check=False)
+    assert junit.is_file() and "hardware.gpus" in junit.read_text()
+    assert HF not in junit.read_text()
