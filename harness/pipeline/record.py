@@ -62,8 +62,10 @@ def record(resolved: Resolved | Unresolved, trail: Trail, verdict: RunVerdict, c
     sc = case.scenario
     plan, launched, driven = trail.plan, trail.launched, trail.driven
     lost: list[str] = []  # artifacts a full disk kept out: the record still goes to the store, and the command stops
-    if trail.live is not None and launched is not None:
-        live_log, offset = trail.live.server.log_path, launched.log_offset
+    # A server logging elsewhere (a pooled one: its own folder) has this run's part copied here, also when the run
+    # ended before the pool took it (a start-up interrupted): the record's log path is always a file.
+    if launched is not None and launched.server.log_path != paths.log:
+        live_log, offset = launched.server.log_path, launched.log_offset
         _kept(lost, "server.log", lambda: _copy_log_slice(live_log, offset, paths.log))
     host = hardware.host_info()
     _kept(lost, "env.json", lambda: write_env(paths.run_dir, {**_environment(build), "host": host_to_dict(host)}))
