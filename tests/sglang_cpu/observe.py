@@ -33,8 +33,8 @@ SPEC_MAX_NEW_TOKENS = 32
 # Every GET path a running server is asked for, with the key.
 GET_PATHS = (contract.HEALTH_PATH, contract.HEALTH_GENERATE_PATH, *contract.SERVER_INFO_PATHS, *contract.MODEL_INFO_PATHS,
              contract.MODELS_PATH, contract.METRICS_PATH)
-# In flight when SIGTERM comes: longer than one drain look (SIGTERM_POLL_S), so the drain line is logged.
-_DRAIN_TOKENS = 120
+# In flight when SIGTERM comes: longer than two drain looks (SIGTERM_POLL_S), so the drain line and its period show.
+_DRAIN_TOKENS = 800  # ~10 s at an idle machine's speed: two drain looks or more, so their interval shows
 _THROUGHPUT_TOKENS = 200
 
 
