@@ -23,7 +23,7 @@ from harness.launch.build_profile import case_in_build_words
 from harness.launch.contract_gate import contract_gap
 from harness.launch.preflight import FlagCheck, check_flag_sets, model_gap
 from harness.scenario import Case
-from harness.scenario.model import Hardware
+from harness.scenario.model import CpuRun, Hardware
 from harness.util.errors import HarnessError
 from harness.workload.prompts import Prompt
 
@@ -60,7 +60,10 @@ class CpuLauncher:
         if is_tiny(server.draft_model):
             update["draft_model"] = str(tiny_model_path(str(server.draft_model)))
         hardware = Hardware(gpus=0, cpus=sc.hardware.cpus, host_memory_gib=sc.hardware.host_memory_gib)
-        scenario = sc.model_copy(update={"server": server.model_copy(update=update), "hardware": hardware})
+        # The overrides are applied now, once: a case written back out (minimize's candidates) must not have them
+        # put back a flag the search took away. Why a case does not run here stays with it.
+        cpu = CpuRun(unsupported=sc.cpu.unsupported) if sc.cpu is not None else None
+        scenario = sc.model_copy(update={"server": server.model_copy(update=update), "hardware": hardware, "cpu": cpu})
         return case_in_build_words(self.build, replace(on_cpu, scenario=scenario))[0]
 
     def check_flags(self, flag_sets: Sequence[Sequence[str]]) -> list[FlagCheck]:

@@ -134,7 +134,7 @@ def test_the_cpu_and_the_gpu_branch_of_fill_from_both_confirm_the_catalogue_entr
     done = subprocess.run([sys.executable, "-m", "harness", "triage", str(log)], cwd=REPO, capture_output=True,
                           text=True, timeout=300)
     first, *rest = done.stdout.splitlines()
-    assert first.startswith(f"{log}: frozen-kv-mtp-stale-out-cache-loc (bug)") and first.endswith("[confirmed]")
+    assert first.startswith(f"{log}: frozen-kv-mtp-stale-out-cache-loc (bug)") and "[confirmed]" in first
     [fixed] = [line for line in rest if line.strip().startswith("fixed:")]
     assert "fixed in 0.5.15" in fixed and "fit only 0.5.14" in fixed
 
@@ -199,3 +199,13 @@ def test_a_disagreement_between_the_rules_and_a_real_release_names_the_rule() ->
     wrong_wheel = {**real, "build": {"profile": {"eager_max_steps": 0, "swa_refill": "unguarded"}}}
     [line] = _disagreements("0.5.14", wrong_wheel, real_log, agreeing, MODEL_EAGER_LINE)
     assert line.startswith("eager_max_steps: real 0.5.14's wheel says 0")
+
+
+def test_the_cpu_case_carries_its_overrides_applied_once_so_a_written_back_case_keeps_what_a_search_removed() -> None:
+    launcher = CpuLauncher(_build())
+    cases = {c.name: c for c in load_file(SEED).cases}
+    case = launcher.case_for(cases["tokens=276,path=eager"])
+    assert case.scenario.cpu is not None and case.scenario.cpu.overrides == {}
+    assert launcher.case_for(case).scenario.server.args == case.scenario.server.args  # applying it again is a no-op
+    graph = launcher.case_for(cases["tokens=276,path=graph"])
+    assert graph.scenario.cpu is not None and "CUDA graph" in (graph.scenario.cpu.unsupported or "")
