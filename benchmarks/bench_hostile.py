@@ -1106,6 +1106,20 @@ def t_run_two_sigints_after_its_record(w: Work) -> Spec:
 
 
 @trial("interrupt")
+def t_baselines_record_sigint_after_a_trial(w: Work) -> Spec:
+    refs = w.root / "refs"
+
+    def said(ran: Ran) -> list[str]:
+        problems = [] if "interrupted after 1 of 3 trial(s)" in ran.err else ["silent about the trials it kept"]
+        return problems + ([f"wrote {sorted(p.name for p in refs.iterdir())}"] if refs.exists() and any(refs.iterdir())
+                           else [])
+    guard = w.checkout / "scenarios" / "frozen_kv_mtp" / "accept_length_guard.yaml"
+    return Spec(["baselines", "record", str(guard), "--build", "after", "--reference", "--case", "draft=topk1",
+                 "--trials", "3", "--out", str(w.root / "o")], (130,), bound_s=240, one_line=False,
+                env={"SGLANG_REPRO_BASELINES": str(refs)}, signal_after=("trial 1/3", 1, 1), check=said)
+
+
+@trial("interrupt")
 def t_compare_sigint_while_importing(w: Work) -> Spec:
     return Spec(["compare", str(w.seed), "--case", CASE, "--before", "sim:pre-fix", "--after", "sim:post-fix",
                  "--out", str(w.root / "o"), "--no-store"], (3, 130), bound_s=120, one_line=False, signal_at_s=0.8)

@@ -73,10 +73,10 @@ def _measure(case: Case, role: str, spec: str, trials: int, out: Path | None) ->
             for trial in range(trials):
                 record = execute_run(case, build, role=role, trial=trial,
                                      options=RunOptions(out_root=out, progress=False), pool=pool)
+                runs.append(record)  # kept before it is said: an interrupt right after the line counts it
                 figure = record.metric(ACCEPT_LENGTH.name)
                 said = f"accept_length={figure}" if figure is not None else (record.reason or "no figure")
                 print(f"  trial {trial + 1}/{trials}: {record.outcome.value} {said} -> {record.artifacts}", flush=True)
-                runs.append(record)
     except KeyboardInterrupt:
         # the trials already run are kept on disk; say where, and that the baselines file is as it was
         kept = f" ({runs[0].artifacts} ... {runs[-1].artifacts})" if runs else ""
