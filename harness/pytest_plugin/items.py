@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from harness.build.labels import runs_on_cpu
 from harness.measure.expectation import premise_gap, run_holds
 from harness.pytest_plugin import baselines, gating, leasing, reporting, runner
 from harness.pytest_plugin.options import settings
@@ -79,7 +80,7 @@ class ScenarioItem(pytest.Item):
         self.user_properties.extend([("scenario", sc.name), ("case", self.case.name), ("role", self.role),
                                      ("build", spec), ("server", "reference" if self.reference else "real")])
         needed, pool = 0, []
-        if not self.reference:
+        if not self.reference and not runs_on_cpu(spec):  # the real-SGLang CPU build leases no GPU
             inventory = hardware.inventory()
             gap = gating.hardware_gap(sc.hardware, inventory)
             if gap:
