@@ -5,6 +5,7 @@ arrays the detector's screen and cache read say what the tuples say."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from harness.incidents.review import review
 from harness.records.outcome import Outcome
 from harness.series import detections, screen
 from harness.series import points as series_module
-from harness.series.points import CasePoints, Point, stored_case_points
+from harness.series.points import SERIES_KINDS, CasePoints, Point, stored_case_points
 from harness.store.store import new_batch, open_store
 from tests.helpers import make_record
 from tests.store.test_series_read import _varied_store
@@ -69,9 +70,9 @@ def test_the_dashboard_from_columns_is_the_dashboard_from_points(tmp_path: Path,
         monkeypatch.undo()
 
         # The same cases made from their Point objects: every question answered from the points.
-        def from_points(s: object) -> list[CasePoints]:
+        def from_points(s: object, kinds: Sequence[str] = SERIES_KINDS) -> list[CasePoints]:
             return [CasePoints(cp.scenario, cp.scenario_file, cp.case, cp.hardware, cp.points)
-                    for cp in stored_case_points(store)]
+                    for cp in stored_case_points(store, kinds)]
 
         monkeypatch.setattr(site, "stored_case_points", from_points)
         site.build_site(store, tmp_path / "points")
