@@ -45,9 +45,9 @@ def install_spec() -> str:
         dist = distribution("sglang-repro")
     except PackageNotFoundError:
         return "sglang-repro"
-    direct = dist.read_text("direct_url.json")
-    if direct:
-        info = json.loads(direct)
+    found = [f for f in dist.files or () if f.name == "direct_url.json" and f.parent.name.endswith(".dist-info")]
+    if found:
+        info = json.loads(read_text(Path(str(dist.locate_file(found[0]))), "config"))
         vcs = info.get("vcs_info") or {}
         if vcs.get("vcs") == "git" and str(info.get("url", "")).startswith(("https://", "ssh://")):
             return f"sglang-repro @ git+{info['url']}@{vcs.get('commit_id', 'HEAD')}"

@@ -128,31 +128,37 @@ def ensure_pip_env(
             return venv
         shutil.rmtree(venv, ignore_errors=True)  # a half-built env from a killed run
         started = time.monotonic()
-        log.info("creating %s (sglang==%s, deps=%s)", venv, version, deps)
-        steps = 2 if deps == "full" else 3
-        _said(f"preparing sglang=={version} (deps={deps}) in {venv}: minutes the first time, reused after; "
-              f"1/{steps} a virtual environment")
-        done = run_bounded([base, "-m", "venv", str(venv)], timeout=300)
-        if done.returncode != 0:
-            raise InfraError(f"{base} -m venv {venv} failed: {last_line(done.stderr)}")
-        python = venv_python(venv)
-        timeout = _PIP_TIMEOUT_S[deps]
-        if deps == "full":
-            _said(f"2/{steps} pip install sglang=={version} and its GPU stack (gigabytes)", started)
-            _pip(python, [f"sglang=={version}"], timeout=timeout)
-        else:
-            _said(f"2/{steps} pip install --no-deps sglang=={version}", started)
-            _pip(python, ["--no-deps", f"sglang=={version}"], timeout=timeout)
-            pins = run_bounded([str(python), "-c", PINS, *NODEPS_PACKAGES], timeout=PROBE_TIMEOUT_S)
-            if pins.returncode != 0:
-                raise InfraError(f"reading sglang {version}'s requirements failed: {last_line(pins.stderr)}")
-            _said(f"3/{steps} pip install torch=={torch} (CPU) and the packages sglang imports", started)
-            _pip(python, [f"torch=={torch}", *read_answer(pins.stdout)], timeout=timeout)
-            _install_stubs(python)
+        _create(venv, version, deps, base, torch)
         _write_marker(marker, version, deps)
         log.info("created %s in %.0f s", venv, time.monotonic() - started)
         _said(f"sglang=={version} (deps={deps}) ready", started)
     return venv
+
+
+def _create(venv: Path, version: str, deps: str, base: str, torch: str) -> None:
+    """The environment's steps, each said on stderr as it starts (minutes the first time)."""
+    started = time.monotonic()
+    log.info("creating %s (sglang==%s, deps=%s)", venv, version, deps)
+    steps = 2 if deps == "full" else 3
+    _said(f"preparing sglang=={version} (deps={deps}) in {venv}: minutes the first time, reused after; "
+          f"1/{steps} a virtual environment")
+    done = run_bounded([base, "-m", "venv", str(venv)], timeout=300)
+    if done.returncode != 0:
+        raise InfraError(f"{base} -m venv {venv} failed: {last_line(done.stderr)}")
+    python = venv_python(venv)
+    timeout = _PIP_TIMEOUT_S[deps]
+    if deps == "full":
+        _said(f"2/{steps} pip install sglang=={version} and its GPU stack (gigabytes)", started)
+        _pip(python, [f"sglang=={version}"], timeout=timeout)
+        return
+    _said(f"2/{steps} pip install --no-deps sglang=={version}", started)
+    _pip(python, ["--no-deps", f"sglang=={version}"], timeout=timeout)
+    pins = run_bounded([str(python), "-c", PINS, *NODEPS_PACKAGES], timeout=PROBE_TIMEOUT_S)
+    if pins.returncode != 0:
+        raise InfraError(f"reading sglang {version}'s requirements failed: {last_line(pins.stderr)}")
+    _said(f"3/{steps} pip install torch=={torch} (CPU) and the packages sglang imports", started)
+    _pip(python, [f"torch=={torch}", *read_answer(pins.stdout)], timeout=timeout)
+    _install_stubs(python)
 
 
 def _pip_env_dir(version: str, deps: str, cache_dir: Path | None, base_python: str | None, torch: str) -> Path:

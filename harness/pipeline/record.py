@@ -31,6 +31,7 @@ from harness.records.run_record import (
 )
 from harness.scenario import Case
 from harness.server import hardware
+from harness.server.hardware import HostInfo
 from harness.util.atomic import write_atomic_bytes
 from harness.util.bounded_read import read_from
 from harness.util.errors import HarnessError
@@ -62,23 +63,9 @@ def record(resolved: Resolved | Unresolved, trail: Trail, verdict: RunVerdict, c
     sc = case.scenario
     plan, launched, driven = trail.plan, trail.launched, trail.driven
     lost: list[str] = []  # artifacts a full disk kept out: the record still goes to the store, and the command stops
-    # A server logging elsewhere (a pooled one: its own folder) has this run's part copied here, also when the run
-    # ended before the pool took it (a start-up interrupted): the record's log path is always a file.
-    if launched is not None and launched.server.log_path != paths.log:
-        live_log, offset = launched.server.log_path, launched.log_offset
-        _kept(lost, "server.log", lambda: _copy_log_slice(live_log, offset, paths.log))
     host = hardware.host_info()
-    _kept(lost, "env.json", lambda: write_env(paths.run_dir, {**_environment(build), "host": host_to_dict(host)}))
-    _kept(lost, "check_env.json", lambda: _check_env(build, launched is not None, paths.run_dir))
+    _artifacts(resolved, trail, verdict, paths, host, lost)
     env_overlay = launched.env_overlay if launched else plan.env_overlay if plan else {}
-    if plan is not None and plan.argv:
-        index = (driven.failing_request if driven else None) or 0
-        request = plan.prompts[index] if plan.prompts else None
-        argv, port = plan.argv, plan.port
-        _kept(lost, "repro.sh", lambda: write_repro(
-            paths.run_dir, argv=argv, env=env_overlay, host=sc.server.host, port=port,
-            request=_request_body(request, case) if request else None,
-            note=f"{sc.name} / {case.name} on {build.spec}: {verdict.outcome.value} ({verdict.reason})"))
     build_ref = _build_ref(build, role)
     expectation = (judge_run(role, sc.expect[role], verdict.outcome, verdict.signature, verdict.phase,
                              build_ref.profile) if role and role in sc.expect else None)
@@ -116,6 +103,30 @@ def record(resolved: Resolved | Unresolved, trail: Trail, verdict: RunVerdict, c
     if lost:
         raise RunDiskFull(run_record, lost)
     return run_record
+
+
+def _artifacts(resolved: Resolved | Unresolved, trail: Trail, verdict: RunVerdict, paths: RunPaths, host: HostInfo,
+               lost: list[str]) -> None:
+    """The run's files beside its record: the server's log, env.json, check_env.json and repro.sh."""
+    case, build = resolved.case, resolved.build
+    sc = case.scenario
+    plan, launched, driven = trail.plan, trail.launched, trail.driven
+    # A server logging elsewhere (a pooled one: its own folder) has this run's part copied here, also when the run
+    # ended before the pool took it (a start-up interrupted): the record's log path is always a file.
+    if launched is not None and launched.server.log_path != paths.log:
+        live_log, offset = launched.server.log_path, launched.log_offset
+        _kept(lost, "server.log", lambda: _copy_log_slice(live_log, offset, paths.log))
+    _kept(lost, "env.json", lambda: write_env(paths.run_dir, {**_environment(build), "host": host_to_dict(host)}))
+    _kept(lost, "check_env.json", lambda: _check_env(build, launched is not None, paths.run_dir))
+    env_overlay = launched.env_overlay if launched else plan.env_overlay if plan else {}
+    if plan is not None and plan.argv:
+        index = (driven.failing_request if driven else None) or 0
+        request = plan.prompts[index] if plan.prompts else None
+        argv, port = plan.argv, plan.port
+        _kept(lost, "repro.sh", lambda: write_repro(
+            paths.run_dir, argv=argv, env=env_overlay, host=sc.server.host, port=port,
+            request=_request_body(request, case) if request else None,
+            note=f"{sc.name} / {case.name} on {build.spec}: {verdict.outcome.value} ({verdict.reason})"))
 
 
 def _check_env(build: Build | BuildFailure, launched: bool, run_dir: Path) -> None:

@@ -17,6 +17,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.util.errors import EXIT_FAIL, EXIT_OK
+
 __all__ = ["EXAMPLE_END", "EXAMPLE_START", "generate", "normalise", "page_example"]
 
 DEMO = Path("scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml")
@@ -111,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from harness.util.bounded_read import read_text
 
-    return 0 if page_example(read_text(args.check, "source")) == text else 1
+    return EXIT_OK if page_example(read_text(args.check, "source")) == text else EXIT_FAIL
 
 
 if __name__ == "__main__":

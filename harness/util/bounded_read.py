@@ -38,6 +38,7 @@ CAPS: dict[str, int] = {
     "scenario": 1 << 20,  # a scenario is a page of YAML; a bigger file is a mistake or an attack
     "wheel": 1 << 30,  # a release's wheel in the cache (sglang's are ~12 MB), opened as a zip archive
     "kernel": 1 << 20,  # /proc/<pid>/stat and environ, /proc/cpuinfo: the kernel's, sized 0 by stat, read to the end
+    "model": 64 << 20,  # a tiny model's weights and tokenizer files, made at run time for the real-SGLang CPU build
 }
 JSON_MAX_DEPTH = 64  # the harness's own JSON nests at most 6 levels
 WALK_MAX_ENTRIES = 200_000  # folder entries looked at by one walk (a reports tree of a year is ~50k)

@@ -96,7 +96,7 @@ def ensure_cpu_env(version: str, *, cache_dir: Path | None = None) -> Path:
             raise InfraError(f"{sys.executable} -m venv {venv} failed: {last_line(done.stderr)}")
         python = venv_python(venv)
         constraints = venv / "sglang-repro-constraints.txt"
-        constraints.write_text(constraints_text())
+        write_atomic(constraints, constraints_text())
         _pip(python, [f"torch=={CPU_TORCH}"], constraints)
         _pip(python, ["--no-deps", str(wheel)], constraints)
         _pip(python, list(reqs.install), constraints)

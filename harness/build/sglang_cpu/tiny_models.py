@@ -19,6 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.util.atomic import write_atomic, write_atomic_bytes
+from harness.util.bounded_read import read_bytes, read_text
+
 __all__ = ["HIDDEN", "INIT_STD", "LAYERS", "make_tiny_eagle_draft", "make_tiny_llama"]
 
 HIDDEN = 64
@@ -72,9 +75,9 @@ def _train_tokenizer(dest: Path, seed: int) -> int:
         "model_max_length": MAX_POSITIONS,
         "clean_up_tokenization_spaces": False,
     }
-    (dest / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    write_atomic(dest / "tokenizer_config.json", json.dumps(config, indent=2) + "\n")
     special = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
-    (dest / "special_tokens_map.json").write_text(json.dumps(special, indent=2) + "\n")
+    write_atomic(dest / "special_tokens_map.json", json.dumps(special, indent=2) + "\n")
     return int(tokenizer.get_vocab_size())
 
 
@@ -150,15 +153,15 @@ def make_tiny_llama(dest: Path, *, seed: int = 0) -> Path:
         "eos_token_id": 2,
         "torch_dtype": "float32",
     }
-    (dest / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    write_atomic(dest / "config.json", json.dumps(config, indent=2) + "\n")
     generation = {"bos_token_id": 1, "eos_token_id": 2}
-    (dest / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
+    write_atomic(dest / "generation_config.json", json.dumps(generation, indent=2) + "\n")
     _write_safetensors(dest / "model.safetensors", _weights(vocab, np.random.default_rng(seed)))
     return dest
 
 
 def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    data = path.read_bytes()
+    data = read_bytes(path, "model")
     (size,) = struct.unpack("<Q", data[:8])
     header = json.loads(data[8 : 8 + size])
     base = 8 + size
@@ -179,11 +182,11 @@ def make_tiny_eagle_draft(dest: Path, target: Path, *, seed: int = 1) -> Path:
     checkpoint's names carry no ``model.`` prefix (its ``load_weights`` adds it). The tokenizer is the target's.
     """
     dest.mkdir(parents=True, exist_ok=True)
-    config = json.loads((target / "config.json").read_text())
+    config = json.loads(read_text(target / "config.json", "config"))
     config.update({"architectures": ["LlamaForCausalLMEagle"], "num_hidden_layers": 1})
-    (dest / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    write_atomic(dest / "config.json", json.dumps(config, indent=2) + "\n")
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"):
-        (dest / name).write_bytes((target / name).read_bytes())
+        write_atomic_bytes(dest / name, read_bytes(target / name, "model"))
     rng = np.random.default_rng(seed)
     target_weights = _read_safetensors(target / "model.safetensors")
     layer = {name.removeprefix("model.layers.0."): array for name, array in _weights(config["vocab_size"], rng).items()
