@@ -9,10 +9,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.hostile._probe import cli, refused
+
+if TYPE_CHECKING:
+    from harness.records.run_record import RunRecord
 
 KEY = "sk-roundfourkey0123456789ab"
 HF = "hf_roundfourtoken0123456789"
@@ -196,7 +200,7 @@ def test_a_release_row_cache_is_believed_only_as_written(tmp_path: Path, changes
 GUARD_NAME = "frozen-kv-mtp-accept-length-guard"
 
 
-def _guard_run(case: str, minute: int, accept: float) -> object:
+def _guard_run(case: str, minute: int, accept: float) -> RunRecord:
     from harness.records.run_record import record_from_dict
     from tests.hostile._probe import REPO
 
