@@ -35,6 +35,8 @@ BEFORE: dict[str, tuple[str, int] | None] = {
     "tracebacks/sglang-0.5.14-graph-runner-own-copy-size.log": None,
     "tracebacks/sglang-0.5.14-real-fill_from-cpu.log": (EAGER, 14),
     "tracebacks/sglang-0.5.14-real-fill_from-meta.log": (EAGER, 18),
+    # the real 0.5.14 server on the CPU build, its own scheduler traceback (compare --cpu): confirmed where it raised
+    "tracebacks/sglang-0.5.14-real-server-cpu.log": (EAGER, 45),
     "tracebacks/sglang-0.5.14-sampler-below-model-runner.log": None,
     "tracebacks/sglang-0.5.14-target-graph-trtllm-refill.log": None,
     "tracebacks/upstream-28264-issue.log": (EAGER, 18),
