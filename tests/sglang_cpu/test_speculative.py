@@ -38,7 +38,7 @@ from tests.sglang_cpu.observe import SPEC_MAX_NEW_TOKENS, SPEC_PROMPTS, Observat
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("sglang_cpu")]
 
 SPEC_SINCE = "0.5.19"
-_CPU = ("--device", "cpu", "--attention-backend", "intel_amx", "--disable-cuda-graph", "--mem-fraction-static", "0.2",
+_CPU = ("--device", "cpu", "--attention-backend", "intel_amx", "--disable-cuda-graph", "--mem-fraction-static", "0.6",
         "--max-total-tokens", "4096")
 _STEPS = 3
 # What SGLang computes the tiny float32 checkpoint in (0.5.21 srt/configs/model_config.py:2126-2128).

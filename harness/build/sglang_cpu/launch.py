@@ -2,8 +2,10 @@
 
 The flags the CPU build needs beside the scenario's own (found by trying, 0.5.21): ``--device cpu``;
 ``--attention-backend torch_native`` (the attention that runs in plain torch); ``--disable-cuda-graph``;
-a small ``--mem-fraction-static`` and ``--max-total-tokens`` so the KV pool is sized for a tiny model rather
-than a share of the host's RAM; the server bound to loopback.
+``--max-total-tokens`` so the KV pool is sized for a tiny model rather than a share of the host's RAM, and a
+``--mem-fraction-static`` of 0.6: the CPU path budgets against the memory free at start, and on a busy machine
+0.2 left "no GPU memory for the KV cache" (0.5.14 ``model_runner_kv_cache_mixin.py:110``, seen in a fresh-clone
+``make test``); the token cap keeps the pool small whatever the fraction. The server is bound to loopback.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ CPU_SERVER_FLAGS: tuple[str, ...] = (
     "--device", "cpu",
     "--attention-backend", "torch_native",
     "--disable-cuda-graph",
-    "--mem-fraction-static", "0.2",
+    "--mem-fraction-static", "0.6",
     "--max-total-tokens", "4096",
 )  # fmt: skip
 
