@@ -61,8 +61,11 @@ sglang-envs: $(STAMP)
 	$(PY) -m harness prepare 'pip:sglang==0.5.14,deps=none' 'pip:sglang==0.5.15,deps=none' 'pip:sglang==0.5.23,deps=none'
 
 # Real sglang releases that serve on the CPU (plain-torch kernels; harness.build.sglang_cpu), and the tiny models.
+# One preparation per release at once (each mostly unpacks wheels), then the tiny models.
 sglang-cpu-envs: $(STAMP)
-	$(PY) -m harness prepare $(foreach v,$(SGLANG_CPU_RELEASES),'pip:sglang==$(v),deps=cpu') tiny:gemma4 tiny:llama
+	@pids=; for v in $(SGLANG_CPU_RELEASES); do $(PY) -m harness prepare "pip:sglang==$$v,deps=cpu" & pids="$$pids $$!"; done; \
+	rc=0; for p in $$pids; do wait $$p || rc=1; done; [ $$rc -eq 0 ] || exit 1; \
+	$(PY) -m harness prepare 'pip:sglang==$(lastword $(SGLANG_CPU_RELEASES)),deps=cpu' tiny:gemma4 tiny:llama
 
 # The reference server's three comparisons first (the fast first screen) while the two real-SGLang CPU builds are made
 # beside them (once; cached), then the eager crash on real SGLang: real 0.5.14 crashes, real 0.5.15 passes.
