@@ -11,14 +11,15 @@ core command that never starts a reference server never imports it (and never ne
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from harness.sim.release_rules import ReleaseRules
 
-__all__ = ["REFERENCE_SERVER_LABEL", "REVISIONS", "REVISION_RULES", "SCHEDULERS", "ReleaseRules", "default_rules",
-           "encode_prompt", "flag_parser", "knobs", "rules_for", "source_dir"]
+__all__ = ["FIRST_MODELLED", "KNOBS", "REFERENCE_SERVER_LABEL", "REVISIONS", "REVISION_RULES", "SCHEDULERS", "ReleaseRules",
+           "check_rules_version", "default_rules", "encode_prompt", "flag_parser", "knobs", "rules_for", "source_dir"]
 
 REVISIONS = ("pre-fix", "post-fix")
 # The release whose rules each revision follows when its build names none (``rules=VERSION``): pre-fix stands
@@ -29,17 +30,35 @@ REVISION_RULES = {"pre-fix": "0.5.14", "post-fix": "0.5.15"}
 SCHEDULERS = ("model", "standin")
 # How results and reports name it beside real builds.
 REFERENCE_SERVER_LABEL = "reference server (CPU model, not SGLang)"
-# Its knobs (``--sim-<knob>``) when its parser cannot be imported (the `sim` extra, torch, is not installed).
-_KNOBS_FALLBACK = ("draft-agreement", "step-cost-ms", "device", "draft-cache", "seed", "gpu-sm", "rules", "position-drop")
+# Its build knobs (``--sim-<knob>``), written here so that reading a ``sim:`` spec (validate, list) imports no
+# part of the server: its parser (harness.sim.cli_args.SIM_KNOBS) is the authority, tests/sim/test_spelling.py
+# holds the two equal.
+KNOBS = ("draft-agreement", "step-cost-ms", "device", "draft-cache", "seed", "rules", "position-drop", "scheduler", "gpu-sm")
+# The oldest release whose rules it models (harness.sim.release_rules.FIRST_MODELLED, held equal by the same test).
+FIRST_MODELLED = "0.5.12"
+_RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:\.post(\d+))?$")  # release_rules.parse_release's syntax
 
 
 def knobs() -> tuple[str, ...]:
-    """The reference server's build knobs; its parser is the authority."""
-    try:
-        from harness.sim.cli_args import SIM_KNOBS
-    except ImportError:
-        return _KNOBS_FALLBACK
-    return tuple(SIM_KNOBS)
+    """The reference server's build knobs."""
+    return KNOBS
+
+
+def _release_key(text: str) -> tuple[int, int, int, int] | None:
+    match = _RELEASE.match(text.strip())
+    return None if match is None else (int(match[1]), int(match[2]), int(match[3]), int(match[4] or 0))
+
+
+def check_rules_version(version: str) -> None:
+    """ValueError, worded as :func:`rules_for`'s, when a ``rules=VERSION`` knob names no modelled release; checked
+    without importing the server, for the quick commands."""
+    key = _release_key(version)
+    if key is None:
+        raise ValueError(f"--sim-rules {version!r} is not a release number (e.g. 0.5.23 or 0.5.13.post1)")
+    first = _release_key(FIRST_MODELLED)
+    assert first is not None
+    if key < first:
+        raise ValueError(f"--sim-rules {version}: the reference server models releases from {FIRST_MODELLED} on")
 
 
 def flag_parser() -> argparse.ArgumentParser:

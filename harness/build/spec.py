@@ -132,10 +132,10 @@ def _check_sim_knobs(spec: str, knobs: dict[str, str]) -> None:
         if not re.fullmatch(r"\d{1,19}", text) or int(text) >= 2**_SEED_BITS:
             raise bad_spec(spec, f"seed={knobs['seed']} must be a whole number in [0, 2**{_SEED_BITS})")
     if "rules" in knobs:
-        from harness.build.reference_server import rules_for
+        from harness.build.reference_server import check_rules_version
 
         try:
-            rules_for(knobs["rules"])
+            check_rules_version(knobs["rules"])
         except ValueError as exc:
             raise bad_spec(spec, f"rules={knobs['rules']}: {exc}") from None
     if "device" in knobs:

@@ -6,6 +6,7 @@ end-to-end tests on the reference server then check the harness against words it
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -76,3 +77,25 @@ def test_the_core_names_a_sim_build_as_the_reference_server_does() -> None:
 
     assert (reference_server.REVISIONS, reference_server.SCHEDULERS) == (sim.REVISIONS, sim.SCHEDULERS)
     assert reference_server.REFERENCE_SERVER_LABEL == sim.REFERENCE_SERVER_LABEL
+
+
+def _refusal(check: Callable[[str], object], version: str) -> str | None:
+    try:
+        check(version)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def test_the_cores_copy_of_the_knobs_and_rule_releases_is_the_servers() -> None:
+    """harness.build.reference_server writes the knob names and the first modelled release as data, so that
+    validate/list read a ``sim:`` spec without importing the server; they must be the server's own."""
+    from harness.sim.cli_args import SIM_KNOBS
+    from harness.sim.release_rules import FIRST_MODELLED, rules_for
+
+    assert tuple(SIM_KNOBS) == reference_server.KNOBS
+    assert FIRST_MODELLED == reference_server.FIRST_MODELLED
+    versions = ("0.5.12", "0.5.13.post1", "0.5.99", " 0.5.23 ", "0.5.11", "0.4.9.post3", "0.5", "v0.5.14", "0.5.14rc1", "")
+    said = {v: (_refusal(rules_for, v), _refusal(reference_server.check_rules_version, v)) for v in versions}
+    assert {v: pair for v, pair in said.items() if pair[0] != pair[1]} == {}
+    assert sum(pair[0] is None for pair in said.values()) == 4  # the four modelled ones pass, the rest are refused
