@@ -37,5 +37,5 @@ def build_line(case: Case, role: str, *, reference_server: bool) -> str:
     build = case.scenario.builds[role]
     if reference_server:
         # The revision only: a knob (draft-agreement=0.6) models a change of that build, judged by its baseline.
-        return f"sim:{build.sim.partition(',')[0]}"
+        return build.sim_spec.partition(",")[0]
     return build.spec

@@ -46,7 +46,7 @@ def describe(case: Case) -> dict[str, Any]:
         "prompt_tokens": sc.workload.prompt.lengths(),
         "requests": sc.workload.requests,
         "expect": {role: exp.model_dump() for role, exp in sc.expect.items()},
-        "builds": {role: {"spec": b.spec, "sim": b.sim_spec} for role, b in sc.builds.items()},
+        "builds": {role: {"spec": b.spec, "sim": b.sim_spec if b.sim is not None else None} for role, b in sc.builds.items()},
         "hardware": sc.hardware.model_dump(),
         "markers": sc.markers,
     }

@@ -80,6 +80,8 @@ class CaseNode(pytest.Collector):
             for name in (markers.GPU, markers.SLOW, *hw, *own):
                 real.add_marker(name)
             yield real
+            if sc.builds[role].sim is None:
+                continue  # no reference-server mapping: the role runs only on a real build
             sim = ScenarioItem.from_parent(self, name=f"{role}[{markers.SIM}]", case=self.case, role=role,
                                            reference=True)
             for name in (markers.SIM, markers.SLOW, *own):

@@ -484,10 +484,11 @@ class Checks(_Strict):
 
 
 class BuildRole(_Strict):
-    """A named role (before, after, ...): a real build spec and the reference server it maps to on CPU."""
+    """A named role (before, after, ...): a real build spec and the reference server it maps to on CPU (none for a
+    role the reference server cannot model, e.g. a scenario written for the real-SGLang CPU build's tiny models)."""
 
     spec: str
-    sim: str
+    sim: str | None = None
     description: str | None = None
 
     @field_validator("spec")
@@ -499,7 +500,9 @@ class BuildRole(_Strict):
 
     @field_validator("sim")
     @classmethod
-    def _sim(cls, v: str) -> str:
+    def _sim(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
         revision, _, knobs = v.partition(",")
         if revision not in REVISIONS:
             raise ValueError(f"reference-server revision {excerpt(revision)} is not one of {', '.join(REVISIONS)}")
@@ -520,6 +523,11 @@ class BuildRole(_Strict):
 
     @property
     def sim_spec(self) -> str:
+        if self.sim is None:
+            from harness.util.errors import UserError
+
+            raise UserError("this scenario's role has no reference-server mapping (builds.<role>.sim); "
+                            "run it on a real build (--cpu or a GPU) instead of --reference")
         return f"sim:{self.sim}"
 
 

@@ -90,7 +90,7 @@ def release_of(record: RunRecord, scenario_file: Path | None) -> Release:
         return Release(None, f"the reference server; its scenario {scenario_file} does not load")
     roles = [name for name, b in builds.items()
              if (record.build.role is None or name == record.build.role)
-             and b.sim.removeprefix("sim:").split(",", 1)[0] == revision]
+             and b.sim is not None and b.sim.removeprefix("sim:").split(",", 1)[0] == revision]
     versions = {m.group(1) for name in roles if (m := _PIP_VERSION.search(builds[name].spec))}
     if len(versions) != 1:
         return Release(None, f"the reference server's {revision} revision maps to no one release in its scenario")
