@@ -82,7 +82,8 @@ def test_the_seed_scenario_is_stateful_with_the_issue_s_phases_and_flags() -> No
     assert sc.stateful and sc.workload.phase_names == ("baseline", "pressure", "after")
     assert sc.server.args["enable-hierarchical-cache"] is True and sc.server.args["hicache-ratio"] == 3
     assert sc.checks.across_phases[0].phase == "after" and sc.checks.across_phases[0].min_ratio == 0.9
-    assert sc.builds["before"].sim.endswith("draft-cache=pre-fix")
+    sim = sc.builds["before"].sim
+    assert sim is not None and sim.endswith("draft-cache=pre-fix")
     assert "https://github.com/sgl-project/sglang/issues/32176" in sc.upstream.issues
     # The pressure phase overflows the device KV pool the flags size: what makes HiCache evict.
     pressure = sc.workload.phases[1]  # type: ignore[index]
