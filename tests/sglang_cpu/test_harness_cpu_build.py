@@ -23,6 +23,9 @@ from harness.scenario import load_file
 from harness.util.errors import UserError
 from tests.helpers import REPO
 
+# Subprocesses (validate, triage, a test server), never a real SGLang server: any worker may run them.
+pytestmark = pytest.mark.slow
+
 SEED = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
 GRAPH_29021 = REPO / "scenarios" / "frozen_kv_mtp" / "trtllm_swa_nvfp4_graph_draft.yaml"
 CPU_SPEC = "pip:sglang==0.5.14,deps=cpu"
