@@ -155,9 +155,20 @@ def test_the_reference_servers_rules_agree_with_the_real_releases(real: Compared
     assert not problems, "\n".join(problems)
 
 
-def _extra_releases() -> list[str]:
+# Where the rules, which model SGLang on a GPU, cannot agree with a release's CPU build, and why (measured: the test
+# fails naming the rule). Strict: a model taught the difference turns this into an unexpected pass.
+KNOWN_CPU_DIVERGENCE = {
+    "0.5.13.post1": "the release has the bug on a GPU, but its eager decode view is CUDA-only (model_runner.py:3207-3208, "
+                    "`if not enable_pdmux and self.device == \"cuda\": _eager_fb_view`): its CPU build passes where the "
+                    "reference server, following 0.5.13's rules, crashes",
+}
+
+
+def _extra_releases() -> list[Any]:
     text = os.environ.get("SGLANG_REPRO_CPU_RULES_RELEASES", "")
-    return [v.strip() for v in text.split(",") if v.strip() and v.strip() not in ("0.5.14", "0.5.15")]
+    chosen = [v.strip() for v in text.split(",") if v.strip() and v.strip() not in ("0.5.14", "0.5.15")]
+    return [pytest.param(v, marks=pytest.mark.xfail(reason=KNOWN_CPU_DIVERGENCE[v], strict=True))
+            if v in KNOWN_CPU_DIVERGENCE else v for v in chosen]
 
 
 def _run(out: Path, spec: str) -> tuple[dict[str, Any], str]:
