@@ -167,3 +167,33 @@ def test_a_signal_to_the_harness_leaves_no_process_of_sglangs_tree(tmp_path: Pat
             harness.kill()
         for proc in _tree(out):
             proc.kill()
+
+
+def test_a_killed_scheduler_ends_the_run_crashed_with_sglangs_own_lines(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    argv = _harness("run", str(TINY), "--build", SPEC, "--set", "workload.requests=200", "--set",
+                    "workload.max_new_tokens=64", out=out)
+    harness = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and harness.poll() is None:
+            if _under_way([p.read_text(errors="replace") for p in out.glob("**/server.log")], "workload"):
+                break
+            time.sleep(0.5)
+        [scheduler] = [p for p in _tree(out) if " ".join(p.cmdline()).startswith("sglang::scheduler")]
+        scheduler.kill()  # SIGKILL: what the OOM killer does to it
+        stdout, stderr = harness.communicate(timeout=300)
+        assert harness.returncode == 1, stdout + stderr[-2000:]
+        [result] = out.glob("**/runs/*/result.json")
+        record = json.loads(result.read_text())
+        assert (record["outcome"], record["phase"]) == ("crash", "workload"), record["reason"]
+        log = Path(record["server"]["log"]).read_text(errors="replace")
+        # SGLang's own account of it (0.5.21 srt/utils/watchdog.py:216-219, the launcher's child watchdog; the
+        # contract's CHILD_CRASHED_LINE), kept with the run.
+        assert "crashed with exit code -9. Triggering SIGQUIT for cleanup..." in log, log[-2000:]
+        assert not _gone(out)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+        for proc in _tree(out):
+            proc.kill()
