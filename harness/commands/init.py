@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from pathlib import Path
 
 from harness.scaffold import install_spec, plan, write
@@ -29,7 +30,18 @@ def main(args: argparse.Namespace) -> int:
     done = write(folder, planned)
     for (path, written), item in zip(done, planned):
         print(f"{'wrote' if written else 'kept '} {folder / path}: {item.what}" + ("" if written else " (exists)"))
+    lacking = missing_extras()
+    if lacking:
+        # Without them `pytest -m sim` runs another interpreter's pytest, which collects nothing and says only that.
+        print(f"note: this environment lacks {', '.join(lacking)}: pip install 'sglang-repro[sim,test]' "
+              "(a CPU-only machine installs torch's CPU build first)")
     wrote = sum(written for _, written in done)
     print(f"{wrote} file(s) written, {len(done) - wrote} kept" +
           ("; next: sglang-repro validate scenarios, then pytest -m sim" if wrote else ""))
     return 0
+
+
+def missing_extras() -> list[str]:
+    """The modules ``pytest -m sim`` needs in this interpreter that it cannot import: pytest, and torch for the
+    reference server."""
+    return [name for name in ("pytest", "torch") if importlib.util.find_spec(name) is None]
