@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from harness.compare.verdicts import RoleResult
-from harness.measure.expectation import ExpectationCheck, judge_role
+from harness.expectations.judge import ExpectationCheck, judge_role
 from harness.scenario.model import Expectation
 from tests.helpers import make_record
 
 
 def judged(roles: Sequence[RoleResult], expected: Mapping[str, tuple[str, str | None]]) -> list[ExpectationCheck]:
-    """The one judge (harness.measure.expectation) over the trials a RoleResult summarises."""
+    """The one judge (harness.expectations.judge) over the trials a RoleResult summarises."""
     by_name = {r.role: r for r in roles}
     out = []
     for role, (outcome, signature) in expected.items():

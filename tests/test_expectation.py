@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.measure.expectation import judge_role, run_holds
+from harness.expectations.judge import judge_role, run_holds
 from harness.records.outcome import Outcome, Phase
 from harness.scenario.model import Expectation, ProfileExpectation
 from tests.helpers import make_record
@@ -65,7 +65,7 @@ def test_expectation_lists_cannot_be_empty() -> None:
 
 def test_a_role_cut_short_by_an_interrupt_is_not_run_even_after_a_passing_trial() -> None:
     """Issue 24: compare interrupted in its second trial exited 1 (a role 'failed'), not 3 (an interrupt)."""
-    from harness.measure.expectation import judge_role
+    from harness.expectations.judge import judge_role
     from harness.scenario.model import Expectation
     from tests.helpers import make_record
 

@@ -183,6 +183,31 @@ def test_every_module_imports() -> None:
     assert done.returncode == 0, "these modules fail to import:\n" + done.stdout + done.stderr[-2000:]
 
 
+def reachable(graph: Mapping[str, Mapping[str, str]], start: str) -> set[str]:
+    """Every package ``start`` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), {}):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_expectations_sit_beside_compare_on_the_floor_below() -> None:
+    """The design's expectations (issue 44): the pipeline judges each run by them, ``compare`` each role, so they
+    live in a package of their own that reaches neither; under ``harness.compare`` the pipeline's import of the judge
+    would close the ring pipeline -> compare -> pipeline."""
+    graph = package_graph(first_party_imports(ROOT), _packages(ROOT))
+    assert "harness.expectations" in graph["harness.compare"], "compare judges roles with harness.expectations"
+    assert "harness.expectations" in graph["harness.pipeline"], "the pipeline judges runs with harness.expectations"
+    assert "harness.pipeline" in graph["harness.compare"]
+    below = reachable(graph, "harness.expectations")
+    assert not below & {"harness.compare", "harness.pipeline"}, sorted(below)
+    assert not (ROOT / "harness" / "measure" / "expectation.py").exists()
+
+
 # The one module of the core that may import the CPU reference server (issue 44): the builds, the launcher,
 # pre-flight, minimize and the demo history ask it.
 REFERENCE_SERVER_DOOR = "harness.build.reference_server"

@@ -2,7 +2,7 @@
 
 Trials run A B A B ... (trial 0 of every role, then trial 1, ...) so that drift of the machine
 during the comparison hits every build alike; trial t of every role gets the same seeded prompts.
-Expectations are judged by :mod:`harness.measure.expectation`, numbers by :mod:`harness.compare.verdicts`; the
+Expectations are judged by :mod:`harness.expectations.judge`, numbers by :mod:`harness.compare.verdicts`; the
 command writes the reports (:mod:`harness.report`), as asv keeps publishing apart from running.
 An interrupted comparison returns what it finished, marked partial.
 """
@@ -30,8 +30,8 @@ from harness.compare.verdicts import (
     spec_of,
 )
 from harness.contract.profile import describe_profile
+from harness.expectations.judge import ExpectationCheck, judge_role
 from harness.measure.client_side import not_comparable
-from harness.measure.expectation import ExpectationCheck, judge_role
 from harness.pipeline import RunInterrupted, RunOptions, execute_run, resolve_for
 from harness.records.manifest import Manifest, manifest_mismatch
 from harness.records.metric_definitions import (

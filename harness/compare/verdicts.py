@@ -20,7 +20,7 @@ MetricVerdict of one metric (``compare_metric``), in this order:
 MetricVerdict of a case: ``worse`` if any metric is worse (a regression outweighs an improvement),
 else ``better`` if any is better, else ``same`` if any is same, else ``not enough data``.
 
-Expectations are judged by :mod:`harness.measure.expectation` (one judge); this module only holds the result.
+Expectations are judged by :mod:`harness.expectations.judge` (one judge); this module only holds the result.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from typing import Any
 from harness.baselines.role import RoleBaselines
 from harness.build.labels import CPU_BUILD_LABEL
 from harness.build.reference_server import REFERENCE_SERVER_LABEL
+from harness.expectations.judge import ExpectationCheck
 from harness.measure import statistics as st
-from harness.measure.expectation import ExpectationCheck
 from harness.records.metric_definitions import COMPARED, Metric
 from harness.records.outcome import MEASURED, Outcome, most_telling, parse_outcome
 from harness.util.clock import now_iso
@@ -471,7 +471,7 @@ def compare_case(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> CaseComparison:
-    """Compare the metrics of one case; ``expectations`` were judged by :mod:`harness.measure.expectation`.
+    """Compare the metrics of one case; ``expectations`` were judged by :mod:`harness.expectations.judge`.
 
     ``roles[0]`` is the baseline; every later role is compared with it.
     """

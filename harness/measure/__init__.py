@@ -1,5 +1,5 @@
-"""Figures from a run and what they are judged by: client-side metrics from request records, server-side ones,
-statistics, and the judge of a run (or a role's trials) against its expectation (:mod:`.expectation`)."""
+"""Figures from a run: client-side metrics from request records, server-side ones, acceptance and statistics. What a
+run is judged against is ``harness.expectations``."""
 
 from __future__ import annotations
 

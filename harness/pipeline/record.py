@@ -13,8 +13,8 @@ from typing import Any
 
 from harness.build import Build, BuildFailure, describe_environment
 from harness.build.labels import build_label
+from harness.expectations.judge import judge_run
 from harness.launch.build_profile import build_profile
-from harness.measure.expectation import judge_run
 from harness.pipeline.scrape import backends
 from harness.pipeline.stages import Resolved, RunDiskFull, RunPaths, Trail, Unresolved
 from harness.records.artifacts import write_env, write_record, write_repro

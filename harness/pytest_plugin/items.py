@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness.build.labels import runs_on_cpu
-from harness.measure.expectation import premise_gap, run_holds
+from harness.expectations.judge import premise_gap, run_holds
 from harness.pytest_plugin import baselines, gating, leasing, reporting, runner
 from harness.pytest_plugin.options import settings
 from harness.records.outcome import NOT_TRIED, Outcome
@@ -32,7 +32,7 @@ __all__ = ["HypothesisNotConfirmed", "ScenarioFailure", "ScenarioItem", "judge"]
 
 
 def judge(result: RunRecord, expectation: Expectation | None) -> str | None:
-    """Why ``result`` does not do what the item expects, or None when it does (:mod:`harness.measure.expectation`)."""
+    """Why ``result`` does not do what the item expects, or None when it does (:mod:`harness.expectations.judge`)."""
     got = result.outcome.value + (f" {result.signature}" if result.signature else "")
     if result.phase and expectation is not None and expectation.phases:
         got += f" at {result.phase.value}"

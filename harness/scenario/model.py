@@ -578,7 +578,7 @@ class ProfileExpectation(_Strict):
 class Expectation(_Strict):
     """What a role should end in: one outcome or a list of acceptable ones, optionally which
     signature(s) (``unknown`` for a crash that matches nothing in the catalogue) and in which phase(s),
-    and how sure the scenario is (judged by :mod:`harness.measure.expectation`)."""
+    and how sure the scenario is (judged by :mod:`harness.expectations.judge`)."""
 
     outcome: ExpectedOutcome | list[ExpectedOutcome]
     signature: str | list[str] | None = None

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.measure.expectation import run_holds
+from harness.expectations.judge import run_holds
 from harness.records.outcome import Outcome, Phase
 from harness.scenario import (
     ScenarioError,
