@@ -11,19 +11,27 @@ while tuning). The anchors:
   over the last 50 points, a split kept when Welch's t-test gives p < 0.001, recursively.
 
 The minimum effect is 2% (acceptance length's; a 5% rule could never see the grid's 3% steps).
+Beside today's detector, the detector as issue 35 left it, for real: its ``steps.py`` read from revision
+``ISSUE35_REV`` (``git show``; it imports numpy only) and scored by today's scoring in the same run
+(``--baseline-rev REV`` for another revision; ``harness/history/steps.py`` before the move, else
+``harness/series/steps.py``).
 Prints one JSON summary; ``--out FILE`` writes it too.
 
-    .venv/bin/python benchmarks/bench_nightly_alerts.py [--per-cell 4] [--out FILE]
+    .venv/bin/python benchmarks/bench_nightly_alerts.py [--per-cell 4] [--baseline-rev REV] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as `python benchmarks/x.py` from any directory
@@ -36,33 +44,43 @@ from tests.series.scoring import Online, score_history, summarise  # noqa: E402
 
 RULE = Rule(0.02)
 TUNE_SEED, REPORT_SEED = 1, 2
+ISSUE35_REV = "4b19fa7"  # the last commit of issue 35 (HUD export, item 2b): the detector as it left it
+_STEPS_PATHS = ("harness/series/steps.py", "harness/history/steps.py")  # after and before issue 44's move
 
 
-class Issue35(Tracker):
-    """The detector as issue 35 left it, scored beside the current one in the same run: a level change within
-    2 noise units, undecided after 20 nights, and a second change the same way raised as a second alert."""
+def old_steps(rev: str, into: Path) -> ModuleType:
+    """The detector module of revision ``rev`` of this repository, imported under its own name."""
+    for path in _STEPS_PATHS:
+        shown = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:{path}"], capture_output=True, timeout=60)
+        if shown.returncode == 0:
+            break
+    else:
+        raise SystemExit(f"--baseline-rev {rev}: none of {', '.join(_STEPS_PATHS)} at that revision")
+    file = into / f"steps_{rev.replace('^', '_').replace('~', '_')}.py"
+    file.write_bytes(shown.stdout)
+    spec = importlib.util.spec_from_file_location(file.stem, file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[file.stem] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
 
-    level_margin = 2.0
-    level_window = 20
 
-    def _moves_on(self, c: int, z: float) -> bool:
-        return False
-
-
-def detectors() -> dict[str, Callable[[], Online]]:
-    return {
-        "sglang-repro": lambda: Tracker(RULE),
-        "sglang-repro as issue 35 left it": lambda: Issue35(RULE),
+def detectors(baselines: dict[str, ModuleType]) -> dict[str, Callable[[], Online]]:
+    out: dict[str, Callable[[], Online]] = {"sglang-repro": lambda: Tracker(RULE)}
+    for label, module in baselines.items():
+        out[label] = lambda module=module: module.Tracker(module.Rule(RULE.min_effect))  # type: ignore[misc]
+    return out | {
         "SGLang: 10% vs mean of last 10": lambda: Replay(sglang_rule),
         "HUD vLLM: median 3 vs 3, x0.8/x1.2": lambda: Replay(hud_rule),
         "Otava (re-implemented): E-Divisive w50, p<0.001": lambda: Replay(otava_rule),
     }
 
 
-def run(seed: int, per_cell: int, quiet: int, only: str | None) -> dict[str, object]:
+def run(seed: int, per_cell: int, quiet: int, only: str | None, baselines: dict[str, ModuleType]) -> dict[str, object]:
     histories = list(grid(seed, per_cell=per_cell, quiet_per_noise=quiet))
     out: dict[str, object] = {"seed_set": seed, "histories": len(histories)}
-    for name, make in detectors().items():
+    for name, make in detectors(baselines).items():
         if only and not any(o in name for o in only.split(",")):
             continue
         t = time.monotonic()
@@ -79,14 +97,21 @@ def main() -> None:
     ap.add_argument("--quiet", type=int, default=4, help="histories per quiet kind and noise level")
     ap.add_argument("--only", help="run only the detectors whose name contains this (or one of these, comma-separated)")
     ap.add_argument("--seed-sets", default=f"{TUNE_SEED},{REPORT_SEED}", help="comma-separated seed sets")
+    ap.add_argument("--baseline-rev", action="append", default=None,
+                    help=f"score this revision's detector too (repeatable; default {ISSUE35_REV}, as issue 35 left it)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     seeds = [int(s) for s in args.seed_sets.split(",")]
-    summary = {
-        "benchmark": "nightly_alerts", "server": "none: synthetic histories (tests.series.grid)",
-        "min_effect": RULE.min_effect, "tune_seed_set": TUNE_SEED, "report_seed_set": REPORT_SEED,
-        "seed_sets": [run(s, args.per_cell, args.quiet, args.only) for s in seeds],
-    }
+    revs = args.baseline_rev or [ISSUE35_REV]
+    with tempfile.TemporaryDirectory(prefix="bench-nightly-") as tmp:
+        baselines = {(f"sglang-repro as issue 35 left it ({rev})" if rev == ISSUE35_REV else f"sglang-repro at {rev}"):
+                     old_steps(rev, Path(tmp)) for rev in revs}
+        summary = {
+            "benchmark": "nightly_alerts", "server": "none: synthetic histories (tests.series.grid)",
+            "min_effect": RULE.min_effect, "tune_seed_set": TUNE_SEED, "report_seed_set": REPORT_SEED,
+            "baseline_revs": revs,
+            "seed_sets": [run(s, args.per_cell, args.quiet, args.only, baselines) for s in seeds],
+        }
     text = json.dumps(summary, indent=1)
     print(text)
     if args.out:

@@ -125,6 +125,11 @@ LARGE_MATURE = 0.5  # the band's floor (relative) on a segment the step rule can
 AR_MIN = 10  # points a lag-1 autocorrelation of residuals is read from, at least
 AR_BIAS = 0.5  # less this many sd of an autocorrelation of white noise (1 / sqrt(n))
 AR_CAP = 0.8
+# A point's noise is at least this share of the minimum effect: a series that repeats itself to the digit (the
+# reference server's acceptance length) has no noise to weigh by, and a floor of a millionth of the level made its
+# RSS figures and z billions ("slide going 1050496523.7"). At this floor a change of the minimum effect is still
+# 10 noise units, far past every threshold.
+NOISE_FLOOR = 0.1
 MATURE_NIGHTS = MIN_BEFORE + MIN_AFTER  # from here on the step rule judges changes of the minimum effect
 
 
@@ -448,7 +453,7 @@ class Tracker:
         hi = len(self.y)
         y = np.asarray(self.y[max(self.segment, hi - NOISE_WINDOW):hi])
         level = _median(np.abs(y)) or 1.0
-        sd_points = max(noise(y), 1e-6 * level)
+        sd_points = max(noise(y), NOISE_FLOOR * self.rule.min_effect * level, 1e-6 * level)
         self._sb2, self._sw2 = sd_points ** 2, 0.0
         if len(self.dev) >= 6:
             dev = np.asarray(self.dev[-6 * NOISE_WINDOW:])
