@@ -4,6 +4,7 @@ One virtualenv per release under ``<cache>/envs/``, made once behind a file lock
 whole (the machinery of :mod:`harness.build.environments`): CPU ``torch==2.13.0``, the real wheel ``--no-deps``,
 then its pure-Python dependencies at the wheel's own pins (:mod:`harness.build.sglang_cpu.requirements`), all
 under a constraints file that pins torch and pins every GPU package to a version that does not exist. The
+installer is uv when the harness has it, else pip (:mod:`harness.build.sglang_cpu.installer`). The
 stand-ins are not copied into it: they are this package's data, put first on the server's ``PYTHONPATH`` by
 :func:`server_environment`, so editing a port needs no rebuild.
 """
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.build.environments import venv_python
+from harness.build.sglang_cpu.installer import Installer, choose_installer
 from harness.build.sglang_cpu.requirements import CPU_TORCH, constraints_text, cpu_requirements
 from harness.util.atomic import write_atomic
 from harness.util.bounded_read import read_json
@@ -62,15 +64,20 @@ def cpu_env_ready(version: str, *, cache_dir: Path | None = None) -> bool:
     return env_record(cpu_env_dir(version, cache_dir)) is not None
 
 
-def _pip(python: Path, args: Sequence[str], constraints: Path) -> None:
-    # --no-compile: pip byte-compiles every file it installs (torch alone: 38 s against 13 s here, two cores); the
-    # server imports a fraction of them and Python compiles those on first import.
-    argv = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-compile", "-q", "-c",
-            str(constraints), *args]
-    done = run_bounded(argv, timeout=_PIP_TIMEOUT_S)
-    if done.returncode != 0:
-        errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR")] or [last_line(done.stderr)]
-        raise InfraError(f"pip install {' '.join(args)} failed: {errors[0]}")
+def _install(installer: Installer, python: Path, args: Sequence[str], constraints: Path) -> Installer:
+    """Install ``args``; when uv fails, say why and install with pip from then on (the installer used is returned)."""
+    done = run_bounded(installer.argv(python, constraints, args), timeout=_PIP_TIMEOUT_S, env=installer.env or None)
+    if done.returncode == 0:
+        return installer
+    errors = [line for line in done.stderr.splitlines() if line.lstrip().startswith(("ERROR", "error"))]
+    reason = errors[0].strip() if errors else last_line(done.stderr)
+    if installer.uv is None:
+        raise InfraError(f"pip install {' '.join(args)} failed: {reason}")
+    log.warning("uv pip install %s failed (%s); installing with pip", " ".join(args), reason)
+    ensured = run_bounded([str(python), "-m", "ensurepip", "--default-pip"], timeout=300)
+    if ensured.returncode != 0:
+        raise InfraError(f"{python} -m ensurepip failed: {last_line(ensured.stderr)}")
+    return _install(Installer(), python, args, constraints)
 
 
 def ensure_cpu_env(version: str, *, cache_dir: Path | None = None) -> Path:
@@ -94,20 +101,23 @@ def ensure_cpu_env(version: str, *, cache_dir: Path | None = None) -> Path:
         wheel = fetch_wheel(version, cache_dir)
         reqs = cpu_requirements(wheel)
         log.info("making %s (real sglang==%s for the CPU)", venv, version)
-        done = run_bounded([sys.executable, "-m", "venv", str(venv)], timeout=300)
+        installer = choose_installer()
+        # uv installs from outside the environment: no pip in it (a fallback to pip puts one there first).
+        done = run_bounded([sys.executable, "-m", "venv", *(["--without-pip"] if installer.uv else []), str(venv)],
+                           timeout=300)
         if done.returncode != 0:
             raise InfraError(f"{sys.executable} -m venv {venv} failed: {last_line(done.stderr)}")
         python = venv_python(venv)
         constraints = venv / "sglang-repro-constraints.txt"
         write_atomic(constraints, constraints_text())
-        _pip(python, [f"torch=={CPU_TORCH}"], constraints)
-        _pip(python, ["--no-deps", str(wheel)], constraints)
-        _pip(python, list(reqs.install), constraints)
+        installer = _install(installer, python, [f"torch=={CPU_TORCH}"], constraints)
+        installer = _install(installer, python, ["--no-deps", str(wheel)], constraints)
+        installer = _install(installer, python, list(reqs.install), constraints)
         if reqs.no_deps:
-            _pip(python, ["--no-deps", *reqs.no_deps], constraints)
+            installer = _install(installer, python, ["--no-deps", *reqs.no_deps], constraints)
         seconds = round(time.monotonic() - started, 1)
         record = {"recipe": RECIPE, "sglang": version, "torch": CPU_TORCH, "wheel_torch_pin": reqs.torch_pin,
-                  "label": LABEL, "seconds": seconds,
+                  "label": LABEL, "seconds": seconds, "installer": installer.name,
                   "installed": list(reqs.install), "no_deps": list(reqs.no_deps), "skipped": list(reqs.skipped)}
         write_atomic(venv / _MARKER, json.dumps(record, indent=1) + "\n")
         log.info("made %s in %.0f s", venv, seconds)
