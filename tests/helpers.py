@@ -1,5 +1,6 @@
 """The tests' shared helpers, each defined once (issue 31): a free port, git in a test repository, the cited
-files of a release, a reference server process (or its stand-in) on 127.0.0.1, a run record.
+files of a release, a reference server process (or its stand-in) on 127.0.0.1 started and ended by the harness's own
+server process, a run record.
 
 A port comes from the harness's own lease (:func:`harness.server.lease.lease_port`), held until the test
 process ends: a bare ``bind(0)``-and-close hands out a port that a server started by another test (or another
@@ -9,11 +10,9 @@ worker) can take before this one binds it.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -28,12 +27,12 @@ import psutil
 
 from harness.contract import facts as contract
 from harness.records.outcome import Outcome, Phase
-from harness.records.run_record import RunRecord, record_from_dict
+from harness.records.run_record import RunRecord, TeardownInfo, record_from_dict
 from harness.server.lease import PortLease, lease_port
-from harness.util.kill import dies_with_parent
+from harness.server.process import ServerDied, ServerProcess, StartupTimeout
 
-__all__ = ["GIT_IDENTITY", "RECORD_SCENARIO", "SimServer", "copy_cited", "free_port", "git", "make_record", "start_server",
-           "stop_server"]
+__all__ = ["GIT_IDENTITY", "RECORD_SCENARIO", "SimServer", "copy_cited", "free_port", "git", "make_record", "refused_start",
+           "start_server", "stop_server"]
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -79,9 +78,10 @@ def copy_cited(package: Path, dest: Path) -> Path:
 
 @dataclass
 class SimServer:
-    """A reference server process started by :func:`start_server`: its URL, log and plain HTTP calls."""
+    """A reference server started by :func:`start_server` on the harness's own :class:`ServerProcess` (its session,
+    its redacted log pump, its watchdog, its teardown): its URL, log, exit and plain HTTP calls."""
 
-    proc: subprocess.Popen
+    process: ServerProcess
     port: int
     log: Path
 
@@ -89,12 +89,29 @@ class SimServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int:
+        """The server's front (launcher) process."""
+        assert self.process.pid is not None, "the server was never started"
+        return self.process.pid
+
+    def poll(self) -> int | None:
+        """The front's exit status once the harness's watcher has reaped it (negative for a signal), else None."""
+        return self.process.exit_code
+
+    def wait(self, timeout: float) -> int | None:
+        """:meth:`poll` after the front exits, or None when it is still running after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while self.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.poll()
+
     def log_text(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")
 
     def tree_pids(self) -> list[int]:
         try:
-            parent = psutil.Process(self.proc.pid)
+            parent = psutil.Process(self.pid)
             return [parent.pid] + [c.pid for c in parent.children(recursive=True)]
         except psutil.NoSuchProcess:
             return []
@@ -123,42 +140,43 @@ class SimServer:
 
 
 def start_server(args: list[str], log: Path, wait_ready: bool = True, timeout: float = 60.0) -> SimServer:
-    """``python -m harness.sim.server ARGS`` on a free port of 127.0.0.1 in a session of its own, its output in
-    ``log``; with ``wait_ready``, until its ready line (an AssertionError with the log's tail, the tree stopped,
-    when it exits first or ``timeout`` passes). Always :func:`stop_server` it."""
+    """``python -m harness.sim.server ARGS`` on a free port of 127.0.0.1, started by the harness's own
+    :class:`ServerProcess` (a session of its own, dies with this process, a watchdog, the log redacted into ``log``);
+    with ``wait_ready``, until its ready line (an AssertionError with the log's tail, the tree stopped, when it exits
+    first or ``timeout`` passes). Readiness is the log line alone: no health probe adds a request the test did not
+    send. Always :func:`stop_server` it. The tests' one way to start a reference server (tests/test_code_shape.py)."""
     port = free_port()
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    with open(log, "wb") as fh:
-        # dies_with_parent: a pytest worker killed without its teardown (SIGTERM to make test's group) left its
-        # servers running in their own sessions, re-parented to PID 1
-        proc = subprocess.Popen([sys.executable, "-m", "harness.sim.server", *args, "--host", "127.0.0.1",
-                                 "--port", str(port)], cwd=REPO, stdout=fh, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True, preexec_fn=dies_with_parent(os.getpid()))
-    server = SimServer(proc, port, log)
+    env = dict(os.environ, PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
+    process = ServerProcess([sys.executable, "-m", "harness.sim.server", *args, "--host", "127.0.0.1", "--port", str(port)],
+                            env=env, host="127.0.0.1", port=port, log_path=log, run_tag=f"test-{os.getpid()}-{port}",
+                            startup_timeout_s=timeout, health_paths=(), ready_line=contract.READY_LINE)
+    process.start()
+    server = SimServer(process, port, log)
     if wait_ready:
-        deadline = time.monotonic() + timeout
-        while contract.READY_LINE not in server.log_text():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                stop_server(server)
-                raise AssertionError(f"server did not become ready (rc={proc.poll()}):\n{server.log_text()[-3000:]}")
-            time.sleep(0.1)
+        try:
+            process.wait_ready()  # on death or time-out it has stopped the tree
+        except (ServerDied, StartupTimeout) as exc:
+            raise AssertionError(f"server did not become ready ({exc}):\n{server.log_text()[-3000:]}") from None
     return server
 
 
-def stop_server(server: SimServer) -> None:
-    """SIGTERM the server's session, SIGKILL it and every process of its tree that is left, bounded."""
-    pids = server.tree_pids()
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(server.proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        server.proc.wait(timeout=8)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(server.proc.pid, signal.SIGKILL)
-    for pid in pids:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            psutil.Process(pid).kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        server.proc.wait(timeout=5)
+def stop_server(server: SimServer) -> TeardownInfo:
+    """The harness's own teardown (:meth:`ServerProcess.stop`: TERM, grace, KILL of the group and the tagged
+    escapees, the port free); a no-op report when the server was stopped already."""
+    return server.process.stop()
+
+
+def refused_start(args: list[str], log: Path, timeout: float = 60.0) -> tuple[int, str]:
+    """A reference server that should refuse to start: its exit status and log once it has ended; an AssertionError
+    when it still runs after ``timeout`` seconds (it is stopped either way)."""
+    server = start_server(args, log, wait_ready=False)
+    try:
+        code = server.wait(timeout)
+    finally:
+        stop_server(server)
+    assert code is not None, f"the server did not refuse to start:\n{server.log_text()[-2000:]}"
+    return code, server.log_text()
 
 
 RECORD_SCENARIO = "store-test-scenario"

@@ -144,6 +144,13 @@ OWNERS: tuple[Owner, ...] = (
           "use the named set and the members; no literal tuple/set/list of two or more outcomes, no dict keyed by "
           "them, no outcome spelled as a string and compared (`== \"pass\"`) elsewhere",
           ("test_outcome_sets_are_named_by_the_one_owner",), ("harness/records/outcome.py",)),
+    Owner("Test servers",
+          "`tests/helpers.py` (`start_server`, `stop_server`, `refused_start`: the reference server on the harness's own "
+          "`ServerProcess`, ended by its teardown)",
+          "a test starts a reference server through it (its fixtures, `sim_server`, build on it); no test `Popen`s or "
+          "`run`s `python -m harness.sim.server` itself; one that starts servers sends a signal only through "
+          "`harness.util.kill` (`signal_process`, when the claim is how the server meets it)",
+          ("test_tests_start_reference_servers_through_the_one_fixture",), ("tests/helpers.py",)),
     Owner("The teardown record",
           "`harness.records.run_record.TeardownInfo`: `ServerProcess.stop()` returns it, the run record keeps it as "
           "it is",
@@ -535,6 +542,72 @@ def test_the_walker_finds_a_planted_outcome_set() -> None:
 def test_outcome_sets_are_named_by_the_one_owner() -> None:
     found = [hit for where, text in _sources_but(_owned_by("Outcome sets and orders")) for hit in outcome_sets(text, where)]
     assert not found, "name the set in harness.records.outcome and use it:\n" + "\n".join(found)
+
+
+# The tests start a reference server one way: tests.helpers.start_server, built on the harness's own ServerProcess
+# (its session, watchdog, redacted log and teardown through harness.server.reaper.kill_run), and end it with
+# stop_server. A test that Popens `python -m harness.sim.server` itself has a lifecycle of its own beside the harness's.
+_SERVER_MODULE = "harness.sim.server"
+_SPAWNS = frozenset({"subprocess.Popen", "subprocess.run", "subprocess.call", "subprocess.check_call",
+                     "subprocess.check_output", ".create_subprocess_exec", "Popen"})
+
+
+def _names_the_server(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Constant) and n.value == _SERVER_MODULE for n in ast.walk(node))
+
+
+def server_starts(source: str, where: str) -> list[str]:
+    """``where:line call`` for each child process started on an argv that names the reference server's module: in
+    the call itself, or through a name the module assigns such a list or tuple to."""
+    tree = ast.parse(source)
+    argvs = {t.id for node in ast.walk(tree) if isinstance(node, (ast.Assign, ast.AnnAssign))
+             and isinstance(node.value, (ast.List, ast.Tuple)) and _names_the_server(node.value)
+             for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+    return sorted({f"{where}:{node.lineno} {_call_name(node)}" for node in ast.walk(tree)
+                   if isinstance(node, ast.Call) and _call_name(node) in _SPAWNS
+                   and any(_names_the_server(arg) or (isinstance(arg, ast.Name) and arg.id in argvs)
+                           for arg in [*(a.value if isinstance(a, ast.Starred) else a for a in node.args),
+                                       *(k.value for k in node.keywords)])},
+                  key=lambda hit: int(hit.split()[0].rsplit(":", 1)[1]))
+
+
+_STARTERS = frozenset({"start_server", "refused_start", "sim_server"})
+
+
+def server_signals(source: str, where: str) -> list[str]:
+    """In a module that starts reference servers through the fixture, each signal it sends other than through
+    ``harness.util.kill`` (a test whose claim is how the server meets a signal sends it with ``signal_process``)."""
+    tree = ast.parse(source)
+    if not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _STARTERS for n in ast.walk(tree)):
+        return []
+    return _owned_calls(source, where, _KILL_CALLS, skip=_to_self)
+
+
+def test_the_walker_finds_a_planted_server_started_another_way() -> None:
+    planted = ("import subprocess, sys\nargv = [sys.executable, '-m', 'harness.sim.server', '--port', '1']\n"
+               "def f(log):\n    p = subprocess.Popen(argv, stdout=log)\n"
+               "    q = subprocess.run([sys.executable, '-m', 'harness.sim.server'], timeout=9)\n"
+               "    r = await asyncio.create_subprocess_exec(*argv)\n"
+               "    s = start_server(['--sim-revision', 'post-fix'], log)\n"
+               "    t = subprocess.Popen([sys.executable, '-m', 'harness', 'run'])\n"
+               "    return 'harness.sim.server' in command_line(p)\n")
+    assert server_starts(planted, "p.py") == ["p.py:4 subprocess.Popen", "p.py:5 subprocess.run",
+                                              "p.py:6 .create_subprocess_exec"]
+    signalled = "def t(sim_server):\n    s = sim_server([])\n    s.process.kill()\n    signal_process(s.pid, 9)\n"
+    assert server_signals(signalled, "s.py") == ["s.py:3 .kill"]
+    assert server_signals(signalled.replace("sim_server([])", "other([])"), "s.py") == []
+
+
+def test_tests_start_reference_servers_through_the_one_fixture() -> None:
+    fixture = ROOT / "tests" / "helpers.py"
+    files = [p for p in sorted((ROOT / "tests").rglob("*.py")) if p != fixture]
+    assert len(files) > 100, f"only {len(files)} test files"
+    found = [hit for p in files for walk in (server_starts, server_signals)
+             for hit in walk(p.read_text(encoding="utf-8"), str(p.relative_to(ROOT)))]
+    assert not found, "start reference servers with tests.helpers.start_server (the harness's ServerProcess), end " \
+                      "them with stop_server, signal them through harness.util.kill:\n" + "\n".join(found)
+    assert "ServerProcess(" in fixture.read_text(encoding="utf-8") and not server_starts(
+        fixture.read_text(encoding="utf-8"), "tests/helpers.py"), "the fixture starts its server with ServerProcess"
 
 
 # The teardown record: harness.records.run_record.TeardownInfo, returned by ServerProcess.stop and kept as is.

@@ -298,13 +298,12 @@ def test_against_the_cpu_reference_server(tmp_path: Path) -> None:
         "--skip-server-warmup", "--enable-metrics", "--sim-revision", "post-fix", "--sim-seed", "0",
         "--sim-draft-agreement", "0.6",
     ], tmp_path / "server.log", timeout=90)
-    proc = server.proc
     try:
         base = server.url
         result = run(
             base, random_id_prompts([12, 20, 33, 16, 25, 9], seed=4, vocab=(0, 256)), concurrency=3,
             max_new_tokens=24, warmup=0, request_timeout_s=60, jsonl_path=tmp_path / "requests.jsonl",
-            should_abort=lambda: None if proc.poll() is None else f"server exited {proc.returncode}",
+            should_abort=lambda: None if server.poll() is None else f"server exited {server.poll()}",
         )
         assert result.aborted is None
         assert all(r.ok for r in result.records), [r.error for r in result.records]

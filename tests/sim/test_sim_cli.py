@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from harness.sim import DEFAULT_REVISION, REVISIONS, version_string
 from harness.sim.cli_args import build_parser
 from harness.sim.model_config import ModelNotFoundError, resolve_model
-from tests.sim.sim_helpers import EAGER_28264, GRAPH_28264, REPO
+from tests.helpers import refused_start
+from tests.sim.sim_helpers import EAGER_28264, GRAPH_28264
 
 GUARD = ["--model-path", "google/gemma-4-E4B-it", "--speculative-algorithm", "NEXTN", "--speculative-draft-model-path",
          "google/gemma-4-E4B-it-assistant", "--speculative-num-steps", "5", "--speculative-eagle-topk", "3",
@@ -36,19 +34,17 @@ def test_unknown_flag_exits_2_in_process(capsys):
 
 
 @pytest.mark.slow
-def test_unknown_flag_exits_2_as_a_process():
-    proc = subprocess.run([sys.executable, "-m", "harness.sim.server", *GUARD, "--bogus-flag"], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2
-    assert "unrecognized arguments: --bogus-flag" in proc.stderr
+def test_unknown_flag_exits_2_as_a_process(tmp_path):
+    code, log = refused_start([*GUARD, "--bogus-flag"], tmp_path / "server.log")
+    assert code == 2
+    assert "unrecognized arguments: --bogus-flag" in log
 
 
 @pytest.mark.slow
-def test_unknown_model_exits_non_zero_with_clear_error():
-    proc = subprocess.run([sys.executable, "-m", "harness.sim.server", "--model-path", "acme/unknown-7b"], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1
-    assert "acme/unknown-7b: unknown model for the reference server" in proc.stderr
+def test_unknown_model_exits_non_zero_with_clear_error(tmp_path):
+    code, log = refused_start(["--model-path", "acme/unknown-7b"], tmp_path / "server.log")
+    assert code == 1
+    assert "acme/unknown-7b: unknown model for the reference server" in log
 
 
 def test_models_resolve_case_insensitively_and_from_folders(tmp_path):

@@ -145,7 +145,7 @@ def test_503_while_the_warmup_runs_then_ready(tmp_path: Path) -> None:
         statuses: list[int] = []
         deadline = time.monotonic() + 90
         while contract.READY_LINE not in server.log_text() and time.monotonic() < deadline:
-            assert server.proc.poll() is None, server.log_text()[-2000:]
+            assert server.poll() is None, server.log_text()[-2000:]
             log = server.log_text()
             if "warm-up request (as SGLang's" in log and "warm-up request done" not in log:
                 status = server.get(contract.HEALTH_PATH)[0]

@@ -20,6 +20,7 @@ from harness.contract.facts import (
 )
 from harness.sim.model_config import resolve_model
 from harness.sim.warmup import warmup_request
+from harness.util.kill import signal_process
 from tests.process_marks import alive, command_line
 from tests.sim.sim_helpers import EAGER_28264, GRAPH_28264
 
@@ -36,9 +37,9 @@ def _prompt(n: int, seed: int = 0) -> list[int]:
 
 def _wait_exit(server, timeout: float = 20.0) -> int:
     deadline = time.monotonic() + timeout
-    while server.proc.poll() is None and time.monotonic() < deadline:
+    while server.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
-    return server.proc.poll()
+    return server.poll()
 
 
 def test_pre_fix_eager_dies_on_276_token_prompt_and_leaves_no_process(sim_server):
@@ -80,7 +81,7 @@ def test_no_crash_post_fix_or_graph_path(sim_server, args, revision):
     meta = json.loads(body)["meta_info"]
     assert meta["prompt_tokens"] == 276 and meta["completion_tokens"] == 64
     assert meta["spec_accept_length"] > 1
-    assert server.proc.poll() is None
+    assert server.poll() is None
     assert "broadcast shape" not in server.log_text()
 
 
@@ -138,8 +139,9 @@ def test_scheduler_dies_with_a_killed_front(sim_server):
     server = sim_server([*GRAPH_28264, "--sim-revision", "post-fix", "--skip-server-warmup"])
     pids = server.tree_pids()
     assert len(pids) >= 2
-    server.proc.kill()  # the front only, not its process group: PR_SET_PDEATHSIG must take the scheduler down
-    server.proc.wait(timeout=10)
+    # the front only, not its process group: PR_SET_PDEATHSIG must take the scheduler down
+    signal_process(server.pid, signal.SIGKILL)
+    assert server.wait(10) is not None
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(psutil.pid_exists(p) for p in pids[1:]):
         time.sleep(0.1)
@@ -153,9 +155,9 @@ def test_a_scheduler_ended_by_a_signal_takes_the_front_down_as_sglangs_subproces
     server = sim_server([*GRAPH_28264, "--sim-revision", "post-fix", "--skip-server-warmup"])
     ok = server.post("/generate", {"input_ids": _prompt(32), "sampling_params": {"max_new_tokens": 4}}, timeout=20)
     assert ok[0] == 200  # the running phase: SGLang's running-phase SIGQUIT handler answers
-    [scheduler] = [p for p in psutil.Process(server.proc.pid).children()
+    [scheduler] = [p for p in psutil.Process(server.pid).children()
                    if "spawn_main" in command_line(p)]
-    scheduler.send_signal(signal.SIGTERM)
+    signal_process(scheduler.pid, signal.SIGTERM)
     assert _wait_exit(server) == CHILD_FAILED_SELF_KILL
     log = server.log_text()
     assert f"Subprocess scheduler_0 (pid={scheduler.pid}) crashed with exit code -15. {CHILD_CRASHED_LINE}" in log

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.contract import facts as contract
+from harness.util.kill import signal_process
 from tests.helpers import start_server, stop_server
 from tests.process_marks import alive
 from tests.sim.sim_helpers import GRAPH_28264
@@ -62,14 +63,14 @@ def test_sigterm_drains_then_the_front_kills_its_tree_and_itself(tmp_path: Path,
         assert len(tree) >= 2, "the front and its scheduler child"
         conn = _open_stream(server.port)
         began = time.monotonic()
-        server.proc.send_signal(signal.SIGTERM)
+        signal_process(server.pid, signal.SIGTERM)
         _wait_line(server.log, contract.SIGTERM_LINE)
         if not force:
             _wait_line(server.log, f"{contract.SIGTERM_DRAIN_LINE} 1.")
             time.sleep(1.0)
-            assert server.proc.poll() is None, "an open request holds SGLang's drain"
+            assert server.poll() is None, "an open request holds SGLang's drain"
             conn.close()  # the client goes away: its request is aborted and the drain ends
-        code = server.proc.wait(timeout=contract.SIGTERM_SCHEDULER_WAIT_S + 5)
+        code = server.wait(contract.SIGTERM_SCHEDULER_WAIT_S + 5)
         took = time.monotonic() - began
         assert code == contract.SIGTERM_SELF_KILL, code
         log = server.log.read_text(errors="replace")

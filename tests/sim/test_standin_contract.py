@@ -11,8 +11,6 @@ metrics present. A stand-in that drifts (a renamed key, another message, a lost 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from harness.records.outcome import Outcome
 from harness.records.run_record import RunRecord
 from harness.scenario import load_file
 from harness.signatures.catalogue import Catalogue
-from tests.helpers import SimServer, start_server, stop_server
+from tests.helpers import SimServer, refused_start, start_server, stop_server
 from tests.sim.sim_helpers import SPEC_31B
 
 pytestmark = [pytest.mark.slow, pytest.mark.sim]
@@ -204,6 +202,5 @@ def test_the_scheduler_variable_moves_a_launch_that_names_none(tmp_path: Path,
         stop_server(server)
     assert "sim_scheduler='standin'" in server.log_text()
     monkeypatch.setenv("SGLANG_REPRO_SIM_SCHEDULER", "torch")
-    done = subprocess.run([sys.executable, "-m", "harness.sim.server", *EAGER], cwd=REPO, capture_output=True,
-                          text=True, timeout=60, check=False)
-    assert done.returncode == 2 and "$SGLANG_REPRO_SIM_SCHEDULER='torch': valid values are model, standin" in done.stderr
+    code, log = refused_start(EAGER, tmp_path / "refused.log")
+    assert code == 2 and "$SGLANG_REPRO_SIM_SCHEDULER='torch': valid values are model, standin" in log

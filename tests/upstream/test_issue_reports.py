@@ -120,7 +120,7 @@ def test_the_client_script_alone_reproduces_the_crash(reports: dict[str, Path], 
     server = _reference_server(reports[name], tmp_path / "server.log")
     try:
         done = _plain_python(script, server.port)
-        server.proc.wait(timeout=30)
+        server.wait(30)
     finally:
         stop_server(server)
     assert done.returncode == 1, done.stdout + done.stderr
