@@ -29,7 +29,7 @@ from harness.util.paths import default_cache_dir
 from harness.util.proc import run_bounded
 from harness.util.text import last_line
 
-__all__ = ["TINY_MODELS", "TINY_PREFIX", "ensure_tiny_model", "is_tiny", "tiny_model_path"]
+__all__ = ["TINY_MODELS", "TINY_PREFIX", "ensure_tiny_model", "is_tiny", "tiny_model_path", "tiny_name_of"]
 
 TINY_PREFIX = "tiny:"
 _MARKER = "sglang-repro-tiny-model.json"
@@ -70,6 +70,17 @@ def tiny_model_path(model: str, *, cache_dir: Path | None = None) -> Path:
     entry = _entry(model)
     folder = (cache_dir or default_cache_dir()) / "models" / entry.folder
     return folder / entry.part if entry.part else folder
+
+
+def tiny_name_of(model: str | None, *, cache_dir: Path | None = None) -> str | None:
+    """``tiny:NAME`` when ``model`` is the folder of that tiny model in the cache (how a launcher resolved it), else
+    None: what a scenario written back out says instead of this machine's cache path."""
+    if not model or is_tiny(model):
+        return None
+    for name in TINY_MODELS:
+        if Path(model) == tiny_model_path(TINY_PREFIX + name, cache_dir=cache_dir):
+            return TINY_PREFIX + name
+    return None
 
 
 def _made(folder: Path) -> bool:

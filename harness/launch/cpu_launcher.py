@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from harness.build import Build
 from harness.build.labels import CPU_BUILD_LABEL
-from harness.build.tiny_model_cache import TINY_MODELS, TINY_PREFIX, ensure_tiny_model, is_tiny, tiny_model_path
+from harness.build.tiny_model_cache import ensure_tiny_model, is_tiny, tiny_model_path, tiny_name_of
 from harness.launch.build_profile import case_in_build_words
 from harness.launch.contract_gate import contract_gap
 from harness.launch.preflight import FlagCheck, check_flag_sets, model_gap
@@ -30,16 +29,6 @@ from harness.workload.prompts import Prompt
 __all__ = ["CpuLauncher", "NOT_ON_CPU"]
 
 NOT_ON_CPU = "does not run on the real-SGLang CPU build"
-
-
-def _tiny_name(model: str | None) -> str | None:
-    """``tiny:NAME`` when ``model`` is the folder of that tiny model in the cache (how ``case_for`` wrote it)."""
-    if not model:
-        return None
-    for name in TINY_MODELS:
-        if Path(model) == tiny_model_path(TINY_PREFIX + name):
-            return TINY_PREFIX + name
-    return None
 
 
 @dataclass(frozen=True)
@@ -85,7 +74,7 @@ class CpuLauncher:
     def _models_gap(self, case: Case) -> str | None:
         sc = case.scenario
         for model in filter(None, (sc.server.model, sc.server.draft_model)):
-            tiny = _tiny_name(model)
+            tiny = tiny_name_of(model)
             if tiny is not None:
                 try:
                     ensure_tiny_model(tiny, python=self.build.python)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from harness.build import Build
+from harness.build.tiny_model_cache import tiny_name_of
 from harness.contract.profile import BuildProfile
 from harness.contract.render import in_build_words
 from harness.launch.build_profile import build_profile
@@ -42,7 +43,7 @@ def minimal_mapping(base: dict[str, Any], cand: Candidate, *, case: Case, build:
                     runs: int) -> dict[str, Any]:
     """The scenario mapping of ``cand``: one case, its own name, what it reproduces as the expectation of
     the role that maps to ``build`` (other roles' expectations kept as hypotheses: not run on it)."""
-    data = to_mapping(base, cand)
+    data = _portable_models(to_mapping(base, cand))
     data["name"] = f"{case.scenario.name}-minimal"[:100]
     data["description"] = (
         f"Minimized by sglang-repro minimize from {case.file} (case {case.name}) on {build.spec}: "
@@ -81,6 +82,22 @@ def minimal_mapping(base: dict[str, Any], cand: Candidate, *, case: Case, build:
             expect[role] = {**old, "status": "hypothesis"}
     data["expect"] = expect
     data = _markers_of_what_is_left(data, base)
+    return data
+
+
+def _portable_models(data: dict[str, Any]) -> dict[str, Any]:
+    """The tiny models by their ``tiny:NAME`` again: the CPU launcher put this machine's cache folders in their place
+    (``CpuLauncher.case_for``), and a minimal scenario is handed to others; their runs make the model themselves."""
+    server = data.get("server") or {}
+    for key in ("model", "draft_model"):
+        name = tiny_name_of(server.get(key))
+        if name is not None:
+            server[key] = name
+    args = server.get("args") or {}
+    for flag, value in args.items():
+        name = tiny_name_of(value) if isinstance(value, str) else None
+        if name is not None:
+            args[flag] = name
     return data
 
 

@@ -471,3 +471,35 @@ def test_progress_is_told_of_every_server_run(tmp_path):
     assert res.exit_code == 0, res.message
     assert [n for n, _ in seen] == list(range(1, len(seen) + 1))
     assert len(seen) == res.fresh_runs and {o for _, o in seen} == {"crash", "pass"}
+
+
+def test_the_minimal_scenario_names_tiny_models_portably_not_by_this_machines_cache(tmp_path):
+    # The real-SGLang CPU launcher runs `tiny:gemma4` from this machine's cache folder (CpuLauncher.case_for puts the
+    # folder in its place); the minimal scenario is handed to others, whose caches lie elsewhere: it says tiny:NAME.
+    import yaml
+
+    from harness.build.tiny_model_cache import tiny_model_path
+    from harness.minimize import MinimizeOptions, minimize
+
+    on_cpu = _eager_case().for_cpu()
+    sc = on_cpu.scenario
+    assert (sc.server.model, sc.server.draft_model) == ("tiny:gemma4", "tiny:gemma4-assistant")
+    resolved = sc.server.model_copy(update={"model": str(tiny_model_path("tiny:gemma4")),
+                                            "draft_model": str(tiny_model_path("tiny:gemma4-assistant"))})
+    case = on_cpu.__class__(file=on_cpu.file, name=on_cpu.name, values=on_cpu.values,
+                            scenario=sc.model_copy(update={"server": resolved}))
+    ran: list[str] = []
+
+    def product(case, trial):
+        ran.append(case.scenario.server.model)
+        return _obs("speculative-algorithm" in case.scenario.server.args)
+
+    out = tmp_path / "minimal.yaml"
+    res = minimize(case, resolve_build("sim:pre-fix"), MinimizeOptions(out_root=tmp_path, runner=product, output=out))
+    assert res.exit_code == 0, res.message
+    server = yaml.safe_load(out.read_text())["server"]
+    assert (server["model"], server["draft_model"]) == ("tiny:gemma4", "tiny:gemma4-assistant")
+    assert str(tiny_model_path("tiny:gemma4")) not in out.read_text()
+    assert res.minimal_mapping is not None and res.minimal_mapping["server"]["model"] == "tiny:gemma4"
+    # The confirmation runs read the written file: the name loads and goes to the launcher, which resolves it again.
+    assert ran[-1] == "tiny:gemma4"
