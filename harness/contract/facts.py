@@ -77,12 +77,15 @@ __all__ = [
     "SAMPLING_PARAMS",
     "SCHEDULER_EXCEPTION",
     "SERVER_INFO_PATHS",
+    "SIGTERM_CLEAN_EXIT",
+    "SIGTERM_CLEAN_EXIT_SINCE",
     "SIGTERM_DRAIN_LINE",
     "SIGTERM_FORCE_ENV",
     "SIGTERM_LINE",
     "SIGTERM_POLL_S",
     "SIGTERM_SCHEDULER_WAIT_S",
     "SIGTERM_SELF_KILL",
+    "sigterm_exit_status",
     "SKIP_SERVER_WARMUP_FLAG",
     "SPEC_META_INFO_KEYS",
     "SPEC_HISTOGRAM_KEYS",
@@ -218,6 +221,7 @@ _OUT12 = "srt/managers/scheduler_output_processor_mixin.py"
 _POOL_HOST = "srt/mem_cache/pool_host/base.py"
 _ISTATE = "srt/managers/scheduler_components/internal_state.py"
 _SERVING_HOOK = "srt/arg_groups/serving_hook.py"
+_SIGTERM_KILL_CHILDREN = "kill_process_tree(os.getpid(), include_parent=False, wait_timeout=60)"
 
 # -- readiness and health --------------------------------------------------------------------------
 
@@ -332,15 +336,31 @@ NO_ACCELERATOR: Final = "No accelerator (CUDA, XPU, HPU, NPU, MUSA, MPS) or plat
 # SIGTERM_POLL_S, then drains: while requests remain (a client that went away is aborted by the request's
 # own disconnect check) it logs SIGTERM_DRAIN_LINE and waits SIGTERM_POLL_S again, with no bound of its own
 # (SIGTERM_FORCE_ENV skips the drain); then it sends ShutdownReq to the schedulers, waits up to
-# SIGTERM_SCHEDULER_WAIT_S for them, and ``kill_process_tree(os.getpid(), include_parent=True)`` SIGKILLs the
-# children and then itself: a graceful stop ends with wait status -SIGKILL (SIGTERM_SELF_KILL), so a
-# record's ``exit_code`` -9 alone does not say the harness killed it (``teardown.killed`` does).
+# SIGTERM_SCHEDULER_WAIT_S for them, and ends the tree. How it ends the tree, and so the launcher's wait status,
+# changed at 0.5.19 (per release: :func:`sigterm_exit_status`):
+# - up to 0.5.18, ``kill_process_tree(os.getpid(), include_parent=True)`` SIGKILLs the children and then itself
+#   (common.py's ``if parent_pid == os.getpid(): itself.kill()``), so the ``sys.exit(0)`` after it never runs:
+#   wait status -SIGKILL (SIGTERM_SELF_KILL). tokenizer_manager.py's kill, then common.py's pid check and
+#   itself.kill(): 0.5.12.post1 :2410, :1184-1185; 0.5.13.post1 :2614, :1270-1271; 0.5.14 :2655, :1288-1289;
+#   0.5.15 :2688, :2000-2001; 0.5.16 :2768, :2024-2025; 0.5.17 :3131, :2093-2094; 0.5.18 :3157, :2259-2260.
+# - from 0.5.19, ``kill_process_tree(os.getpid(), include_parent=False, wait_timeout=60)`` kills and reaps only
+#   the children; 0.5.19 then runs ``sys.exit(0)`` (:3177-3178: SystemExit(0) leaves uvicorn's loop, and
+#   launch_server.py's ``finally`` kills no parent, 0.5.19 :78); from 0.5.20 it calls the server stop hook
+#   (uvicorn's should_exit, http_server.py 0.5.21 :2763-2766) and returns, so uvicorn shuts down and the
+#   launcher returns: 0.5.20 :3332, :3342; 0.5.21 :3352, :3362; 0.5.22 :3556, :3566; 0.5.23 :3559, :3569.
+#   Wait status 0 (SIGTERM_CLEAN_EXIT), measured live on 0.5.19 and 0.5.21 (tests/sglang_cpu/test_live_contract.py).
+#   0.5.19's SystemExit is logged by uvicorn on the way out ("ERROR:    Traceback ... SystemExit: 0"), after the
+#   verdict (a server the harness is stopping is never judged by its log).
+# Either way a record's ``exit_code`` says nothing of whether the harness had to kill it (``teardown.killed``
+# does): -9 is SGLang's own graceful end up to 0.5.18, and 0 from 0.5.19.
 SIGTERM_LINE: Final = "Draining requests and shutting down..."
 SIGTERM_POLL_S: Final = 5.0
 SIGTERM_DRAIN_LINE: Final = "Gracefully exiting... Remaining number of requests"
 SIGTERM_FORCE_ENV: Final = "SGL_FORCE_SHUTDOWN"
 SIGTERM_SCHEDULER_WAIT_S: Final = 15.0
-SIGTERM_SELF_KILL: Final = -9
+SIGTERM_SELF_KILL: Final = -9  # up to 0.5.18
+SIGTERM_CLEAN_EXIT: Final = 0  # from SIGTERM_CLEAN_EXIT_SINCE
+SIGTERM_CLEAN_EXIT_SINCE: Final = "0.5.19"
 
 # -- flags -------------------------------------------------------------------------------------------
 
@@ -629,11 +649,21 @@ FACTS: Final[tuple[Fact, ...]] = (
         Cite(_TM, 2652, 2685, "deadline = time.monotonic() + 15", (Later("0.5.20", "_SCHEDULER_EXIT_TIMEOUT_SECS = 15"),),
              (Earlier(_E13, None),)),
     ), "the schedulers are asked to exit and waited for, up to 15 s"),
+    # Up to 0.5.18 (lines per release beside SIGTERM_SELF_KILL above). From 0.5.19 the watchdog's kill spares the
+    # launcher (SIGTERM_CLEAN_EXIT); the locator still reads this fact "moved" there, because the same text stays in
+    # print_exception_wrapper (0.5.19 :3609, 0.5.21 :3818), which is not the SIGTERM path.
     Fact("SIGTERM_SELF_KILL", SIGTERM_SELF_KILL, (
         Cite(_TM, 2655, 2688, "kill_process_tree(os.getpid(), include_parent=True)"),
         Cite("srt/utils/common.py", 1288, 2000, "if parent_pid == os.getpid():"),
         Cite("srt/utils/common.py", 1289, 2001, "itself.kill()"),
-    ), "psutil's kill is SIGKILL: the launcher's graceful stop ends by killing itself, wait status -9"),
+    ), "up to 0.5.18: psutil's kill is SIGKILL, the launcher's graceful stop ends by killing itself, wait status -9"),
+    # Absent from both cited releases, recorded present from the release that brought it (the locator holds it
+    # there): the watchdog kills only the children (0.5.19 :3177 ... 0.5.23 :3559), then 0.5.19 exits 0 (:3178)
+    # and 0.5.20 on stop uvicorn through the hook (0.5.20 :3342, 0.5.21 :3362, 0.5.23 :3569) and return.
+    Fact("SIGTERM_CLEAN_EXIT", SIGTERM_CLEAN_EXIT, (
+        Cite(_TM, None, None, _SIGTERM_KILL_CHILDREN, (Later(SIGTERM_CLEAN_EXIT_SINCE, _SIGTERM_KILL_CHILDREN),)),
+        Cite(_TM, None, None, "self._server_stop_hook()", (Later("0.5.20", "self._server_stop_hook()"),)),
+    ), "from 0.5.19: the launcher kills and reaps its children, not itself, and ends with wait status 0"),
     Fact("CHILD_FAILED_RUNNING_LINE", CHILD_FAILED_RUNNING_LINE, (
         Cite(_TM, 581, 594, "self.auto_create_handle_loop()"),
         Cite(_TM, 1799, 1822, "def auto_create_handle_loop(self):"),
@@ -884,6 +914,7 @@ NEEDS: Final[dict[str, str]] = {
     "SIGTERM_FORCE_ENV": "teardown",
     "SIGTERM_SCHEDULER_WAIT_S": "teardown",
     "SIGTERM_SELF_KILL": "teardown",
+    "SIGTERM_CLEAN_EXIT": "teardown",
 }
 # The kinds no run depends on: reported, never a pre-flight verdict.
 NEVER_GATES: Final = ("teardown", "profile")
@@ -898,3 +929,16 @@ def needs(fact: Fact) -> str:
     """Which runs depend on ``fact``: "every run", "speculative", "metrics", "auth", or none ("teardown",
     "profile": :data:`NEVER_GATES`)."""
     return NEEDS.get(fact.name, "every run")
+
+
+def sigterm_exit_status(version: str | None) -> int:
+    """The wait status of SGLang's launcher after a graceful SIGTERM stop in release ``version``:
+    SIGTERM_SELF_KILL (-9) up to 0.5.18, SIGTERM_CLEAN_EXIT (0) from SIGTERM_CLEAN_EXIT_SINCE; None (no release
+    known) or a version that is not a release number: the cited releases' -9."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        after = version is not None and Version(version) >= Version(SIGTERM_CLEAN_EXIT_SINCE)
+    except InvalidVersion:
+        after = False
+    return SIGTERM_CLEAN_EXIT if after else SIGTERM_SELF_KILL

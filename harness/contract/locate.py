@@ -62,6 +62,8 @@ class Located:
         where = f"sglang/{ref_file}" + (f":{self.cited}" if self.cited else "")
         anchor = f" in {self.function}" if self.function else ""
         unreachable = f" [{self.reach}]" if "present-but-unreachable" in self.reach else ""
+        if self.status == "holds" and self.cited is None and self.found:
+            return f"{self.fact}: holds sglang/{self.file}:{', :'.join(map(str, self.found))} ({self.now}): {self.text!r}"
         if self.status == "holds" and self.cited is None and self.now:
             return f"{self.fact}: holds recorded absent from sglang/{self.file} ({self.now}): {self.text!r}"
         if self.status == "holds":
@@ -163,6 +165,16 @@ def _absent_record(cite: Cite, version: str) -> str:
     return f"from {since[-1]} on" if since else f"up to {until[-1]}" if until else version
 
 
+def _present_record(cite: Cite, version: str) -> str | None:
+    """The release from which a wording records ``cite`` present, where ``version`` has reached it (None: none)."""
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return None
+    since = [w.since for w in cite.later if w.text is not None and Version(w.since) <= v]
+    return since[-1] if since else None
+
+
 _PREMISES: dict[int, tuple[Sources, Any]] = {}
 
 
@@ -257,6 +269,10 @@ def locate(fact: Fact, cite: Cite, sources: Sources, version: str, reference: So
             return at("holds", now=_absent_record(cite, version))
         return at("changed", found, f"present at :{', :'.join(map(str, found))}, recorded absent in {version}")
     if cited is None:  # the reference release lacks it (a version-specific citation: the fix marker)
+        since = _present_record(cite, version)
+        if since is not None:  # a text the cited releases lack, recorded present from a later release on
+            return at("holds", found, now=f"recorded from {since} on") if found else at(
+                "gone", now=f"recorded from {since} on")
         if not found:
             return at("holds")
         return at("changed", found, f"present at :{', :'.join(map(str, found))}, which {ref} lacks")

@@ -15,6 +15,10 @@ release line, and the reference server takes them from the release named by ``--
   for FROZEN_KV_MTP: ``trtllm_mha_backend.py`` 0.5.19 :904/:931, 0.5.23 :1142/:1171, ``kv_cache_hook.py`` 0.5.19
   :224-229, 0.5.23 :588-600; a Frozen-KV MTP draft never runs it, so the model copies nothing there either).
 
+One more follows the release asked for, not a row: how a SIGTERM stop ends (``sigterm_exit``): the launcher
+SIGKILLs itself with its tree up to 0.5.18 (wait status -9), and from 0.5.19 kills only its children and exits 0
+(``tokenizer_manager.py`` 0.5.18 :3157, 0.5.19 :3177-3178, 0.5.21 :3352/:3362; harness.sim.sglang_words).
+
 The table is this module's, so the reference server stays self-contained (bisect's demo history copies only
 ``harness/sim/``); ``tests/test_release_line.py`` checks every row against the profile
 (``harness.contract.profile``) computed from each release's real wheel. Without ``--sim-rules`` the server
@@ -26,6 +30,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+
+from harness.sim.sglang_words import SIGTERM_CLEAN_EXIT, SIGTERM_CLEAN_EXIT_SINCE, SIGTERM_SELF_KILL
 
 __all__ = ["DEFAULT_RULES", "FIRST_MODELLED", "RULES", "ReleaseRules", "parse_release", "rules_for"]
 
@@ -45,6 +51,12 @@ class ReleaseRules:
     def name(self) -> str:
         """The release these rules are followed as: the one asked for, else the row's first."""
         return self.release or self.since
+
+    @property
+    def sigterm_exit(self) -> int:
+        """The launcher's wait status after a SIGTERM stop in the release these rules are followed as."""
+        key, since = parse_release(self.name), parse_release(SIGTERM_CLEAN_EXIT_SINCE)
+        return SIGTERM_CLEAN_EXIT if key is not None and since is not None and key >= since else SIGTERM_SELF_KILL
 
     @property
     def refills(self) -> bool:

@@ -120,7 +120,7 @@ async def _serve(args: argparse.Namespace, settings: SchedulerSettings, client: 
     runner = web.AppRunner(build_app(state), access_log=None, handle_signals=False, handler_cancellation=True)
     await runner.setup()
     stop = asyncio.Event()
-    watchdog = SigtermWatchdog(client)
+    watchdog = SigtermWatchdog(client, settings.rules)  # how it ends follows --sim-rules
     watching = loop.create_task(watchdog.run())  # ends the process itself (harness.sim.sigterm)
 
     def on_sigterm() -> None:

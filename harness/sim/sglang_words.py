@@ -17,7 +17,8 @@ __all__ = ["AUTH_EXEMPT_PREFIXES", "CHILD_CRASHED_LINE", "CHILD_FAILED_LINE", "C
            "GENERATE_PATH", "HEALTH_CHECK_INPUT_IDS", "HEALTH_CHECK_POLL_S", "HEALTH_CHECK_RID_PREFIX",
            "HEALTH_CHECK_TIMEOUT_ENV", "HEALTH_CHECK_TIMEOUT_S", "HEALTH_GENERATION_DEFAULT",
            "HEALTH_GENERATION_ENV", "HEALTH_PATH", "HEALTH_STARTING_STATUS", "READY_LINE", "SIGTERM_DRAIN_LINE",
-           "SIGTERM_FORCE_ENV", "SIGTERM_LINE", "SIGTERM_SCHEDULER_WAIT_S", "UNAUTHORIZED_ERROR", "UVICORN_RUNNING",
+           "SIGTERM_CLEAN_EXIT", "SIGTERM_CLEAN_EXIT_SINCE", "SIGTERM_FORCE_ENV", "SIGTERM_LINE",
+           "SIGTERM_SCHEDULER_WAIT_S", "SIGTERM_SELF_KILL", "UNAUTHORIZED_ERROR", "UVICORN_RUNNING",
            "WARMUP_CHAT_PATH", "WARMUP_FAILED_LINE", "WARMUP_IMAGE_PROMPT", "WARMUP_IMAGE_SOFT_TOKENS_GEMMA4",
            "WARMUP_MAX_NEW_TOKENS", "WARMUP_TEXT"]
 
@@ -142,6 +143,17 @@ SIGTERM_FORCE_ENV: Final = 'SGL_FORCE_SHUTDOWN'
 # srt/managers/tokenizer_manager.py 0.5.14:absent, 0.5.15:2684: self._dispatch_to_scheduler(ShutdownReq())
 # srt/managers/tokenizer_manager.py 0.5.14:2652, 0.5.15:2685: deadline = time.monotonic() + 15
 SIGTERM_SCHEDULER_WAIT_S: Final = 15.0
+
+# The launcher's wait status after the drain, which changed at 0.5.19 (the reference server follows --sim-rules,
+# harness.sim.release_rules). Up to 0.5.18 the watchdog kills its tree with itself in it:
+# srt/managers/tokenizer_manager.py 0.5.14:2655, 0.5.15:2688, 0.5.18:3157: kill_process_tree(os.getpid(), include_parent=True)
+# srt/utils/common.py 0.5.14:1289, 0.5.15:2001, 0.5.18:2260: itself.kill()
+SIGTERM_SELF_KILL: Final = -9
+# From 0.5.19 it kills only its children, then exits 0 (0.5.19) or stops uvicorn through its hook (0.5.20 on):
+# srt/managers/tokenizer_manager.py 0.5.19:3177, 0.5.21:3352: kill_process_tree(os.getpid(), include_parent=False, wait_ti...
+# srt/managers/tokenizer_manager.py 0.5.19:3178: sys.exit(0); 0.5.21:3362: self._server_stop_hook()
+SIGTERM_CLEAN_EXIT: Final = 0
+SIGTERM_CLEAN_EXIT_SINCE: Final = '0.5.19'
 
 # -- Frozen-KV MTP's defaults ----------------------------------------------------------------------------
 

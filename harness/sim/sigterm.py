@@ -1,10 +1,11 @@
-"""SGLang's SIGTERM path, modelled: log it, drain the open requests, stop the scheduler, SIGKILL the tree and itself.
+"""SGLang's SIGTERM path, modelled: log it, drain the open requests, stop the scheduler, end the tree.
 
 The words are in ``harness.sim.sglang_words`` (SIGTERM_*), each with its line in 0.5.14 and 0.5.15. Once the
 front has taken its first request (SGLang's tokenizer manager installs its handler then), SIGTERM only
 sets a flag; a watchdog notices it, waits while requests remain (a client that went away is aborted by
 the request's own disconnect check, ``harness.sim.http_api``), asks the scheduler to exit and waits for
-it (bounded as SGLang's), then SIGKILLs what is left and itself: the wait status is -9, and the harness's
+it (bounded as SGLang's), then SIGKILLs what is left and itself (wait status -9, SGLang up to 0.5.18) or, with
+``--sim-rules`` 0.5.19 or later, only its children and exits 0 (SGLang from 0.5.19); either way the harness's
 teardown report shows that it killed nothing. The drain has no bound of its own, as in SGLang: the
 harness's grace bounds it.
 
@@ -20,8 +21,15 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from harness.sim.process_tree import kill_process_tree_and_self
-from harness.sim.sglang_words import SIGTERM_DRAIN_LINE, SIGTERM_FORCE_ENV, SIGTERM_LINE, SIGTERM_SCHEDULER_WAIT_S
+from harness.sim.process_tree import kill_children_and_exit, kill_process_tree_and_self
+from harness.sim.release_rules import DEFAULT_RULES, ReleaseRules
+from harness.sim.sglang_words import (
+    SIGTERM_CLEAN_EXIT,
+    SIGTERM_DRAIN_LINE,
+    SIGTERM_FORCE_ENV,
+    SIGTERM_LINE,
+    SIGTERM_SCHEDULER_WAIT_S,
+)
 
 if TYPE_CHECKING:
     from harness.sim.scheduler_client import SchedulerClient
@@ -41,8 +49,9 @@ def _force_shutdown() -> bool:
 class SigtermWatchdog:
     """SGLang's ``SignalHandler.sigterm_handler`` plus ``TokenizerManager.sigterm_watchdog``."""
 
-    def __init__(self, client: SchedulerClient) -> None:
+    def __init__(self, client: SchedulerClient, rules: ReleaseRules = DEFAULT_RULES) -> None:
         self.client = client
+        self.rules = rules
         self.gracefully_exit = asyncio.Event()
 
     def on_sigterm(self) -> None:
@@ -64,4 +73,6 @@ class SigtermWatchdog:
         if _force_shutdown():
             logger.error("Signal SIGTERM received while force shutdown flag set. Force exiting.")
         self.client.shutdown(grace_s=SIGTERM_SCHEDULER_WAIT_S)
+        if self.rules.sigterm_exit == SIGTERM_CLEAN_EXIT:
+            kill_children_and_exit(SIGTERM_CLEAN_EXIT)
         kill_process_tree_and_self()

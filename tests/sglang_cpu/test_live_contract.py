@@ -234,9 +234,13 @@ def _drain_poll(o: Observations, _: CrashObservations) -> list[str]:
     return [f"drain looks {gaps} s apart"] if bad else []
 
 
-def _self_kill(o: Observations, _: CrashObservations) -> list[str]:
+def _sigterm_exit(o: Observations, _: CrashObservations) -> list[str]:
+    # Per release: -9 up to 0.5.18 (the launcher SIGKILLs itself), 0 from 0.5.19 (it kills only its children).
     code = o.stopped.returncode if o.stopped else None
-    return [] if code == contract.SIGTERM_SELF_KILL else [f"launcher's wait status after SIGTERM: {code}"]
+    expected = contract.sigterm_exit_status(o.version)
+    problems = [] if code == expected else [f"launcher's wait status after SIGTERM: {code}, contract {expected} "
+                                            f"for {o.version}"]
+    return problems + ([f"left behind: {o.stopped.survivors}"] if o.stopped and o.stopped.survivors else [])
 
 
 def _child_crashed(_: Observations, c: CrashObservations) -> list[str]:
@@ -297,7 +301,8 @@ CHECKS: dict[str, Check] = {
     "SIGTERM_LINE": _sigterm_line,
     "SIGTERM_POLL_S": _drain_poll,
     "SIGTERM_DRAIN_LINE": _drain_line,
-    "SIGTERM_SELF_KILL": _self_kill,
+    "SIGTERM_SELF_KILL": _sigterm_exit,
+    "SIGTERM_CLEAN_EXIT": _sigterm_exit,
     "CHILD_FAILED_RUNNING_LINE": _child_running,
     "CHILD_CRASHED_LINE": _child_crashed,
     "CHILD_FAILED_SELF_KILL": _child_self_kill,
@@ -341,14 +346,7 @@ NOT_SHOWN: dict[str, str] = {
 
 # fact -> (the first release where the live server contradicts the contract, the source lines that explain it).
 # The contract should record these; until it does, each is a strict expected failure from that release on.
-KNOWN_DRIFT: dict[str, tuple[str, str]] = {
-    "SIGTERM_SELF_KILL": ("0.5.19", (
-        "from 0.5.19 sigterm_watchdog kills only the children (kill_process_tree(os.getpid(), include_parent=False, "
-        "wait_timeout=60): tokenizer_manager.py 0.5.19 :3177, 0.5.21 :3352) and from 0.5.20 the launcher leaves through "
-        "the server stop hook (uvicorn's own shutdown, 0.5.21 :3353-3362): wait status 0, not -9 (0.5.18 still -9). "
-        "The contract's locator reads the fact as 'moved' because the cited text survives in the SIGQUIT handler "
-        "(0.5.21 :3818)")),
-}
+KNOWN_DRIFT: dict[str, tuple[str, str]] = {}
 
 
 def _drift(fact: str, version: str) -> str | None:

@@ -10,11 +10,13 @@ algorithms on 0.5.21, the EAGLE tree on 0.5.23).
 
 STANDALONE with the target as its own draft settles the "about 30% acceptance" question with evidence: SGLang's
 STANDALONE draft reuses EAGLE's draft extend, which shifts the draft's input left by one token
-(``srt/speculative/eagle_worker_v2.py:915-935``: ``torch.cat((input_ids[1:], tail_tokens[i]))`` for every
-algorithm; STANDALONE changes only the capture mode, :951-955), so a self-draft sees the sequence less its first
-token. Re-enacted with Hugging Face transformers (``hf_spec_sim.py``, no SGLang code and no port), that reading
-predicts the server's per-request acceptance histogram exactly (radix cache off). With the radix cache on it
-drops further: a cached prefix's last draft slot holds the shifted token of the request that wrote it.
+(``srt/speculative/eagle_worker_v2.py`` 0.5.21 :915-935, in ``_draft_extend_for_prefill`` :899:
+``torch.cat((input_ids[1:], tail_tokens[i]))`` :930 for every algorithm; STANDALONE changes only the capture mode,
+:951-958, and ``StandaloneDraftWorker(EagleDraftWorker)``, ``standalone_worker_v2.py`` 0.5.21 :39, does not override
+the method; the same shift in 0.5.19 :804, 0.5.20 :897, 0.5.22 :944, 0.5.23 :995), so a self-draft sees the
+sequence less its first token. Re-enacted with Hugging Face transformers (``hf_spec_sim.py``, no SGLang code and
+no port), that reading predicts the server's per-request acceptance histogram exactly (radix cache off). With the
+radix cache on it drops further: a cached prefix's last draft slot holds the shifted token of the request that wrote it.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 A real server process, a real open stream: SIGTERM is logged, the open request holds the drain (SGLang
 drains with no bound of its own), the client going away aborts it, then the scheduler is stopped and the
-front SIGKILLs its tree and itself (wait status -9) with nothing left behind. With SGL_FORCE_SHUTDOWN
-the open stream does not hold it.
+front SIGKILLs its tree and itself (wait status -9) with nothing left behind; with ``--sim-rules`` 0.5.19 or
+later it kills only its children and exits 0, as SGLang does from 0.5.19 (contract.sigterm_exit_status). With
+SGL_FORCE_SHUTDOWN the open stream does not hold it.
 """
 
 from __future__ import annotations
@@ -48,13 +49,15 @@ def _wait_line(log: Path, text: str, timeout_s: float = 10.0) -> str:
     raise AssertionError(f"{text!r} not logged within {timeout_s} s:\n{log.read_text(errors='replace')[-2000:]}")
 
 
-@pytest.mark.parametrize("force", [False, True], ids=["drain", "force"])
-def test_sigterm_drains_then_the_front_kills_its_tree_and_itself(tmp_path: Path, force: bool) -> None:
+@pytest.mark.parametrize(("force", "rules"), [(False, None), (True, None), (False, "0.5.18"), (False, "0.5.19"),
+                                              (True, "0.5.21")],
+                         ids=["drain", "force", "drain-0.5.18", "drain-0.5.19", "force-0.5.21"])
+def test_sigterm_drains_then_the_front_ends_its_tree(tmp_path: Path, force: bool, rules: str | None) -> None:
     if force:
         os.environ[contract.SIGTERM_FORCE_ENV] = "1"  # the server inherits it; removed below
     try:
-        server = start_server([*GRAPH_28264, "--sim-revision", "post-fix", "--max-running-requests", "4"],
-                              tmp_path / "server.log")
+        server = start_server([*GRAPH_28264, "--sim-revision", "post-fix", "--max-running-requests", "4",
+                               *(["--sim-rules", rules] if rules else [])], tmp_path / "server.log")
     finally:
         os.environ.pop(contract.SIGTERM_FORCE_ENV, None)
     conn = None
@@ -72,8 +75,12 @@ def test_sigterm_drains_then_the_front_kills_its_tree_and_itself(tmp_path: Path,
             conn.close()  # the client goes away: its request is aborted and the drain ends
         code = server.wait(contract.SIGTERM_SCHEDULER_WAIT_S + 5)
         took = time.monotonic() - began
-        assert code == contract.SIGTERM_SELF_KILL, code
+        # No --sim-rules: 0.5.14's rules, whose launcher SIGKILLs itself.
+        assert code == contract.sigterm_exit_status(rules or "0.5.14"), (rules, code)
+        assert code == (contract.SIGTERM_CLEAN_EXIT if rules in ("0.5.19", "0.5.21") else contract.SIGTERM_SELF_KILL)
         log = server.log.read_text(errors="replace")
+        parent = "include_parent=False" if code == contract.SIGTERM_CLEAN_EXIT else "include_parent=True"
+        assert f"kill_process_tree called: parent_pid={server.pid}, {parent}" in log, log[-2000:]
         order = [contract.SIGTERM_LINE, "kill_process_tree called:"]
         if not force:
             order[1:1] = [f"{contract.SIGTERM_DRAIN_LINE} 1.", f"{contract.SIGTERM_DRAIN_LINE} 0."]
