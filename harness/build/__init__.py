@@ -17,10 +17,16 @@ One module per concept:
 
 from __future__ import annotations
 
-from harness.build.describe import describe_environment
-from harness.build.environments import NODEPS_PACKAGES, default_cache_dir, ensure_pip_env, pip_env_ready
-from harness.build.resolve import Build, BuildFailure, Builds, resolve_build
-from harness.build.spec import BUILD_KINDS, SIM_REVISIONS, VALID_SPECS, BuildSpec, parse_build_spec
+from typing import TYPE_CHECKING
+
+from harness.util.face import lazy_face
+
+if TYPE_CHECKING:  # the face's names; each module is imported when one of its names is first used (a scenario's
+    # validation needs only the spec's words, not the environments, probes and packaging behind a resolved build)
+    from harness.build.describe import describe_environment
+    from harness.build.environments import NODEPS_PACKAGES, default_cache_dir, ensure_pip_env, pip_env_ready
+    from harness.build.resolve import Build, BuildFailure, Builds, resolve_build
+    from harness.build.spec import BUILD_KINDS, SIM_REVISIONS, VALID_SPECS, BuildSpec, parse_build_spec
 
 __all__ = [
     "BUILD_KINDS",
@@ -38,3 +44,4 @@ __all__ = [
     "pip_env_ready",
     "resolve_build",
 ]
+__getattr__ = lazy_face(__name__)

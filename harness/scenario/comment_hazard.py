@@ -20,8 +20,9 @@ from typing import Any
 __all__ = ["CommentHazard", "find_hazards"]
 
 _GLUED_COMMENT = re.compile(r"^\s+#\S")
-# A line that could hold one: something, then whitespace and a #word (a line that is all comment cannot).
-_CANDIDATE_LINE = re.compile(r"^\s*[^\s#].*?\s#\S", re.MULTILINE)
+# A text that could hold one: whitespace, then a #word somewhere (a cheap test before the text is split in lines;
+# the plain values' ends then decide).
+_CANDIDATE = re.compile(r"\s#\S")
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class CommentHazard:
 
 def find_hazards(text: str, plain_ends: Sequence[tuple[int, int, tuple[Any, ...]]]) -> tuple[CommentHazard, ...]:
     """The hazards of ``text``, given where its plain string values end (0-based line and column, field path)."""
-    if not plain_ends or not _CANDIDATE_LINE.search(text):
+    if not plain_ends or not _CANDIDATE.search(text):
         return ()
     lines = text.splitlines()
     found = []

@@ -208,8 +208,10 @@ def apply_overrides(data: dict[str, Any], overrides: tuple[Override, ...]) -> di
             node.pop(ov.path[-1], None)
         else:
             node[ov.path[-1]] = ov.value
-        # What now sits at ov.path is the file's own value: copy it again before setting inside it.
-        copied = {c for c in copied if c[: len(ov.path)] != ov.path}
+        # What now sits at ov.path is the file's own value: copy it again before setting inside it. (``copied``
+        # holds every prefix of what it holds, so nothing under ov.path is in it unless ov.path itself is.)
+        if ov.path in copied:
+            copied = {c for c in copied if c[: len(ov.path)] != ov.path}
     return out
 
 
@@ -249,19 +251,24 @@ MAX_EXPANDED_CHARS = 64 << 20
 
 
 def _weight(data: Any) -> tuple[int, int]:
-    """(values, characters of text) in ``data``, walked without recursion."""
+    """(values, characters of text) in ``data``, walked without recursion. A mapping's keys are values too (they
+    are hashable, so never a mapping or a list themselves): counted where their mapping is."""
     values = chars = 0
     stack = [data]
+    pop, push, extend = stack.pop, stack.append, stack.extend
     while stack:
-        item = stack.pop()
+        item = pop()
         values += 1
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str):
+        if isinstance(item, str):
             chars += len(item)
+        elif isinstance(item, dict):
+            values += len(item)
+            for key, value in item.items():
+                if isinstance(key, str):
+                    chars += len(key)
+                push(value)
+        elif isinstance(item, list):
+            extend(item)
     return values, chars
 
 

@@ -7,14 +7,15 @@ scenario without a matrix, so a contradiction that only one case creates is stil
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, field_validator, model_validator
 
-from harness.build import BUILD_KINDS
 from harness.build.reference_server import REVISIONS
+from harness.build.spec import BUILD_KINDS
 from harness.records.metric_definitions import ACCEPT_LENGTH_BY_SOURCE, CROSS_PHASE
 from harness.records.outcome import SIGNED
 from harness.scenario.errors import excerpt
@@ -59,6 +60,11 @@ _RESERVED_FLAGS = {
     "host": "server.host",
     "port": "the harness (it leases a free port per run)",
 }
+_LINK = re.compile(r"^https?://\S+\Z")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_ROLE = re.compile(r"^[a-z][a-z0-9_-]*\Z")
+_MARKER = re.compile(r"^[a-z_][a-z0-9_]*\Z")
+_KNOB = re.compile(r"^[a-z][a-z-]*=[^,\s]+\Z")
 _HOSTNAME = re.compile(r"^(?=.{1,253}\.?\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                        r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?\Z")
 # Bounds on numbers that size what a run allocates or waits for: a value past them is a typo, and
@@ -90,7 +96,7 @@ class Upstream(_Strict):
     @classmethod
     def _links(cls, v: list[str]) -> list[str]:
         for link in v:
-            if not re.match(r"^https?://\S+\Z", link):
+            if not _LINK.match(link):
                 raise ValueError(f"expected an http(s) link, got {excerpt(link)}")
         return v
 
@@ -152,7 +158,7 @@ class Server(_Strict):
     @classmethod
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
         for name in v:
-            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*\Z", name):
+            if not _ENV_NAME.match(name):
                 raise ValueError(f"environment variable name {excerpt(name)} is not valid")
         return v
 
@@ -507,18 +513,13 @@ class BuildRole(_Strict):
         if revision not in REVISIONS:
             raise ValueError(f"reference-server revision {excerpt(revision)} is not one of {', '.join(REVISIONS)}")
         for knob in filter(None, knobs.split(",")):
-            if not re.match(r"^[a-z][a-z-]*=[^,\s]+\Z", knob):
+            if not _KNOB.match(knob):
                 raise ValueError(f"reference-server knob {excerpt(knob)} must look like name=value")
-        # the knobs as the build's own parser takes them (a name, its range): validate passed what compare refused
-        from harness.build.spec import parse_build_spec
-        from harness.util.errors import UserError
-
         # device=cuda is checked against this host's GPUs when a run resolves it; a scenario file is valid anywhere
         portable = ",".join(k for k in v.split(",") if k.replace(" ", "") not in ("device=cuda", "device=cpu"))
-        try:
-            parse_build_spec(f"sim:{portable}")
-        except UserError as exc:
-            raise ValueError(str(exc).split("; valid build specs:")[0]) from None
+        problem = _sim_spec_problem(portable)
+        if problem is not None:
+            raise ValueError(problem)
         return v
 
     @property
@@ -529,6 +530,20 @@ class BuildRole(_Strict):
             raise UserError("this scenario's role has no reference-server mapping (builds.<role>.sim); "
                             "run it on a real build (--cpu or a GPU) instead of --reference")
         return f"sim:{self.sim}"
+
+
+@functools.lru_cache(maxsize=256)  # every case of every file names the same few (validate: 9,000 calls, 15 specs)
+def _sim_spec_problem(portable: str) -> str | None:
+    """What the build's own parser says is wrong with ``sim:portable`` (a name, its range), or None: validate
+    passed what compare refused. A pure function of the text once ``device=`` (the host's GPUs) is left out."""
+    from harness.build.spec import parse_build_spec
+    from harness.util.errors import UserError
+
+    try:
+        parse_build_spec(f"sim:{portable}")
+    except UserError as exc:
+        return str(exc).split("; valid build specs:")[0]
+    return None
 
 
 class ProfileExpectation(_Strict):
@@ -686,7 +701,7 @@ class Scenario(_Strict):
     @classmethod
     def _roles(cls, v: dict[str, BuildRole]) -> dict[str, BuildRole]:
         for role in v:
-            if not re.match(r"^[a-z][a-z0-9_-]*\Z", role):
+            if not _ROLE.match(role):
                 raise ValueError(f"role name {excerpt(role)} must be lowercase letters, digits, '_' or '-'")
         return v
 
@@ -694,7 +709,7 @@ class Scenario(_Strict):
     @classmethod
     def _markers(cls, v: list[str]) -> list[str]:
         for m in v:
-            if not re.match(r"^[a-z_][a-z0-9_]*\Z", m):
+            if not _MARKER.match(m):
                 raise ValueError(f"marker {excerpt(m)} must be a Python identifier in lowercase")
         return v
 

@@ -38,6 +38,7 @@ Path_ = tuple[Any, ...]
 
 _YAML = "tag:yaml.org,2002:"
 _SCALAR_TAGS = frozenset(_YAML + t for t in ("str", "int", "float", "bool", "null", "timestamp", "merge"))
+_STR, _MAP, _SEQ, _MERGE = (_YAML + t for t in ("str", "map", "seq", "merge"))
 _PLAIN = "only plain YAML is allowed (mappings, lists, strings, numbers, booleans, null)"
 # Neither a process argument, an environment value nor a UTF-8 file can carry these.
 _UNCARRIABLE = re.compile("[\x00\ud800-\udfff]")
@@ -101,11 +102,26 @@ def _line_col(text: str, index: int) -> Position:
     return (text.count("\n", 0, index) + 1, index - (text.rfind("\n", 0, index) + 1) + 1)
 
 
+def _encodable(text: str) -> bool:
+    """True when ``text`` holds no lone surrogate (a scan of the whole text in C; the regex is 50x slower)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class _Walker:
     """Records every key's position and checks the bounds, expanding aliases as the data will; and builds
-    the data on the way, where the document is plain enough for that to be what SafeConstructor builds."""
+    the data on the way, where the document is plain enough for that to be what SafeConstructor builds.
 
-    def __init__(self, loader: yaml.SafeLoader | yaml.CSafeLoader) -> None:
+    ``text`` (the document's text) lets the walk skip two checks that text shows cannot fire: without a ``*``
+    no node is an alias, and without a backslash no scalar can hold a NUL or a lone surrogate (only a quoted
+    scalar's escape can put one there: the reader refuses them as characters)."""
+
+    def __init__(self, loader: yaml.SafeLoader | yaml.CSafeLoader, text: str | None = None) -> None:
         self.loader = loader
         self.positions: dict[Path_, Position] = {}
         self.nodes = 0
@@ -117,6 +133,8 @@ class _Walker:
         # (the constructor shares one object between its uses) or a merge key (``<<``). Its data is then
         # the constructor's own.
         self.built = True
+        self.aliases_possible = text is None or "*" in text
+        self.uncarriable_possible = text is None or "\\" in text or "\x00" in text or not _encodable(text)
 
     def walk(self, node: yaml.Node, path: Path_, depth: int) -> Any:
         self.nodes += 1
@@ -126,71 +144,98 @@ class _Walker:
         if depth > MAX_DEPTH:
             raise _fail(node, path, f"nested more than {MAX_DEPTH} levels deep")
         if isinstance(node, yaml.ScalarNode):
-            if not node.style and node.tag == _YAML + "str":  # plain: PyYAML says None, libyaml ""
-                self.plain_ends.append((node.end_mark.line, node.end_mark.column, path))
+            if not node.style and node.tag == _STR:  # plain: PyYAML says None, libyaml ""
+                end = node.end_mark
+                self.plain_ends.append((end.line, end.column, path))
             return self._scalar(node, path)
-        if isinstance(node, (yaml.SequenceNode, yaml.MappingNode)):
+        if isinstance(node, yaml.MappingNode):
+            self._seen(node)
+            if node.tag != _MAP:
+                raise _fail(node, path, f"tag {_tag(node.tag)} is not allowed: {_PLAIN}")
+            return self._mapping(node, path, depth)
+        if isinstance(node, yaml.SequenceNode):
+            self._seen(node)
+            if node.tag != _SEQ:
+                raise _fail(node, path, f"tag {_tag(node.tag)} is not allowed: {_PLAIN}")
+            items = []
+            positions, walk = self.positions, self.walk
+            for i, item in enumerate(node.value):
+                sub = path + (i,)
+                mark = item.start_mark
+                positions[sub] = (mark.line + 1, mark.column + 1)
+                items.append(walk(item, sub, depth + 1))
+            return items
+        return None
+
+    def _seen(self, node: yaml.Node) -> None:
+        if self.aliases_possible:
             if id(node) in self.collections_seen:
                 self.built = False  # an alias of a list or mapping
             self.collections_seen.add(id(node))
-        if isinstance(node, yaml.SequenceNode):
-            if node.tag != _YAML + "seq":
-                raise _fail(node, path, f"tag {_tag(node.tag)} is not allowed: {_PLAIN}")
-            items = []
-            for i, item in enumerate(node.value):
-                self.positions[path + (i,)] = _mark(item)
-                items.append(self.walk(item, path + (i,), depth + 1))
-            return items
-        if isinstance(node, yaml.MappingNode):
-            if node.tag != _YAML + "map":
-                raise _fail(node, path, f"tag {_tag(node.tag)} is not allowed: {_PLAIN}")
-            return self._mapping(node, path, depth)
-        return None
 
     def _mapping(self, node: yaml.MappingNode, path: Path_, depth: int) -> dict[Any, Any]:
         seen: dict[Any, yaml.Node] = {}
         data: dict[Any, Any] = {}
+        positions, walk, scalar = self.positions, self.walk, self._scalar
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise _fail(key_node, path, "mapping keys must be plain strings")
-            built_key = self._scalar(key_node, path)
+            built_key = scalar(key_node, path)
             key = key_node.value
             if key in seen:
                 first = seen[key].start_mark.line + 1
                 raise _fail(key_node, path + (key,), f"duplicate key {excerpt(key)} (first given on line {first})")
             seen[key] = key_node
-            self.positions[path + (key,)] = _mark(key_node)
-            data[built_key] = self.walk(value_node, path + (key,), depth + 1)
+            sub = path + (key,)
+            mark = key_node.start_mark
+            positions[sub] = (mark.line + 1, mark.column + 1)
+            data[built_key] = walk(value_node, sub, depth + 1)
         return data
 
     def _scalar(self, node: yaml.ScalarNode, path: Path_) -> Any:
-        self.chars += len(node.value)
+        value = node.value
+        self.chars += len(value)
         if self.chars > MAX_CHARS:
             raise _fail(node, path, f"more than {MAX_CHARS} characters of text once aliases (*name) "
                                     "are expanded; a scenario is a page of YAML")
-        if id(node) in self.scalars_checked:  # an alias of a scalar already checked
+        if self.aliases_possible:
+            if id(node) in self.scalars_checked:  # an alias of a scalar already checked
+                self.built = False
+                return None
+            self.scalars_checked.add(id(node))
+        tag = node.tag
+        if tag == _STR:  # a string is always its own valid value
+            if self.uncarriable_possible:
+                self._carriable(node, path)
+            return value
+        if tag not in _SCALAR_TAGS:
+            raise _fail(node, path, f"tag {_tag(tag)} is not allowed: {_PLAIN}")
+        if self.uncarriable_possible:
+            self._carriable(node, path)
+        if tag == _MERGE:
             self.built = False
             return None
-        self.scalars_checked.add(id(node))
-        if node.tag not in _SCALAR_TAGS:
-            raise _fail(node, path, f"tag {_tag(node.tag)} is not allowed: {_PLAIN}")
+        key = (tag, value)
+        built = _CONSTRUCTED.get(key, _MISSING)
+        if built is not _MISSING:
+            return built
+        try:
+            built = self.loader.construct_object(node)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, yaml.YAMLError):
+            raise _fail(node, path, f"{excerpt(value)} is not a valid {_tag(tag)} value") from None
+        if isinstance(built, int) and not isinstance(built, bool) and built.bit_length() > _MAX_INT_BITS:
+            raise _fail(node, path, f"integer {excerpt(value)} is out of range (at most 63 bits)")
+        if type(built) in _IMMUTABLE and len(_CONSTRUCTED) < _CONSTRUCTED_MAX and len(value) <= _RESOLVED_TEXT:
+            _CONSTRUCTED[key] = built
+        return built
+
+    @staticmethod
+    def _carriable(node: yaml.ScalarNode, path: Path_) -> None:
         bad = _UNCARRIABLE.search(node.value)
         if bad:
             what = "a NUL character" if bad.group() == "\x00" else f"a lone surrogate U+{ord(bad.group()):04X}"
             raise _fail(node, path, f"{excerpt(node.value)} contains {what}, which no command line, "
                                     "environment or file can carry")
-        if node.tag == _YAML + "str":  # a string is always its own valid value
-            return node.value
-        if node.tag == _YAML + "merge":
-            self.built = False
-            return None
-        try:
-            value = self.loader.construct_object(node)
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, yaml.YAMLError):
-            raise _fail(node, path, f"{excerpt(node.value)} is not a valid {_tag(node.tag)} value") from None
-        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _MAX_INT_BITS:
-            raise _fail(node, path, f"integer {excerpt(node.value)} is out of range (at most 63 bits)")
-        return value
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -231,6 +276,12 @@ _LIBYAML_MAX_CHARS = 64 * 1024
 # values. Short texts only, and a bounded number of them, so the cache stays small whatever is read.
 _RESOLVED: dict[tuple[Any, Any, Any], str] = {}
 _RESOLVED_MAX, _RESOLVED_TEXT = 8192, 64
+# Likewise the values of short non-string scalars (``8``, ``true``, ``0.5``, ``null``): SafeConstructor builds
+# them as a pure function of tag and text, and only immutable ones are kept, so a value is never shared mutably.
+_CONSTRUCTED: dict[tuple[str, str], Any] = {}
+_CONSTRUCTED_MAX = 8192
+_IMMUTABLE = frozenset({int, float, bool, type(None)})
+_MISSING = object()
 
 
 class _CLoader(yaml.CSafeLoader):
@@ -239,6 +290,9 @@ class _CLoader(yaml.CSafeLoader):
     def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
         # A pure function here: SafeLoader's implicit resolvers are fixed per class, and it has no path
         # resolvers (which would make a tag depend on where the node sits).
+        if value is None and not self.yaml_path_resolvers:  # a list or mapping: its tag does not depend on text
+            return _SEQ if kind is yaml.SequenceNode else _MAP if kind is yaml.MappingNode else str(
+                super().resolve(kind, value, implicit))
         if self.yaml_path_resolvers or (value is not None and len(value) > _RESOLVED_TEXT):
             return str(super().resolve(kind, value, implicit))
         key = (kind, value, implicit)
@@ -273,7 +327,7 @@ def _parse_with(make_loader: type[_CLoader] | type[_BoundedLoader], path: Path, 
         if node is None:
             raise SourceError(1, 1, "empty file: a scenario is a mapping with at least name, description, "
                                     "server, workload and builds")
-        walker = _Walker(loader)
+        walker = _Walker(loader, text)
         data = walker.walk(node, (), 0)
         if not walker.built:
             data = loader.construct_document(node)

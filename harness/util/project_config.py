@@ -20,6 +20,7 @@ computes a path from the package's own location: an installed harness writes not
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -113,6 +114,7 @@ def _table(path: Path) -> tuple[dict[str, Any], str]:
     return _PARSED[key]
 
 
+@functools.lru_cache(maxsize=64)  # a pure function of its inputs, asked for every key each time project() is read
 def _where(path: Path, text: str, key: str) -> str:
     """``FILE:LINE`` of ``key = ...`` (the first such line after the table's header), else ``FILE``."""
     lines = text.splitlines()
