@@ -6,12 +6,13 @@ mechanism, not SGLang; every figure they print says so in its `server` field.
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
 import secrets
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ __all__ = [
     "ratio",
     "emit",
     "quiet_logging",
+    "revision_parser",
+    "alternate_rounds",
 ]
 
 SERVER_LABEL = "sglang-repro CPU reference server (a model of SGLang's Frozen-KV MTP mechanism, not SGLang)"
@@ -108,3 +111,30 @@ def quiet_logging(verbose: bool) -> None:
     """Harness logs go to stderr (stdout carries only the JSON summary); INFO with --verbose."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(message)s")
+
+
+def revision_parser(doc: str, *, work: Path, timeout_s: float, cold_help: str) -> argparse.ArgumentParser:
+    """The options of a benchmark that measures a committed revision in a fresh clone, against an optional baseline
+    revision in the same rounds: --rev, --baseline, --rounds, --cold, --timeout-s, --work, --out."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--rev", default="HEAD", help="the revision to measure (committed work only)")
+    parser.add_argument("--baseline", default=None, help="a revision measured in the same rounds, alternating")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--cold", action="store_true", help=cold_help)
+    parser.add_argument("--timeout-s", type=float, default=timeout_s)
+    parser.add_argument("--work", type=Path, default=work)
+    parser.add_argument("--out", type=Path, default=None)
+    return parser
+
+
+def alternate_rounds(rev: str, baseline: str | None, rounds: int,
+                     measure: Callable[[str, str], dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """``measure(name, rev)`` for the candidate (and the baseline, when given) in turn, ``rounds`` times, so both
+    meet the same load; each round's figures on stderr as they come. Name -> its rounds."""
+    revs = {"candidate": rev, **({"baseline": baseline} if baseline else {})}
+    out: dict[str, list[dict[str, Any]]] = {name: [] for name in revs}
+    for _ in range(rounds):
+        for name, revision in revs.items():
+            out[name].append(measure(name, revision))
+            sys.stderr.write(f"{name}: {json.dumps(out[name][-1])}\n")
+    return out

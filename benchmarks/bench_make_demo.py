@@ -14,8 +14,6 @@ round from ``/proc/stat`` (every process on the machine, other users' too).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import re
 import subprocess
@@ -26,7 +24,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from _common import emit
+from _common import alternate_rounds, emit, revision_parser
 from bench_make_test import cpu_over, machine_cpu_s
 
 REPO = Path(__file__).resolve().parent.parent
@@ -86,22 +84,12 @@ def _round(rev: str, work: Path, name: str, cold: bool, timeout_s: float) -> dic
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rev", default="HEAD", help="the revision to measure (committed work only)")
-    parser.add_argument("--baseline", default=None, help="a revision measured in the same rounds, alternating")
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--cold", action="store_true", help="empty environment and uv caches, as on a new machine")
-    parser.add_argument("--timeout-s", type=float, default=1200)
-    parser.add_argument("--work", type=Path, default=REPO / "reports" / "benchmarks" / "make_demo")
-    parser.add_argument("--out", type=Path, default=None)
+    parser = revision_parser(__doc__, work=REPO / "reports" / "benchmarks" / "make_demo", timeout_s=1200,
+                             cold_help="empty environment and uv caches, as on a new machine")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    revs = {"candidate": args.rev, **({"baseline": args.baseline} if args.baseline else {})}
-    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in revs}
-    for _ in range(args.rounds):
-        for name, rev in revs.items():
-            rounds[name].append(_round(rev, args.work, name, args.cold, args.timeout_s))
-            sys.stderr.write(f"{name}: {json.dumps(rounds[name][-1])}\n")
+    rounds = alternate_rounds(args.rev, args.baseline, args.rounds,
+                              lambda name, rev: _round(rev, args.work, name, args.cold, args.timeout_s))
     summary: dict[str, Any] = {
         "question": "wall time of `make demo` in a fresh clone, and whether it shows the real crash -> pass",
         "cold": args.cold, "pip_http_cache": "the user's (warm here)", "cores": os.cpu_count(), "goal_s": GOAL_S,

@@ -15,8 +15,6 @@ floor they put under the wall time, busy seconds / cores, which no scheduling of
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import re
 import subprocess
@@ -26,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import emit
+from _common import alternate_rounds, emit, revision_parser
 
 REPO = Path(__file__).resolve().parent.parent
 _SUMMARY = re.compile(r"^=+ (.*(?:passed|failed|error).*) in ([0-9.]+)s", re.MULTILINE)
@@ -100,23 +98,13 @@ def _round(rev: str, work: Path, name: str, cold: bool, beside: bool, timeout_s:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rev", default="HEAD", help="the revision to measure (committed work only)")
-    parser.add_argument("--baseline", default=None, help="a revision measured in the same rounds, alternating")
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--cold", action="store_true", help="fresh sglang environments too, as on a new machine")
+    parser = revision_parser(__doc__, work=REPO / "reports" / "benchmarks" / "make_test", timeout_s=3600,
+                             cold_help="fresh sglang environments too, as on a new machine")
     parser.add_argument("--beside", action="store_true", help="a second make test at the same time (load)")
-    parser.add_argument("--timeout-s", type=float, default=3600)
-    parser.add_argument("--work", type=Path, default=REPO / "reports" / "benchmarks" / "make_test")
-    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    revs = {"candidate": args.rev, **({"baseline": args.baseline} if args.baseline else {})}
-    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in revs}
-    for _ in range(args.rounds):
-        for name, rev in revs.items():
-            rounds[name].append(_round(rev, args.work, name, args.cold, args.beside, args.timeout_s))
-            sys.stderr.write(f"{name}: {json.dumps(rounds[name][-1])}\n")
+    rounds = alternate_rounds(args.rev, args.baseline, args.rounds,
+                              lambda name, rev: _round(rev, args.work, name, args.cold, args.beside, args.timeout_s))
     summary = {
         "question": "wall time and verdict of `make test` in a fresh clone",
         "cold": args.cold, "beside": args.beside, "cores": os.cpu_count(),

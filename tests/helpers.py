@@ -21,9 +21,10 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
+import pytest
 
 from harness.contract import facts as contract
 from harness.records.outcome import Outcome, Phase
@@ -31,8 +32,11 @@ from harness.records.run_record import RunRecord, TeardownInfo, record_from_dict
 from harness.server.lease import PortLease, lease_port
 from harness.server.process import ServerDied, ServerProcess, StartupTimeout
 
+if TYPE_CHECKING:  # the wheel reader loads only where a test asks for a release
+    from harness.contract.wheels import WheelSources
+
 __all__ = ["GIT_IDENTITY", "RECORD_SCENARIO", "SimServer", "copy_cited", "free_port", "git", "make_record", "refused_start",
-           "start_server", "stop_server"]
+           "release_wheel", "start_server", "stop_server"]
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -74,6 +78,20 @@ def copy_cited(package: Path, dest: Path) -> Path:
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(package / name, dest / name)
     return dest
+
+
+def release_wheel(version: str) -> WheelSources:
+    """The sources of sglang ``version``'s real wheel (downloaded once into the wheel cache); the test is skipped when
+    the wheel cannot be had here (no network, no cache), except under CI, where that is an error."""
+    from harness.contract.wheels import WheelSources
+    from harness.util.errors import InfraError
+
+    try:
+        return WheelSources.of(version)
+    except InfraError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"sglang {version}'s wheel cannot be had here: {exc}")
 
 
 @dataclass

@@ -5,26 +5,13 @@ server's ``rules=`` knob is documented where knobs are. The other cases: tests/t
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from harness.contract.wheels import WheelSources
-from harness.util.errors import InfraError
+from tests.helpers import release_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _wheel(version: str) -> WheelSources:
-    try:
-        return WheelSources.of(version)
-    except InfraError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"sglang {version}'s wheel cannot be had here: {exc}")
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -33,8 +20,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_list_renders_a_case_in_the_builds_words() -> None:
-    _wheel("0.5.23")
-    _wheel("0.5.13.post1")
+    release_wheel("0.5.23")
+    release_wheel("0.5.13.post1")
     scenario = "scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml"
     new = _cli("list", scenario, "--build", "pip:sglang==0.5.23")
     assert new.returncode == 0, new.stderr

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from harness.launch.contract_gate import contract_gap, needed_by
 from harness.pipeline import RunOptions, execute_run
 from harness.records.outcome import Outcome, Phase
 from harness.scenario import load_file, select_cases
-from tests.helpers import copy_cited
+from tests.helpers import copy_cited, release_wheel
 
 REPO = Path(__file__).resolve().parent.parent
 LONG = REPO / "scenarios" / "frozen_kv_mtp" / "long_prompt_stale_out_cache_loc.yaml"
@@ -132,7 +131,7 @@ def test_what_sglang_does_on_sigterm_never_ends_a_run(tmp_path: Path) -> None:
     """The SIGTERM facts are the reference server's model of SGLang's teardown; no verdict rests on them, so a
     release that moved them is reported by ``sglang-repro contract`` and still runs (issue 24)."""
     sigterm = {f.name for f in contract.FACTS if f.name.startswith("SIGTERM_")}
-    assert len(sigterm) == 6 and {contract.needs(f) for f in contract.FACTS if f.name in sigterm} == {"teardown"}
+    assert len(sigterm) == 7 and {contract.needs(f) for f in contract.FACTS if f.name in sigterm} == {"teardown"}
     for case in (_case(LONG), _case(_scenario_with(tmp_path, **{"enable-metrics": True, "api-key": "k"}))):
         assert "teardown" not in needed_by(case)
 
@@ -152,15 +151,7 @@ def test_what_a_build_is_never_gates_a_run(tmp_path: Path, monkeypatch: pytest.M
 
 def _wheel_package(version: str, dest: Path) -> Path:
     """The cited files of release ``version``, unzipped from its real wheel (nothing installed)."""
-    from harness.contract.wheels import WheelSources
-    from harness.util.errors import InfraError
-
-    try:
-        sources = WheelSources.of(version)
-    except InfraError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"sglang {version}'s wheel cannot be had here: {exc}")
+    sources = release_wheel(version)
     for name in contract.cited_files():
         text = sources.text(name)
         if text is not None:

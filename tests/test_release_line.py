@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import zipfile
@@ -21,7 +20,7 @@ from harness.contract.facts import FACTS, NEVER_GATES, needs
 from harness.contract.profile import compute_profile
 from harness.contract.release_line import release_row
 from harness.contract.wheels import WheelSources
-from harness.util.errors import InfraError
+from tests.helpers import release_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 # The releases the issue names: both sides of the fix, the reporter's (0.5.13.x), a post release, the newest seen.
@@ -29,18 +28,9 @@ LINE = ("0.5.12.post1", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.15.post1", "0.5
 BY_NAME = {f.name: f for f in FACTS}
 
 
-def _wheel(version: str) -> WheelSources:
-    try:
-        return WheelSources.of(version)
-    except InfraError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"sglang {version}'s wheel cannot be had here: {exc}")
-
-
 @pytest.fixture(scope="module")
 def rows() -> dict[str, object]:
-    return {v: (_wheel(v), release_row(v))[1] for v in LINE}
+    return {v: (release_wheel(v), release_row(v))[1] for v in LINE}
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -54,7 +44,7 @@ def test_the_cited_releases_hold_every_fact_and_a_post_release_moves_some(rows: 
     post = rows["0.5.15.post1"]
     counts = contract_counts(post.located)
     assert counts["changed"] == counts["gone"] == 0 and counts["moved"] > 0, counts
-    sources = _wheel("0.5.15.post1")
+    sources = release_wheel("0.5.15.post1")
     for loc in post.located:  # "moved" says where the text is now, in that wheel
         if loc.status == "moved":
             lines = (sources.text(loc.file) or "").splitlines()
@@ -64,7 +54,7 @@ def test_the_cited_releases_hold_every_fact_and_a_post_release_moves_some(rows: 
 def test_a_changed_citation_names_its_function_and_what_it_says_now(rows: dict) -> None:
     changed = [loc for loc in rows["0.5.12.post1"].located if loc.status == "changed"]
     assert changed
-    sources = _wheel("0.5.12.post1")
+    sources = release_wheel("0.5.12.post1")
     for loc in changed:
         if loc.function:
             assert loc.function.split(".")[-1] in (sources.text(loc.file) or ""), loc
@@ -103,7 +93,7 @@ def test_28264s_traceback_is_0_5_13_x_line_for_line() -> None:
               ("model_executor/model_runner.py", 3188, "registry.fill_from("),
               ("model_executor/cuda_graph_buffer_registry.py", 448, "_grouped_foreach_copy_(gpu_dsts, gpu_srcs)")]
     for version in ("0.5.13.post1", "0.5.14"):
-        sources = _wheel(version)
+        sources = release_wheel(version)
         held = [text in ((sources.text("srt/" + f) or "").splitlines() + [""] * line)[line - 1]
                 for f, line, text in frames]
         assert all(held) == (version == "0.5.13.post1"), (version, held)
@@ -154,7 +144,7 @@ def test_a_profile_is_read_from_the_wheel_alone(tmp_path: Path) -> None:
     """No install: the profile of a wheel whose draft worker lost its eager rule says why it has none."""
     from harness.contract.profile import ProfileUnavailable
 
-    src = _wheel("0.5.15").wheel
+    src = release_wheel("0.5.15").wheel
     broken = tmp_path / src.name.replace("0.5.15", "0.5.99")
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(broken, "w") as zout:
         for item in zin.infolist():
@@ -179,7 +169,7 @@ def test_docs_release_table_is_generated_from_the_wheels() -> None:
     versions = doc[start + len(head):doc.index(" -->", start)].split()
     assert set(LINE) <= set(versions)
     for version in versions:
-        _wheel(version)
+        release_wheel(version)
     body = doc[doc.index("-->", start) + 4:doc.index("\n<!-- end generated -->")]
     assert body == markdown(release_line(versions)), "regenerate: sglang-repro releases --markdown " + " ".join(versions)
 
@@ -196,7 +186,7 @@ def test_a_deprecated_flag_is_written_in_the_builds_words(rows: dict) -> None:
     (note,) = new.notes
     assert "--disable-cuda-graph is deprecated in sglang 0.5.23 (srt/server_args.py:411" in note
     assert in_build_words(args, rows["0.5.13.post1"].profile).args == args
-    fields = _wheel("0.5.23").text("srt/arg_groups/fields/exec_.py") or ""
+    fields = release_wheel("0.5.23").text("srt/arg_groups/fields/exec_.py") or ""
     assert "cuda_graph_backend_decode: A[" in fields and "cuda_graph_backend_prefill: A[" in fields
 
 
@@ -208,7 +198,7 @@ def test_preflight_renders_a_seed_case_in_the_builds_words_and_records_its_profi
     from harness.scenario import load_file, select_cases, server_flags
 
     package = tmp_path / "sglang"
-    sources = _wheel("0.5.23")
+    sources = release_wheel("0.5.23")
     for name in ("srt/speculative/frozen_kv_mtp_worker_v2.py", "srt/layers/attention/trtllm_mha_backend.py",
                  "srt/server_args.py", "srt/arg_groups/speculative_hook.py"):
         (package / name).parent.mkdir(parents=True, exist_ok=True)
@@ -235,7 +225,7 @@ def test_bisect_releases_says_in_advance_where_the_bug_should_be() -> None:
     from harness.scenario import load_file, select_cases
 
     for version in LINE:
-        _wheel(version)
+        release_wheel(version)
     scenario = ROOT / "scenarios/frozen_kv_mtp/long_prompt_stale_out_cache_loc.yaml"
     (case,) = select_cases(load_file(scenario), "tokens=276,path=eager")
     got = {e.version: e for e in expect_per_release(case, LINE, "pip:sglang=={version}")}
@@ -261,7 +251,7 @@ def test_minimize_writes_its_minimal_repro_in_the_builds_words(tmp_path: Path, m
     from harness.scenario import load_file, select_cases
 
     package = tmp_path / "sglang"
-    sources = _wheel("0.5.23")
+    sources = release_wheel("0.5.23")
     for name in ("srt/speculative/frozen_kv_mtp_worker_v2.py", "srt/layers/attention/trtllm_mha_backend.py",
                  "srt/server_args.py", "srt/arg_groups/speculative_hook.py"):
         (package / name).parent.mkdir(parents=True, exist_ok=True)

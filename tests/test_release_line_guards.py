@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import logging
-import os
 from pathlib import Path
 
 import pytest
@@ -19,30 +18,20 @@ import pytest
 from harness.contract.check import check_sources
 from harness.contract.facts import FACTS, Fact
 from harness.contract.release_line import ReleaseRow, release_row
-from harness.contract.wheels import WheelSources
-from harness.util.errors import InfraError
+from tests.helpers import release_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 TRT = "srt/layers/attention/trtllm_mha_backend.py"
 HOOK = "srt/arg_groups/kv_cache_hook.py"
 
 
-def _wheel(version: str) -> WheelSources:
-    try:
-        return WheelSources.of(version)
-    except InfraError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"sglang {version}'s wheel cannot be had here: {exc}")
-
-
 def _row(version: str) -> ReleaseRow:
-    _wheel(version)
+    release_wheel(version)
     return release_row(version)
 
 
 def _line_of(version: str, path: str, text: str) -> int:
-    lines = (_wheel(version).text(path) or "").splitlines()
+    lines = (release_wheel(version).text(path) or "").splitlines()
     return next(i for i, line in enumerate(lines, 1) if text in line)
 
 
@@ -83,7 +72,7 @@ def test_docs_and_the_reference_server_follow_the_corrected_refill() -> None:
 # -- the claim re-checked where it leads: a stale draft out_cache_loc on 0.5.19+'s graph path -------------------
 
 def _nodes_in(version: str, path: str, function: str) -> list[ast.AST]:
-    tree = ast.parse(_wheel(version).text(path) or "")
+    tree = ast.parse(release_wheel(version).text(path) or "")
     funcs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function]
     assert funcs, (version, path, function)
     return [n for f in funcs for n in ast.walk(f)]
@@ -193,7 +182,7 @@ def test_the_older_worker_file_is_located_for_every_profile_fact() -> None:
         for cite in item.cites:
             if cite.file.endswith("frozen_kv_mtp_worker_v2.py") and cite.line("0.5.14") is not None:
                 one = Fact(item.name, item.value, (cite,))
-                (loc,) = check_sources(_wheel("0.5.13.post1"), "0.5.13.post1", None, [one])
+                (loc,) = check_sources(release_wheel("0.5.13.post1"), "0.5.13.post1", None, [one])
                 assert loc.file == old, loc
 
 
@@ -202,7 +191,7 @@ def test_the_older_worker_file_is_located_for_every_profile_fact() -> None:
 def test_the_reference_server_names_the_release_it_was_asked_for(caplog: pytest.LogCaptureFixture) -> None:
     from tests.sim.test_sim_mechanism import NVFP4, _scheduler
 
-    _wheel("0.5.14")
+    release_wheel("0.5.14")
     with caplog.at_level(logging.INFO):
         _scheduler([*NVFP4, "--speculative-num-steps", "1", "--speculative-num-draft-tokens", "2",
                     "--sim-rules", "0.5.14"])

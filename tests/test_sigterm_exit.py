@@ -10,8 +10,6 @@ tests/sglang_cpu/test_live_contract.py (0.5.18, 0.5.19, 0.5.21 measured).
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from harness.contract import facts as contract
@@ -19,20 +17,11 @@ from harness.contract.check import check_sources
 from harness.contract.locate import function_span
 from harness.contract.sources import lines_of
 from harness.contract.wheels import WheelSources
-from harness.util.errors import InfraError
+from tests.helpers import release_wheel
 
 LINE = ("0.5.12.post1", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21",
         "0.5.22", "0.5.23")
 _TM = "srt/managers/tokenizer_manager.py"
-
-
-def _wheel(version: str) -> WheelSources:
-    try:
-        return WheelSources.of(version)
-    except InfraError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"sglang {version}'s wheel cannot be had here: {exc}")
 
 
 def _watchdog_kill(sources: WheelSources) -> tuple[int, str]:
@@ -56,7 +45,7 @@ def test_the_exit_status_per_release_is_the_boundary_of_0_5_19() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("version", LINE)
 def test_each_wheels_watchdog_ends_as_the_contract_says(version: str) -> None:
-    sources = _wheel(version)
+    sources = release_wheel(version)
     line, text = _watchdog_kill(sources)
     expected = contract.sigterm_exit_status(version)
     spares_itself = "include_parent=False" in text

@@ -103,13 +103,7 @@ class SGLangLauncher:
         drift = contract_gap(self.build, case)
         if drift:
             return drift
-        sc = case.scenario
-        load_format = sc.server.args.get("load-format")
-        for model in filter(None, (sc.server.model, sc.server.draft_model)):
-            gap = model_gap(model, load_format=str(load_format) if load_format else None)
-            if gap:
-                return gap
-        return hardware_gap(case)
+        return _models_gap(case) or hardware_gap(case)
 
     def gpus_needed(self, case: Case) -> int:
         return case.scenario.hardware.gpus
@@ -229,15 +223,16 @@ def cheap_gap(case: Case) -> str | None:
     """What this host lacks for ``case`` that is known in milliseconds (its GPUs, then its model files), or None:
     said before any environment is downloaded or built (a GPU-less host waited 155 s for a pip environment, then
     heard of the missing model, and of the missing GPUs last)."""
-    gap = hardware_gap(case)
-    if gap:
-        return gap
-    sc = case.scenario
-    load_format = sc.server.args.get("load-format")
-    for model in filter(None, (sc.server.model, sc.server.draft_model)):
-        found = model_gap(model, load_format=str(load_format) if load_format else None)
-        if found:
-            return found
+    return hardware_gap(case) or _models_gap(case)
+
+
+def _models_gap(case: Case) -> str | None:
+    """Why the files of the case's model or draft model are not here (:func:`model_gap`, with its load format), or None."""
+    load_format = case.scenario.server.args.get("load-format")
+    for model in filter(None, (case.scenario.server.model, case.scenario.server.draft_model)):
+        gap = model_gap(model, load_format=str(load_format) if load_format else None)
+        if gap:
+            return gap
     return None
 
 
