@@ -1060,6 +1060,34 @@ def t_triage_message_with_agreeing_frames(w: Work) -> Spec:
     return _triage_prints(w, paste, check=monotone)
 
 
+def _bisect_with_sets(w: Work, *sets: str) -> tuple[list[str], Path]:
+    """A bisection that writes its scenario copy, then stops cheaply: --good and --bad are one commit."""
+    repo = w.folder("repo")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=30)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q",
+                    "--allow-empty", "-m", "one"], check=True, timeout=30)
+    out = w.root / "o"
+    argv = ["bisect", str(w.seed), "--case", CASE, "--repo", str(repo), "--good", "HEAD", "--bad", "HEAD", "--out",
+            str(out)]
+    return argv + [x for s in sets for x in ("--set", s)], out
+
+
+@trial("set-copies")
+def t_bisect_set_secrets_into_its_scenario_copy(w: Work) -> Spec:
+    argv, out = _bisect_with_sets(w, f"server.env.HF_TOKEN={SECRET}", f"server.args.api-key={KEY}", "hardware.gpus=1")
+
+    def copied(_: Ran) -> list[str]:  # the copy is written (else the secrets' absence would prove nothing)
+        return [] if list(out.glob("bisect/scenarios/*.yaml")) else ["no scenario copy written"]
+    # its stderr says the report folder, then that --good and --bad are one commit
+    return Spec(argv, (2,), secrets=[SECRET, KEY], scan=[out], one_line=False, check=copied)
+
+
+@trial("set-copies")
+def t_bisect_set_value_with_a_newline(w: Work) -> Spec:
+    argv, out = _bisect_with_sets(w, "hardware.gpu_name=L40S\nforged")
+    return Spec(argv, (2,), outside=[out])
+
+
 # --- interrupts -----------------------------------------------------------------------------------------------
 
 

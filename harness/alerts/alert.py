@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -100,11 +101,12 @@ def bisect_command(cp: CasePoints, good: Point | None, bad: Point, *, signature:
     nothing passed before, the ``sglang-repro run`` that reproduces it.
     """
     if good is None:
-        return shlex.join(["sglang-repro", "run", cp.scenario_file, "--case", cp.case, "--build", bad.build_spec])
+        return shlex.join(["sglang-repro", "run", cp.scenario_file, "--case", cp.case, "--build", bad.build_spec]
+                          ) + _set_words(bad)
     how = _history_between(good, bad)
     if how is None:
         return shlex.join(["sglang-repro", "compare", cp.scenario_file, "--case", cp.case,
-                           "--before", good.build_spec, "--after", bad.build_spec])
+                           "--before", good.build_spec, "--after", bad.build_spec]) + _set_words(bad)
     argv = ["sglang-repro", "bisect", cp.scenario_file, "--case", cp.case]
     if how == "releases":
         argv += ["--releases", f"{good.build_version}..{bad.build_version}"]
@@ -116,7 +118,18 @@ def bisect_command(cp: CasePoints, good: Point | None, bad: Point, *, signature:
         argv += ["--metric", metric]
         if threshold is not None:
             argv += ["--threshold", f"{threshold:.6g}"]
-    return shlex.join(argv)
+    return shlex.join(argv) + _set_words(bad)
+
+
+_REFERENCE = re.compile(r"^[A-Za-z0-9_.+-]+=\$\{[A-Za-z0-9_]+\}\Z")
+
+
+def _set_words(bad: Point) -> str:
+    """The first bad night's ``--set`` overrides as words of the command (without them it runs another case: the
+    night's failure passes). A secret is recorded as ``FIELD=${VAR}`` (``overrides.recorded_set``): double-quoted,
+    so the shell that runs the line puts the user's own value in; every other value single-quoted, as typed."""
+    words = [f'"{s}"' if _REFERENCE.match(s) else shlex.quote(s) for s in bad.sets]
+    return "".join(f" --set {w}" for w in words)
 
 
 def _event_alerts(cp: CasePoints) -> list[Alert]:

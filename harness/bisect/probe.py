@@ -135,9 +135,11 @@ class StepRecord:
 
 def load_case(scenario: Path, name: str | None) -> Case:
     """Exactly one case of the scenario (a bisection searches one experiment)."""
+    from harness.scenario.overrides import secret_sets_from_env
     from harness.util.errors import UserError
 
-    cases = select_cases(load_file(scenario), name)
+    # a search run with secret --set overrides reads a copy without them; they come in the environment
+    cases = select_cases(load_file(scenario, overrides=secret_sets_from_env()), name)
     if len(cases) != 1:
         names = ", ".join(c.name for c in cases)
         raise UserError(f"{scenario}: --case must pick exactly one case, it picks {len(cases)}: {names}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from pathlib import Path
@@ -97,6 +98,15 @@ def _check_target(args: argparse.Namespace) -> None:
             raise UserError(f"--signature {args.signature}: not in the catalogue {catalogue.source}")
 
 
+def _check_revisions(args: argparse.Namespace) -> None:
+    """A --good or --bad that is no commit of --repo is bad input: refused before anything is written."""
+    if args.releases is None:
+        from harness.bisect.worktree import resolve_commit
+
+        resolve_commit(args.repo, args.good, "--good")
+        resolve_commit(args.repo, args.bad, "--bad")
+
+
 def _with_overrides(args: argparse.Namespace) -> Path:
     """The scenario file the search reads: the user's, or with ``--set`` a copy with the overrides applied
     (each step of ``git bisect run`` reads the file again, so the overrides must be in it)."""
@@ -105,13 +115,30 @@ def _with_overrides(args: argparse.Namespace) -> Path:
     sets = scenario_overrides(args)
     if not sets:
         return Path(args.scenario)
-    from harness.scenario.overrides import write_overridden
+    from harness.scenario.overrides import SECRET_SETS_ENV, is_secret_set, write_overridden
     from harness.util.paths import reports_root
 
-    return write_overridden(Path(args.scenario), sets, (args.out or reports_root()) / "bisect" / "scenarios")
+    copy = write_overridden(Path(args.scenario), sets, (args.out or reports_root()) / "bisect" / "scenarios")
+    secret = [s.text for s in sets if is_secret_set(s)]
+    if secret:  # the copy holds none of them: every process of the search (steps, probes) inherits them from here
+        os.environ[SECRET_SETS_ENV] = json.dumps(secret)
+    return copy
 
 
 def main(args: argparse.Namespace) -> int:
+    from harness.scenario.overrides import SECRET_SETS_ENV
+
+    before = os.environ.get(SECRET_SETS_ENV)
+    try:
+        return _main(args)
+    finally:  # the secret overrides are this search's: not left for a later command of the same process (a test)
+        if before is None:
+            os.environ.pop(SECRET_SETS_ENV, None)
+        else:
+            os.environ[SECRET_SETS_ENV] = before
+
+
+def _main(args: argparse.Namespace) -> int:
     from harness.bisect.oracle import Limits
     from harness.bisect.run import BisectArgs, run_bisect
     from harness.commands._store_args import check_store_value
@@ -145,6 +172,7 @@ def main(args: argparse.Namespace) -> int:
     args.out = args.out.absolute() if args.out is not None else None
     args.scenario = args.scenario.absolute()
     args.repo = args.repo.absolute() if args.repo is not None else None
+    _check_revisions(args)
     scenario = _with_overrides(args)
     store = None if args.no_cache else str(args.store or default_store(args.out))
     if store is not None:

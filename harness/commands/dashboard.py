@@ -41,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
     check_output_folder(args.output, "-o")  # an existing file, device or FIFO is refused before the store opens
     if args.store:
         existing_store(args.store)  # it reads the store: a mistyped --store is refused, not created empty
-    with open_store(args.store or default_store()) as store:
+    with open_store(args.store or default_store(), read_only=True) as store:  # a read-only mount is read as it is
         try:
             index = build_site(store, args.output, _kinds(args.kinds))
         except OSError as exc:

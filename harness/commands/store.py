@@ -56,7 +56,8 @@ def main(args: argparse.Namespace) -> int:
     where = args.store or default_store()
     if args.action != "import":
         existing_store(where)  # alerts, ack, resolve and export read a store: a mistyped path creates none
-    with open_store(where) as store:
+    # alerts and export only read: a store on a read-only mount is read as it is
+    with open_store(where, read_only=args.action in ("alerts", "export")) as store:
         if args.action == "import":
             report = import_folders(store, args.paths, kind=args.kind)
             for line in report.skipped:

@@ -73,7 +73,7 @@ def record(resolved: Resolved | Unresolved, trail: Trail, verdict: RunVerdict, c
     resolved_backends = backends(trail, paths, sc)
     run_record = RunRecord(
         run_id=paths.tag,
-        scenario=ScenarioRef(name=sc.name, file=str(case.file)),
+        scenario=ScenarioRef(name=sc.name, file=str(case.file), sets=case.sets),
         case=CaseRef(name=case.name, values=dict(case.values)),
         build=build_ref,
         trial=trial,

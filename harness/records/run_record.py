@@ -57,6 +57,7 @@ class RunVerdict:
 class ScenarioRef:
     name: str
     file: str
+    sets: tuple[str, ...] = ()  # the --set overrides it ran with (secrets as ${VAR} references)
 
 
 @dataclass(frozen=True)
@@ -307,7 +308,8 @@ def record_from_dict(data: Mapping[str, Any], *, source: str = "result.json") ->
                    for k, v in (data.get("metrics") or {}).items()}
         return RunRecord(
             run_id=str(data.get("run_id") or server.get("run_tag") or Path(artifacts).name or "unknown"),
-            scenario=ScenarioRef(name=str(scenario.get("name", "")), file=str(scenario.get("file", ""))),
+            scenario=ScenarioRef(name=str(scenario.get("name", "")), file=str(scenario.get("file", "")),
+                                 sets=tuple(str(x) for x in scenario.get("sets") or () if isinstance(x, str))),
             case=CaseRef(name=str(case.get("name", "")), values=dict(case.get("values") or {})),
             build=BuildRef(kind=str(build.get("kind", "")), spec=str(build.get("spec", "")),
                            version=build.get("version"), commit=build.get("commit"), role=build.get("role"),

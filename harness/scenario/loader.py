@@ -24,7 +24,7 @@ from harness.scenario.matrix import (
     reference_overrides,
 )
 from harness.scenario.model import Scenario
-from harness.scenario.overrides import SetOverride
+from harness.scenario.overrides import SetOverride, recorded_set
 from harness.scenario.set_conflicts import warn_overridden
 from harness.scenario.source import Source, SourceError, read_source
 from harness.util.collector import collector_paused
@@ -46,6 +46,8 @@ class Case:
     reference_scenario: Scenario | None = None  # with the file's `reference` overrides applied
     # With the file's `cpu.overrides` applied: how the real-SGLang CPU build runs the case (None: no `cpu:` section).
     cpu_scenario: Scenario | None = None
+    # The --set overrides it was loaded with, as a run records them (secrets as ${VAR}: overrides.recorded_set)
+    sets: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -173,6 +175,9 @@ def _load_file(path: Path, known_signatures: set[str] | None, sets: tuple[SetOve
                               for (line, where), names in problems.in_cases.items()]
     if lines:
         raise ScenarioError(list(dict.fromkeys(lines)))
+    if sets:  # the night's overrides go with each run it records, so the next step can give them again
+        recorded = tuple(recorded_set(s) for s in sets)
+        cases = [replace(c, sets=recorded) for c in cases]
     return LoadedScenario(file=path, scenario=base, cases=tuple(cases), hazards=tuple(dict.fromkeys(source.hazards)))
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import json
 import operator
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
@@ -75,6 +76,7 @@ class Point:
     metrics: Mapping[str, tuple[float, ...]]  # raw per-trial values of pass/fail runs
     artifacts: tuple[str, ...]
     host: Mapping[str, str] = field(default_factory=dict)  # facts that do not key the series: driver, CUDA, platform
+    sets: tuple[str, ...] = ()  # the --set overrides its runs ran with (a next step gives them again)
 
     @property
     def build_label(self) -> str:
@@ -493,13 +495,25 @@ def _point(runs: _Runs, rows: list[int]) -> Point:
         metrics=metric_values,
         artifacts=tuple(str(artifacts[r]) for r in rows),
         host={k: v for k, v in facts.items() if v},
+        sets=_sets(c["set_overrides"][first]),
     )
+
+
+def _sets(raw: Any) -> tuple[str, ...]:
+    """``runs.set_overrides`` (a JSON list, or NULL for none) as the texts; a value not of that shape is none."""
+    if not raw:
+        return ()
+    try:
+        got = json.loads(str(raw))
+    except ValueError:
+        return ()
+    return tuple(str(x) for x in got if isinstance(x, str)) if isinstance(got, list) else ()
 
 
 _COLUMNS = ("scenario", "scenario_file", "case_name", "hardware_key", "batch_id", "build_key", "batch_label",
             "batch_started_at", "started_at", "build_spec", "build_version", "build_commit", "trial", "outcome",
             "signature", "run_id", "artifacts", "driver_version", "cuda_version", "gpu_name", "gpu_count", "cpu",
-            "host_platform")
+            "host_platform", "set_overrides")
 
 
 class _Entries:
@@ -572,11 +586,11 @@ _JOINED = ((batches, "batch_id", (("batch_label", "label"), ("batch_started_at",
 
 
 _REPEATED = ("batch_id", "scenario", "scenario_file", "case_name", "build_key", "host_key", "hardware_key",
-             "outcome", "signature")
+             "outcome", "signature", "set_overrides")
 # The run columns a point is made of (``_point``, ``_CaseTable``); the others only group and order the runs.
 _POINT_COLUMNS = frozenset({"batch_id", "batch_label", "batch_started_at", "build_key", "build_spec",
                             "build_version", "build_commit", "outcome", "signature", "driver_version",
-                            "cuda_version", "host_platform", "hardware_key", "artifacts"})
+                            "cuda_version", "host_platform", "hardware_key", "artifacts", "set_overrides"})
 
 
 def _series_columns(store: Store, kinds: Sequence[str] = SERIES_KINDS) -> dict[str, list[Any]]:

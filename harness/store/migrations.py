@@ -135,6 +135,11 @@ def _v8_upstream_links(conn: Connection) -> None:
     md.create_all(conn)
 
 
+def _v9_set_overrides(conn: Connection) -> None:
+    # Earlier runs recorded no overrides: NULL, as a run without any
+    conn.execute(text("ALTER TABLE runs ADD COLUMN set_overrides TEXT"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "builds, hosts, batches, runs, metrics (long format)", _v1_runs),
     Migration(2, "alerts with fingerprints and states", _v2_alerts),
@@ -146,6 +151,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "runs.kind: what made each run (nightly, run, compare, pytest, bisect, minimize); series hold nightly "
                  "runs", _v7_run_kind),
     Migration(8, "upstream_links: the upstream issues filed for an incident (store link)", _v8_upstream_links),
+    Migration(9, "runs.set_overrides: the --set overrides a run ran with, so an incident's next step gives them again",
+              _v9_set_overrides),
 )
 
 

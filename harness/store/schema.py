@@ -101,6 +101,7 @@ runs = Table(
     Column("record", Text, nullable=False),
     Column("search_key", String(64)),
     Column("kind", String(16)),  # RUN_KINDS; every run written since migration 7 has one
+    Column("set_overrides", Text),  # JSON list of the run's --set texts (secrets as ${VAR}); NULL: none
     Index("ix_runs_series", "scenario", "case_name"),
     Index("ix_runs_batch", "batch_id"),
     Index("ix_runs_search", "search_key"),

@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Engine, Float, Integer, Row, Select, String, Table, create_engine, event, select, update
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import NullPool
 
 from harness.records.run_record import RunRecord, record_from_dict, record_to_dict
-from harness.store.migrations import migrate
+from harness.store.migrations import current_version, latest_version, migrate
 from harness.store.schema import RUN_KINDS, alerts, batches, builds, detections, hosts, metrics, runs
 from harness.store.url import check_libpq_files, redact_url, store_url
 from harness.util.clock import now_iso_exact
@@ -132,6 +133,7 @@ def _rows(record: RunRecord, batch: Batch, recorded_at: str, search_key: str | N
         "reason": redact_everywhere(record.reason, known), "started_at": record.started_at, "duration_s": record.duration_s,
         "recorded_at": recorded_at, "artifacts": record.artifacts, "experiment": record.experiment,
         "harness_version": record.harness_version, "kind": kind,
+        "set_overrides": json.dumps(list(record.scenario.sets)) if record.scenario.sets else None,
         # By value too: a secret a server was given may sit in any field (a reason, an excerpt, a flag).
         "record": redact_everywhere(json.dumps(record_to_dict(record), sort_keys=True, default=str), known),
     }
@@ -186,10 +188,11 @@ def schema_problems(record: RunRecord) -> list[str]:
 class Store:
     """An open store. Use :func:`open_store`; close with :meth:`close` (or ``with``)."""
 
-    def __init__(self, engine: Engine, url: URL) -> None:
+    def __init__(self, engine: Engine, url: URL, *, read_only: bool = False) -> None:
         self.engine = engine
         self.url = url
         self.where = redact_url(url)
+        self.read_only = read_only  # opened where it cannot be written (open_store's read_only): caches are not saved
 
     def __enter__(self) -> Store:
         return self
@@ -372,8 +375,9 @@ class Store:
             return {r.series_key: dict(r._mapping) for r in conn.execute(select(detections))}
 
     def put_detections(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Insert or replace cached detector states (the newest state of a series wins)."""
-        if not rows:
+        """Insert or replace cached detector states (the newest state of a series wins); a read-only store keeps
+        none (the states are computed again next time)."""
+        if not rows or self.read_only:
             return
         dialect = _dialect(self.dialect)
         stmt = dialect.insert(detections)
@@ -465,7 +469,8 @@ def runs_select() -> Select[Any]:
                runs.c.hardware_key, hosts.c.gpu_name, hosts.c.gpu_count, hosts.c.driver_version,
                hosts.c.cuda_version, hosts.c.cpu, hosts.c.platform.label("host_platform"), hosts.c.hostname,
                runs.c.trial, runs.c.outcome, runs.c.signature, runs.c.phase, runs.c.reason, runs.c.started_at, runs.c.duration_s,
-               runs.c.artifacts, runs.c.experiment, runs.c.harness_version, runs.c.kind.label("run_kind"))
+               runs.c.artifacts, runs.c.experiment, runs.c.harness_version, runs.c.kind.label("run_kind"),
+               runs.c.set_overrides)
         .join(batches, batches.c.id == runs.c.batch_id)
         .join(builds, builds.c.key == runs.c.build_key)
         .join(hosts, hosts.c.key == runs.c.host_key)
@@ -555,12 +560,71 @@ def _connect_timeout(url: URL) -> int:
     return max(2, min(value, _CONNECT_S))  # libpq takes 1 as 2; 0 would mean no deadline at all
 
 
-def open_store(value: str | URL, *, migrate_to_latest: bool = True) -> Store:
-    """Open (and create or upgrade) the store at a path or URL; InfraError naming it when it cannot be reached."""
+def _unwritable(path: Path) -> bool:
+    """An existing SQLite file that this process cannot write, or whose folder takes no new file (its ``-shm``): a
+    read-only mount, an immutable folder. ``access`` answers for root too (EROFS, EPERM), where mode bits do not."""
+    import os
+
+    return path.is_file() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
+def _sqlite_read_only_engine(path: Path, where: str) -> Engine:
+    """An engine that only reads ``path``: ``mode=ro``; where even that cannot open it (a WAL store wants its ``-shm``,
+    which a read-only folder cannot take) ``immutable=1``, which reads the file alone, and says so."""
+    import sqlite3
+    import sys
+
+    uri = path.resolve().as_uri()
+
+    def connect(how: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(f"{uri}?{how}", uri=True, timeout=_SQLITE_BUSY_MS / 1000, check_same_thread=False)
+        conn.isolation_level = None  # SQLAlchemy's "begin" below opens the (deferred: reading) transaction
+        conn.execute("PRAGMA query_only=ON")
+        return conn
+
+    how = "mode=ro"
+    try:
+        connect(how).execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:
+        how = "immutable=1"
+        sys.stderr.write(f"sglang-repro: store {where}: read-only, and its folder cannot take the -shm file SQLite's "
+                         "WAL wants: read as an unchanging file (what a writer left in its -wal, if any, is not seen)\n")
+    engine = create_engine("sqlite://", creator=lambda: connect(how), poolclass=NullPool)
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN")
+
+    return engine
+
+
+def _open_read_only(url: URL, where: str) -> Store:
+    """The store at ``url`` (an SQLite file that cannot be written), read as it is: not created, not upgraded."""
+    engine = _sqlite_read_only_engine(Path(url.database or ""), where)
+    try:
+        with engine.connect() as conn:
+            version = current_version(conn)
+    except SQLAlchemyError as exc:
+        raise InfraError(f"store {where}: cannot open read-only: {_first_line(exc)}") from None
+    if version != latest_version():
+        engine.dispose()
+        raise InfraError(f"store {where}: read-only and at version {version}; this harness reads version "
+                         f"{latest_version()}: " + ("upgrade sglang-repro" if version > latest_version() else
+                                                    "open it once where it can be written (it upgrades itself)"))
+    return Store(engine, url, read_only=True)
+
+
+def open_store(value: str | URL, *, migrate_to_latest: bool = True, read_only: bool = False) -> Store:
+    """Open (and create or upgrade) the store at a path or URL; InfraError naming it when it cannot be reached.
+
+    ``read_only`` (commands that only read: dashboard, store alerts and export): an SQLite file that cannot be written
+    (a read-only mount) is opened for reading only, never created or upgraded; any other store opens as usual."""
     url = value if isinstance(value, URL) else store_url(value)
     where = redact_url(url)
     if url.drivername == "sqlite":  # a device, a FIFO or another application's database: refused before opening
         check_sqlite_file(Path(url.database or ""), where)
+        if read_only and _unwritable(Path(url.database or "")):
+            return _open_read_only(url, where)
     try:
         if url.drivername == "sqlite":
             Path(url.database or "").parent.mkdir(parents=True, exist_ok=True)
