@@ -9,14 +9,14 @@ PYTHON    ?= python3
 PY        := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed
 PIP       := $(PY) -m pip install -q --disable-pip-version-check -c .ci/constraints.txt
-# INSTALLER=uv: uv (pinned) installs the same packages from the same constraints (pip freeze compared equal), about
-# 4x faster from a fresh clone here: install + make demo's first report 61-66 s against pip's 251 s (warm caches, this
-# shared 2-core machine at load ~12, run at nice -15; uv's install 8 CPU-s against pip's 66). Not the default: the
-# issue's bar, a first report under 45 s, could not be shown on a machine that busy. uv goes into $(VENV)/.uv, outside
-# the venv's site-packages; it reads no pip configuration, so pip's find-links (its configuration or $PIP_FIND_LINKS:
-# where these machines keep the CPU build of torch; without them uv takes the CUDA build, 3 GB) are handed on. Where
-# uv cannot be installed, plain pip is used.
-INSTALLER ?= pip
+# INSTALLER=uv (the default): uv (pinned) installs the same packages from the same constraints (pip freeze compared
+# equal), about 4x faster from a fresh clone here: install + make demo's first report 61-66 s against pip's 251 s (warm
+# caches, this shared 2-core machine at load ~12, run at nice -15; uv's install 8 CPU-s against pip's 66). The default
+# since a cold `make demo` measured pip's install at 218 s of its 7 minutes (benchmarks/bench_make_demo.py). uv goes
+# into $(VENV)/.uv, outside the venv's site-packages; it reads no pip configuration, so pip's find-links (its
+# configuration or $PIP_FIND_LINKS: where these machines keep the CPU build of torch; without them uv takes the CUDA
+# build, 3 GB) are handed on. Where uv cannot be installed or fails, plain pip is used; INSTALLER=pip asks for pip.
+INSTALLER ?= uv
 UV_VERSION ?= 0.13.9
 UV_LINKS  = $(shell { $(PYTHON) -m pip config get global.find-links 2>/dev/null; echo "$$PIP_FIND_LINKS"; } \
               | tr ' ' '\n' | sed '/^$$/d' | sort -u | sed 's/^/--find-links /')
@@ -49,7 +49,8 @@ $(STAMP): pyproject.toml .ci/constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@if [ "$(INSTALLER)" = uv ] && { test -x $(VENV)/.uv/bin/uv || $(PIP) --target $(VENV)/.uv uv==$(UV_VERSION); }; then \
 	  echo "make install: uv $(UV_VERSION)"; \
-	  $(UV) torch==2.13.0 && $(UV) -e '.[sim,test,lint]'; \
+	  $(UV) torch==2.13.0 && $(UV) -e '.[sim,test,lint]' \
+	  || { echo "make install: uv failed; installing with pip" >&2; $(PIP) torch==2.13.0 && $(PIP) -e '.[sim,test,lint]'; }; \
 	else \
 	  $(PIP) torch==2.13.0 && $(PIP) -e '.[sim,test,lint]'; \
 	fi
@@ -96,6 +97,9 @@ lint: $(STAMP)
 # waits on that environment's lock (harness.build.ensure_pip_env) while the others run. The preparation's
 # output goes to $(VENV)/sglang-envs.log; a failed preparation fails the target even if pytest passed.
 test: $(STAMP)
+	@echo "make test: the whole suite; the last full CI run took 1144 s of pytest (about 19 min) on 2 cores (docs/tests.md)"
+	@echo "make test: meanwhile, in the background, it fetches the sglang wheels (pip, --no-deps) and builds the real-SGLang"
+	@echo "  CPU environments (about 100 s each the first time; cached): logs in $(VENV)/sglang-envs.log, $(VENV)/sglang-cpu-envs.log"
 	@$(MAKE) --no-print-directory sglang-envs > $(VENV)/sglang-envs.log 2>&1 & envs=$$!; \
 	$(MAKE) --no-print-directory sglang-cpu-envs > $(VENV)/sglang-cpu-envs.log 2>&1 & cpu_envs=$$!; \
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS); rc=$$?; \
