@@ -1083,6 +1083,19 @@ def t_bisect_set_secrets_into_its_scenario_copy(w: Work) -> Spec:
 
 
 @trial("set-copies")
+def t_minimize_set_secrets_into_its_candidates(w: Work) -> Spec:
+    out = w.root / "o"
+
+    def copied(_: Ran) -> list[str]:  # the copies are written (else the secrets' absence would prove nothing)
+        return [] if list(out.glob("minimize/*/candidates/*.yaml")) else ["no candidate written"]
+    # a 5 s budget: the baseline, a candidate or two, the confirmation of what is left; the report goes to stdout
+    return Spec(["minimize", str(w.seed), "--case", CASE, "--build", "sim:pre-fix", "--budget", "5", "--no-store",
+                 "--no-progress", "--out", str(out), "--set", f"server.env.HF_TOKEN={SECRET}", "--set",
+                 f"server.args.api-key={KEY}"], (0, 1, 3), bound_s=120, one_line=False, secrets=[SECRET, KEY], scan=[out],
+                check=copied)
+
+
+@trial("set-copies")
 def t_bisect_set_value_with_a_newline(w: Work) -> Spec:
     argv, out = _bisect_with_sets(w, "hardware.gpu_name=L40S\nforged")
     return Spec(argv, (2,), outside=[out])

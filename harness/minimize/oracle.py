@@ -37,6 +37,7 @@ from harness.minimize.observation import Observation, Target, observe
 from harness.records.run_record import RunRecord
 from harness.scenario import Case, ScenarioError, load_file, server_flags
 from harness.scenario.model import Timeouts
+from harness.scenario.overrides import SetOverride, split_secrets
 from harness.store.searches import SearchRuns
 from harness.util.atomic import write_atomic
 from harness.util.bounded_read import read_bytes
@@ -138,6 +139,7 @@ class Oracle:
         self.fresh_runs = 0
         self.run_seconds: list[float] = []
         self._first_row: dict[str, int] = {}
+        self._secrets: dict[Path, tuple[SetOverride, ...]] = {}  # per candidate file: its secrets, kept out of it
         self._seen: dict[str, list[Observation]] = {}  # per digest: the store's runs, then this session's
         self._lock = threading.Lock()
         self._trial = 0
@@ -162,6 +164,7 @@ class Oracle:
         data = to_mapping(self.base, cand)
         path = self.work_dir / "candidates" / f"{name or self.digest(cand)}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
+        data, self._secrets[path] = split_secrets(data)  # a secret (a --set HF_TOKEN) is never saved in plain text
         write_atomic(path, yaml.safe_dump(data, sort_keys=False))
         return path
 
@@ -169,7 +172,7 @@ class Oracle:
         """The candidate as a loaded, validated case; or why it is not a valid scenario."""
         path = self.scenario_file(cand)
         try:
-            (case,) = load_file(path).cases
+            (case,) = load_file(path, overrides=self._secrets.get(path, ())).cases
         except ScenarioError as exc:
             return f"not a valid scenario: {exc.lines[0] if exc.lines else exc}"
         if self.timeouts is not None:

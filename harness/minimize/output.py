@@ -23,9 +23,10 @@ from harness.minimize.atoms import Candidate, to_mapping
 from harness.minimize.observation import Observation, Target
 from harness.scenario import Case, sglang_argv
 from harness.scenario.argv import DEFAULT_PORT
+from harness.scenario.overrides import SetOverride, is_secret_set, split_secrets
 from harness.util.atomic import write_atomic
 from harness.util.bounded_read import ReadRefused, read_json
-from harness.util.redact import redact_text
+from harness.util.redact import redact_everywhere, redact_text
 
 if TYPE_CHECKING:
     from harness.minimize.search import MinimizeResult
@@ -121,12 +122,20 @@ def _markers_of_what_is_left(data: dict[str, Any], base: dict[str, Any]) -> dict
     return data
 
 
-def write_minimal(path: Path, mapping: dict[str, Any], *, case: Case, build: Build, target: Target) -> None:
+def write_minimal(path: Path, mapping: dict[str, Any], *, case: Case, build: Build,
+                  target: Target) -> tuple[SetOverride, ...]:
+    """Write the minimal scenario without its secrets (named in its header: give each with ``--set`` to run it);
+    returns the overrides that put them back, for the confirming runs."""
+    mapping, secrets = split_secrets(mapping)
     header = [
         "# Written by `sglang-repro minimize`: the smallest configuration found that still fails the same way",
         f"# ({target.describe()}) on {build.spec}. Minimized from {case.file}, case {case.name}.",
     ]
+    if secrets:
+        header.append("# Secrets kept out of this file (give each with --set to run it): "
+                      + ", ".join(".".join(s.path) for s in secrets))
     write_atomic(path, "\n".join(header) + "\n" + yaml.safe_dump(mapping, sort_keys=False))
+    return secrets
 
 
 def launch_line(argv: Sequence[str]) -> str:
@@ -185,4 +194,8 @@ def render_report(res: MinimizeResult) -> str:
         lines.append(f"| {a.index} | {a.step} | {_cell(a.change)} | {_cell(result)} | {a.runs} | {a.seconds:.1f} |")
     lines += ["", "## Left untried", ""]
     lines += [f"- {u}" for u in res.untried] or ["- nothing: every step ran to its end"]
-    return "\n".join(lines) + "\n"
+    # a secret atom (a --set HF_TOKEN or --api-key) is named, its value never shown: in kept, launch lines, tries
+    atoms = res.original.atoms if res.original is not None else ()
+    known = {str(a.value) for a in atoms if is_secret_set(SetOverride(("server", "env" if a.kind == "env" else "args",
+                                                                        a.name), a.value, ""))}
+    return redact_everywhere("\n".join(lines) + "\n", known)

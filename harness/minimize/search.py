@@ -369,9 +369,9 @@ def _confirm(s: _Search, case: Case, result: Callable[..., MinimizeResult],
         mapping = minimal_mapping(s.base, cand, case=case, build=s.build, target=oracle.target,
                                   runs=CONFIRM_RUNS)
         path = s.session / "minimal.yaml"
-        write_minimal(path, mapping, case=case, build=s.build, target=oracle.target)
+        secrets = write_minimal(path, mapping, case=case, build=s.build, target=oracle.target)
         try:
-            (written,) = load_file(path).cases
+            (written,) = load_file(path, overrides=secrets).cases
         except ScenarioError as exc:  # a bug of the minimizer, said plainly
             return result("infra", EXIT_INFRA, f"the minimal scenario does not validate: {exc.lines[0]}")
         t0, runs_before = time.monotonic(), oracle.fresh_runs

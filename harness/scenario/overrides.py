@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,8 @@ import yaml
 from harness.scenario.errors import excerpt
 from harness.util.errors import UserError
 
-__all__ = ["SECRET_SETS_ENV", "SetOverride", "is_secret_set", "parse_set", "recorded_set", "parse_sets", "secret_sets_from_env",
-           "write_overridden"]
+__all__ = ["SECRET_SETS_ENV", "SetOverride", "is_secret_set", "parse_set", "parse_sets", "recorded_set",
+           "secret_sets_from_env", "split_secrets", "write_overridden"]
 
 # The secret overrides of a bisection travel to its steps here, never in the scenario copy they read (a copy is a
 # file under reports/ that outlives the search and gets attached to issues). The name holds SECRET, so the
@@ -121,6 +121,28 @@ def recorded_set(s: SetOverride) -> str:
     last = s.path[-1]
     var = last if s.path[:2] == ("server", "env") else re.sub(r"[^A-Za-z0-9]+", "_", last).upper().strip("_") or "SECRET"
     return f"{'.'.join(s.path)}=${{{var}}}"
+
+
+def split_secrets(data: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[SetOverride, ...]]:
+    """A scenario mapping without its secret server variables and flags (by name or value, :func:`is_secret_set`),
+    and the overrides that put them back on load: what a writer of scenario copies (minimize's candidates and
+    minimal.yaml) saves, and what it loads the copy with."""
+    import copy
+
+    from harness.util.redact import REDACTED
+
+    out = copy.deepcopy(dict(data))
+    server = out.get("server")
+    back: list[SetOverride] = []
+    for part in ("env", "args"):
+        entries = server.get(part) if isinstance(server, dict) else None
+        if not isinstance(entries, dict):
+            continue
+        for name, value in list(entries.items()):
+            field = f"server.{part}.{name}"
+            if is_secret_set(SetOverride(("server", part, str(name)), value, f"{field}={value}")):
+                back.append(SetOverride(("server", part, str(name)), entries.pop(name), f"{field}={REDACTED}"))
+    return out, tuple(back)
 
 
 def secret_sets_from_env() -> tuple[SetOverride, ...]:

@@ -584,7 +584,11 @@ def _sqlite_read_only_engine(path: Path, where: str) -> Engine:
 
     how = "mode=ro"
     try:
-        connect(how).execute("SELECT count(*) FROM sqlite_master").fetchone()
+        probe = connect(how)
+        try:
+            probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            probe.close()  # an open file would keep its mount busy
     except sqlite3.OperationalError:
         how = "immutable=1"
         sys.stderr.write(f"sglang-repro: store {where}: read-only, and its folder cannot take the -shm file SQLite's "

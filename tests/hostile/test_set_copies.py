@@ -93,3 +93,49 @@ def test_an_incidents_set_words_quote_values_and_leave_references_to_the_shell()
     assert shlex.split(words) == ["--set", "server.env.HF_TOKEN=${HF_TOKEN}", "--set", "server.args.api-key=${API_KEY}",
                                   "--set", "description=a b; rm -rf x"]
     assert '"server.env.HF_TOKEN=${HF_TOKEN}"' in words and "'description=a b; rm -rf x'" in words
+
+
+def test_minimize_saves_no_secret_in_its_candidates_and_loads_them_back(tmp_path: Path) -> None:
+    """A candidate's file holds no secret; the case it loads as has each the candidate keeps, and not one it drops."""
+    from harness.build import resolve_build
+    from harness.minimize.atoms import base_mapping, initial_candidate
+    from harness.minimize.defaults import read_defaults
+    from harness.minimize.oracle import Oracle
+    from harness.scenario.loader import load_file, select_cases
+    from harness.scenario.overrides import parse_sets
+    from harness.store.searches import SearchRuns
+    from harness.store.store import new_batch
+
+    (case,) = select_cases(load_file(SEED, overrides=parse_sets([f"server.env.HF_TOKEN={TOKEN}",
+                                                                  f"server.args.api-key={KEY}"])), CASE)
+    build = resolve_build("sim:pre-fix")
+    oracle = Oracle(base=base_mapping(case.scenario, case.file), build=build, defaults=read_defaults(build),
+                    runner=lambda c, t: None, runs=SearchRuns(None, new_batch("minimize")),  # type: ignore[arg-type,return-value]
+                    use_cache=True, jobs=1, work_dir=tmp_path, deadline=None)
+    cand = initial_candidate(case.scenario)
+    got = oracle.materialize(cand)
+    assert not isinstance(got, str), got
+    assert got.scenario.server.env["HF_TOKEN"] == TOKEN and got.scenario.server.args["api-key"] == KEY
+    without = oracle.materialize(cand.without([a for a in cand.atoms if a.name == "HF_TOKEN"]))
+    assert not isinstance(without, str) and "HF_TOKEN" not in without.scenario.server.env
+    files = _files(tmp_path)
+    assert files and all(TOKEN.encode() not in p.read_bytes() and KEY.encode() not in p.read_bytes() for p in files)
+
+
+def test_minimize_writes_its_minimal_scenario_without_secrets_and_says_which(tmp_path: Path) -> None:
+    from harness.build import resolve_build
+    from harness.minimize.observation import Target
+    from harness.minimize.output import write_minimal
+    from harness.records.outcome import Outcome
+    from harness.scenario.loader import load_file, select_cases
+    from harness.scenario.overrides import parse_sets
+
+    sets = parse_sets([f"server.env.HF_TOKEN={TOKEN}"])
+    (case,) = select_cases(load_file(SEED, overrides=sets), CASE)
+    mapping = case.scenario.model_dump(mode="json", exclude_unset=True)
+    path = tmp_path / "minimal.yaml"
+    back = write_minimal(path, mapping, case=case, build=resolve_build("sim:pre-fix"),
+                         target=Target(outcome=Outcome.CRASH, signature=None, phase=None, frames=()))
+    text = path.read_text()
+    assert TOKEN not in text and "Secrets kept out of this file" in text and "server.env.HF_TOKEN" in text
+    assert load_file(path, overrides=back).cases[0].scenario.server.env["HF_TOKEN"] == TOKEN
