@@ -12,7 +12,8 @@ from __future__ import annotations
 from harness.build.reference_server import REFERENCE_SERVER_LABEL
 from harness.util.errors import UserError
 
-__all__ = ["CPU_BUILD_LABEL", "CPU_BUILD_NOTICE", "REFERENCE_SERVER_LABEL", "build_label", "cpu_build_of", "runs_on_cpu"]
+__all__ = ["CPU_BUILD_LABEL", "CPU_BUILD_NOTICE", "REFERENCE_NOTICE", "REFERENCE_SERVER_LABEL", "build_label", "cpu_build_of",
+           "runs_on_cpu"]
 
 # The same words as harness.build.sglang_cpu.LABEL (tests/sglang_cpu/test_labels.py holds them equal): written
 # here so that labelling a record never imports the environment maker.
@@ -22,6 +23,12 @@ CPU_BUILD_NOTICE = (
     "workers, HTTP server and log lines) on the CPU, with plain-torch ports of the GPU kernels and a tiny random "
     "model. Outcomes, signatures and SGLang's own accounting (acceptance length) are SGLang's; the speed is not "
     "a GPU figure."
+)
+# Said wherever a reference-server build is shown (reports, the dashboard): written here, beside the CPU build's,
+# so that a page showing it imports no report code (harness.report's import is scipy's, most of a second).
+REFERENCE_NOTICE = (
+    f"Builds marked “{REFERENCE_SERVER_LABEL}” run the harness's CPU reference server: a model of "
+    "SGLang's Frozen-KV MTP mechanism in PyTorch, not SGLang. Its numbers say nothing about SGLang's speed."
 )
 
 

@@ -371,8 +371,7 @@ def _crash_marks(cp: CasePoints) -> list[dict[str, Any]]:
 def _reference_banner(cases: Sequence[CasePoints]) -> str:
     """Said on every page that shows builds of the CPU reference server (its numbers are not SGLang's) or of the
     real-SGLang CPU build (SGLang's own code, but plain-torch kernels: never a GPU figure)."""
-    from harness.build.labels import runs_on_cpu
-    from harness.report._format import CPU_BUILD_NOTICE, REFERENCE_NOTICE
+    from harness.build.labels import CPU_BUILD_NOTICE, REFERENCE_NOTICE, runs_on_cpu
 
     specs = [cp.point(-1).build_spec for cp in cases if cp.n_points]
     banner = ""

@@ -7,8 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.build.labels import CPU_BUILD_NOTICE
-from harness.build.reference_server import REFERENCE_SERVER_LABEL
+from harness.build.labels import CPU_BUILD_NOTICE, REFERENCE_NOTICE
 from harness.compare.verdicts import (
     CaseComparison,
     ComparisonReport,
@@ -56,10 +55,6 @@ __all__ = [
     "trials_needed",
 ]
 
-REFERENCE_NOTICE = (
-    f"Builds marked “{REFERENCE_SERVER_LABEL}” run the harness's CPU reference server: a model of "
-    "SGLang's Frozen-KV MTP mechanism in PyTorch, not SGLang. Its numbers say nothing about SGLang's speed."
-)
 
 VERDICT_SYMBOL = {MetricVerdict.BETTER: "▲", MetricVerdict.SAME: "=", MetricVerdict.WORSE: "▼",
                   MetricVerdict.NOT_ENOUGH_DATA: "?"}
