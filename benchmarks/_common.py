@@ -93,12 +93,13 @@ def ratio(a: float | None, b: float | None) -> float | None:
 _LOAD_AT_START = os.getloadavg()
 
 
-def emit(result: dict[str, Any], out: Path | None) -> None:
+def emit(result: dict[str, Any], out: Path | None, *, benchmark: str | None = None) -> None:
     """Print the JSON summary on stdout (the benchmark's one output), write it to `out` if given, and keep its
-    record under benchmarks/results/ (``_results``: the figures the README quotes are rendered from those)."""
+    record under benchmarks/results/ (``_results``: the figures the README quotes are rendered from those), named
+    ``benchmark`` (default: the script's name)."""
     from _results import record
 
-    record(Path(sys.argv[0]).stem, result, load_before=_LOAD_AT_START)
+    record(benchmark or Path(sys.argv[0]).stem, result, load_before=_LOAD_AT_START)
     text = json.dumps(result, indent=2, sort_keys=False)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
