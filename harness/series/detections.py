@@ -218,29 +218,36 @@ def _detect(rule: Rule, values: Sequence[float], trials: Sequence[Sequence[float
 _Job = tuple[CaseKey, str, Rule, Sequence[float], Sequence[Sequence[float]]]
 
 
-def _screened(jobs: Sequence[_Job], restored: Mapping[tuple[CaseKey, str], Restored]
-              ) -> dict[tuple[CaseKey, str], np.ndarray]:
-    """The hot nights of every series that is replayed from its first point and can be screened, all at once."""
-    cold = [(key, metric, values, rule) for key, metric, rule, values, trials in jobs
-            if restored[(key, metric)][0] is None and screen.screenable(trials, values)]
-    hot = screen.hot_nights([np.asarray(v, dtype=float) for _, _, v, _ in cold],
-                            [steps.large_floor(rule) for _, _, _, rule in cold])
-    return {(key, metric): h for (key, metric, _, _), h in zip(cold, hot)}
-
-
 # A cold store (filled elsewhere, or a changed detector) replays every series from its first point: a year of 1400
-# series is seconds of one core, most of it the series with a finding early (every night after it is pushed). Such
-# replays are independent and their results the same bits wherever they run, so they are spread over the cores the
-# process may use, in forked workers (they read the series from the parent's memory; only the findings and the
-# rows to cache come back). Below this many replays a pool costs more than it saves.
+# series is seconds of one core, most of it the screen of every series' nights and the series with a finding early
+# (every night after it is pushed). Such replays are independent and their results the same bits wherever they run,
+# so they are spread over the cores the process may use, in forked workers (they read the series from the parent's
+# memory; only the findings and the rows to cache come back). Each worker screens its own batch of series at once
+# (``screen.hot_nights``: a night's row reads its own series only, so a batch's rows are those of the whole set; the
+# margin covers the rounding either way, as it does for ``replay``'s own screen of one series), then replays them.
+# Below this many replays a pool costs more than it saves.
 PARALLEL_MIN_REPLAYS = 200
 _MAX_WORKERS = 4
-_Work = tuple[Rule, Sequence[float], Sequence[Sequence[float]], Restored, "np.ndarray | None"]
-_WORK: list[_Work] = []  # the replays a forked worker reads by index (set only while its pool runs)
+_BATCHES_PER_WORKER = 16  # small batches: a series with an early finding costs a hundred times one without
+# A series to replay from its first point: (rule, values, trials, what the cache gave, whether it can be screened).
+_Cold = tuple[Rule, Sequence[float], Sequence[Sequence[float]], Restored, bool]
+_Result = tuple[list[Finding], dict[str, Any] | None]
+_WORK: list[_Cold] = []  # the replays a forked worker reads by index (set only while its pool runs)
 
 
-def _detect_one(i: int) -> tuple[list[Finding], dict[str, Any] | None]:
-    return _detect(*_WORK[i])
+def _screen_and_detect(items: Sequence[_Cold]) -> list[_Result]:
+    """``_detect`` of each item, the screenable ones' hot nights (``screen.hot_nights``) found together first."""
+    screened = [i for i, item in enumerate(items) if item[4]]
+    hot: list[np.ndarray | None] = [None] * len(items)
+    found = screen.hot_nights([np.asarray(items[i][1], dtype=float) for i in screened],
+                              [steps.large_floor(items[i][0]) for i in screened])
+    for i, h in zip(screened, found):
+        hot[i] = h
+    return [_detect(rule, values, trials, restored, h) for (rule, values, trials, restored, _), h in zip(items, hot)]
+
+
+def _detect_batch(bounds: tuple[int, int]) -> list[_Result]:
+    return _screen_and_detect(_WORK[bounds[0]:bounds[1]])
 
 
 def _workers() -> int:
@@ -251,24 +258,25 @@ def _workers() -> int:
     return min(cores, _MAX_WORKERS)
 
 
-def _detect_many(work: list[_Work]) -> list[tuple[list[Finding], dict[str, Any] | None]]:
-    """``_detect`` of every item of ``work``, in order: in forked workers when there are enough of them and more
-    than one core, else here. A pool that cannot start leaves the work to this process."""
+def _detect_many(work: list[_Cold]) -> list[_Result]:
+    """``_screen_and_detect`` of ``work``, in order: in batches over forked workers when there are enough of them and
+    more than one core, else here. A pool that cannot start leaves the work to this process."""
     workers = _workers()
     # Forked only from a process of one thread: a lock another thread held at the fork would stay held in the child.
     if (len(work) < PARALLEL_MIN_REPLAYS or workers < 2 or "fork" not in multiprocessing.get_all_start_methods()
             or threading.active_count() > 1):
-        return [_detect(*w) for w in work]
+        return _screen_and_detect(work)
     global _WORK
     _WORK = work
+    size = max(1, len(work) // (workers * _BATCHES_PER_WORKER))
+    batches = [(lo, min(lo + size, len(work))) for lo in range(0, len(work), size)]
     try:
-        # Small chunks: a series with an early finding costs a hundred times one without.
         # Each worker is killed by the kernel when this process ends, however it ends: none outlives it.
         with multiprocessing.get_context("fork").Pool(workers, initializer=dies_with_parent(os.getpid())) as pool:
-            return pool.map(_detect_one, range(len(work)), chunksize=max(1, len(work) // (workers * 16)))
+            return [result for batch in pool.map(_detect_batch, batches, chunksize=1) for result in batch]
     except OSError as exc:
         log.warning("detection not spread over %d workers (%s): replayed here", workers, exc)
-        return [_detect(*w) for w in work]
+        return _screen_and_detect(work)
     finally:
         _WORK = []
 
@@ -302,9 +310,9 @@ def findings_of(store: Store | None, cases: Sequence[CasePoints],
     # Each series' cached state restored once (its digest and replayed inputs are most of a cached night's cost).
     restored = {(key, metric): _from_cache(rule, values, trials, known.get(series_key(by_key[key], metric, rule)))
                 for key, metric, rule, values, trials in jobs}
-    hot = _screened(jobs, restored)
-    # The series replayed from their first point, at once (spread over the cores when there are many).
-    cold = [(key, metric, (rule, values, trials, restored[(key, metric)], hot.get((key, metric))))
+    # The series replayed from their first point, screened and replayed at once (spread over the cores when there
+    # are many).
+    cold = [(key, metric, (rule, values, trials, restored[(key, metric)], screen.screenable(trials, values)))
             for key, metric, rule, values, trials in jobs if restored[(key, metric)][0] is None]
     replayed = dict(zip(((key, metric) for key, metric, _ in cold), _detect_many([w for _, _, w in cold])))
     fresh: list[dict[str, Any]] = []
@@ -314,8 +322,7 @@ def findings_of(store: Store | None, cases: Sequence[CasePoints],
                    cp: CasePoints = cp, key: CaseKey = key) -> list[Finding]:
             skey = series_key(cp, metric, rule)
             done = replayed.get((key, metric))
-            findings, row = done if done is not None else _detect(rule, values, trials, restored[(key, metric)],
-                                                                  hot.get((key, metric)))
+            findings, row = done if done is not None else _detect(rule, values, trials, restored[(key, metric)])
             if row is not None:
                 fresh.append({"series_key": skey, **row, "updated_at": now})
             return findings
