@@ -6,15 +6,26 @@ steps of three trial sd, 12 steps right after a gap of 2-3 nights, 24 stationary
 Scored online, every alert a person would get counted (``tests.series.scoring``). The goals: steps within 5
 nights >= 11 of 12, false alarms <= 2 per set of 24 stationary series, every drift named once as drift, no
 step alert raised on a drift. The detector's constants may be chosen looking at the ``--tune`` seed sets
-only; the ``--report`` ones are read once it is done.
+only; the ``--report`` ones are read once it is done. Issue 47's second round chose on ``fresh-tune`` (six new
+seeds) and reports on ``fresh-report`` (six more, never run while choosing) and on ``broad`` (the fresh report
+seeds past the detector's assumptions: t(2) tails, AR(1) at 0.85, 5% of nights missing, 1.5x the noise).
 
-    .venv/bin/python benchmarks/bench_heldout_alerts.py [--seeds tune|report|all] [--out FILE]
+Scored in the same run, the anchor: issue 47's slowdown, five good nights of about 300 tok/s then about 55 (-80%,
+3 trials a night, 1% noise, the throughput rule's 5%), on 20 seeds: the slow night of its first alert (goal: the
+second) and any other alert.
+
+``--baseline-rev REV`` scores that revision's detector on the same sets in the same run (its ``steps.py`` read
+with ``git show``, as ``bench_nightly_alerts.py`` does): ``cfdf90f`` is the detector before this round.
+
+    .venv/bin/python benchmarks/bench_heldout_alerts.py [--seeds tune|report|fresh-tune|fresh-report|broad|all]
+        [--baseline-rev REV] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,10 +34,12 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as `python benchmarks/x.py` from any directory
     sys.path.insert(0, str(REPO))
 
+import numpy as np  # noqa: E402
 from _common import emit  # noqa: E402
+from bench_nightly_alerts import old_steps  # noqa: E402
 
 from harness.series.steps import LARGE_CHANGE, Rule, Tracker  # noqa: E402
-from tests.series.heldout import REPORT, TUNE, heldout  # noqa: E402
+from tests.series.heldout import FRESH_REPORT, FRESH_TUNE, REPORT, TUNE, heldout  # noqa: E402
 from tests.series.scoring import Online, Outcome, score_history  # noqa: E402
 
 RULE = Rule(0.02)
@@ -71,27 +84,60 @@ def _total(sets: Sequence[dict[str, object]]) -> dict[str, object]:
     return out
 
 
-def run(seeds: Sequence[int], make: Callable[[], Online]) -> dict[str, object]:
+def run(seeds: Sequence[int], make: Callable[[], Online], broad: bool = False) -> dict[str, object]:
     """Per kind of set (points, trials): every seed's figures and their total."""
     out: dict[str, object] = {}
     for kind in ("points", "trials"):
-        per = {str(seed): score_set([score_history(h, make) for h in heldout(seed, kind)]) for seed in seeds}
+        per = {str(seed): score_set([score_history(h, make) for h in heldout(seed, kind, broad)]) for seed in seeds}
         out[kind] = {"total": _total(list(per.values())), "seeds": per}
     return out
 
 
+def slowdown_anchor(make: Callable[[Rule], Online], seeds: int = 20) -> dict[str, object]:
+    """Issue 47's slowdown on ``seeds`` seeds: the slow night (1 = the first) of its first alert, and other alerts."""
+    first: list[int | None] = []
+    other = 0
+    for seed in range(seeds):
+        rng = np.random.default_rng([47, seed])
+        det = make(Rule(0.05))
+        hit: int | None = None
+        for night in range(5 + 5):
+            level = 300.0 if night < 5 else 55.0
+            trials = [float(v) for v in level * (1 + 0.01 * rng.standard_normal(3))]
+            for kind, idx in det.push(float(np.median(trials)), trials):
+                if idx == 5 and hit is None and not kind.startswith("renamed:"):
+                    hit = night - 4
+                elif not kind.startswith("renamed:"):
+                    other += 1
+        first.append(hit)
+    return {"seeds": seeds, "raised_by_the_second_slow_night": sum(h is not None and h <= 2 for h in first),
+            "first_alert_slow_night": {f"n{h}": first.count(h) for h in sorted({h for h in first if h is not None})},
+            "missed": first.count(None), "other_alerts": other}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", choices=("tune", "report", "all"), default="all")
+    ap.add_argument("--seeds", choices=("tune", "report", "fresh-tune", "fresh-report", "broad", "all"), default="all")
+    ap.add_argument("--baseline-rev", help="score this revision's detector too (e.g. cfdf90f, before issue 47's 2nd round)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    every = {"tune": TUNE, "report": REPORT}
+    every = {"tune": TUNE, "report": REPORT, "fresh-tune": FRESH_TUNE, "fresh-report": FRESH_REPORT, "broad": FRESH_REPORT}
     roles = every if args.seeds == "all" else {args.seeds: every[args.seeds]}
     started = time.monotonic()
     summary: dict[str, object] = {"benchmark": "heldout_alerts", "server": "none: synthetic histories (tests.series.heldout)",
-                                  "min_effect": RULE.min_effect, "tune_seeds": TUNE, "report_seeds": REPORT}
+                                  "min_effect": RULE.min_effect, "tune_seeds": TUNE, "report_seeds": REPORT,
+                                  "fresh_tune_seeds": FRESH_TUNE, "fresh_report_seeds": FRESH_REPORT,
+                                  "slowdown_anchor": slowdown_anchor(Tracker)}
     for role, seeds in roles.items():
-        summary[role] = run(seeds, lambda: Tracker(RULE))
+        summary[role.replace("-", "_")] = run(seeds, lambda: Tracker(RULE), broad=role == "broad")
+    if args.baseline_rev:
+        with tempfile.TemporaryDirectory(prefix="bench-heldout-") as tmp:
+            old = old_steps(args.baseline_rev, Path(tmp))
+            base: dict[str, object] = {"rev": args.baseline_rev,
+                                       "slowdown_anchor": slowdown_anchor(lambda rule: old.Tracker(old.Rule(rule.min_effect)))}
+            for role, seeds in roles.items():
+                base[role.replace("-", "_")] = run(seeds, lambda: old.Tracker(old.Rule(RULE.min_effect)), broad=role == "broad")
+            summary["baseline"] = base
     summary["seconds"] = round(time.monotonic() - started, 1)
     emit(summary, args.out)  # stdout, --out, and its record under benchmarks/results/
 

@@ -123,7 +123,15 @@ LARGE_Z = 3.0  # the band, in the spread the series shows
 LARGE_LEVEL = 5  # the level before a large change: the median of this many points before it, at most
 LARGE_MATURE = 0.5  # the band's floor (relative) on a segment the step rule can judge
 AR_MIN = 10  # points a lag-1 autocorrelation of residuals is read from, at least
-AR_BIAS = 0.5  # less this many sd of an autocorrelation of white noise (1 / sqrt(n))
+# A sample lag-1 autocorrelation over a few dozen points is already biased toward 0 (by about (1 + 4 rho) / n):
+# nothing is taken off it. Taking 0.5 / sqrt(n) off as well (issue 47's first try) widened AR(1) noise at 0.6 as
+# if it were 0.3 on a young segment, where most of the noisy stationary series' false alarms were raised.
+AR_BIAS = 0.0
+SUSPICIOUS_AR_BIAS = 0.5  # the suspicious tail (shown, never an alert) keeps that reading: shown as early as before
+# The step's z is against a noise read from the segment's own points (the robust spread of first differences:
+# about a third of a plain sd's efficiency), so on a short segment it is a t of few degrees of freedom: Z_STEP and
+# Z_PREV are raised by 1 + Z_DF / (points of the noise model - 1), x1.29 over 15 points, x1.10 over 40.
+Z_DF = 4.0
 AR_CAP = 0.8
 # A point's noise is at least this share of the minimum effect: a series that repeats itself to the digit (the
 # reference server's acceptance length) has no noise to weigh by, and a floor of a millionth of the level made its
@@ -214,19 +222,20 @@ def _sides(y: np.ndarray, var: np.ndarray, mask: np.ndarray
     return mean, spread, sw, lagged, (r ** 2).sum(axis=1)
 
 
-def _ar_widen(rho: np.ndarray | float, n: np.ndarray | int) -> np.ndarray:
+def _ar_widen(rho: np.ndarray | float, n: np.ndarray | int, bias: float = AR_BIAS) -> np.ndarray:
     """How much wider a mean's standard error is under noise correlated from night to night: sqrt((1 + rho) /
-    (1 - rho)) for the residuals' lag-1 autocorrelation ``rho`` over ``n`` points, less AR_BIAS / sqrt(n) (an
-    estimate over a few dozen points is that far from 0 by chance), in [0, AR_CAP]; 1 below AR_MIN points.
+    (1 - rho)) for the residuals' lag-1 autocorrelation ``rho`` over ``n`` points (less AR_BIAS / sqrt(n)), in
+    [0, AR_CAP]; 1 below AR_MIN points.
     A busy machine is busy for several nights: such noise wanders, and its wanders are neither steps nor
     drifts (issue 47's noisy stationary series: AR(1) at 0.6 raised 9 of their 18 false alarms)."""
     n = np.asarray(n, dtype=float)
-    r = np.clip(np.asarray(rho, dtype=float) - AR_BIAS / np.sqrt(np.maximum(n, 1.0)), 0.0, AR_CAP)
+    r = np.clip(np.asarray(rho, dtype=float) - bias / np.sqrt(np.maximum(n, 1.0)), 0.0, AR_CAP)
     r = np.where(n >= AR_MIN, r, 0.0)
     return np.sqrt((1 + r) / (1 - r))
 
 
-def _splits(y: np.ndarray, var: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _splits(y: np.ndarray, var: np.ndarray, cuts: np.ndarray, bias: float = AR_BIAS
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(z, level before, level after) of a step at each of ``cuts`` (indices into ``y``), every split at once.
 
     The before side reaches back at most MAX_BEFORE points; the after side runs to the newest. The
@@ -239,7 +248,7 @@ def _splits(y: np.ndarray, var: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarra
     mb, sb, wb, lb, qb = _sides(y, var, before)
     ma, sa, wa, la, qa = _sides(y, var, after)
     se = np.sqrt(np.maximum(1.0, sb) ** 2 / wb + np.maximum(1.0, sa) ** 2 / wa)
-    se = se * _ar_widen((lb + la) / np.maximum(qb + qa, 1e-300), before.sum(axis=1) + after.sum(axis=1))
+    se = se * _ar_widen((lb + la) / np.maximum(qb + qa, 1e-300), before.sum(axis=1) + after.sum(axis=1), bias)
     return (ma - mb) / se, mb, ma
 
 
@@ -376,6 +385,7 @@ class Tracker:
         self._prev: tuple[int, float] | None = None  # last night's best split and its z
         self._prev_drift = 0.0
         self._sb2, self._sw2 = 0.0, 0.0
+        self._noise_points = 0  # points tonight's noise model was read from
         self._pending: int | None = None  # the level change still to be named: its place in ``findings``
         self._level_lo = 0  # where the pending level change's window starts
         self._level_noise = (0.0, 0.0)  # the noise model (sb^2, sw^2) of the night it was raised
@@ -418,15 +428,24 @@ class Tracker:
         sb2, sw2 = noise if noise is not None else (self._sb2, self._sw2)
         y, w = np.asarray(self.y[lo:n]), 1.0 / (sb2 + sw2 / np.asarray(self.k[lo:n], dtype=float))
         step = float(_step_rss(y, w, np.array([c - lo]))[0])
-        return step, _hinge_fit(y, w, RAMP_MIN)[0], _ramp_rss(y, w, 2 * RAMP_MIN)
+        hinge, ramp = _hinge_fit(y, w, RAMP_MIN)[0], _ramp_rss(y, w, 2 * RAMP_MIN)
+        # In units of the spread the best of the three leaves, when wider than the noise model: noise that wanders
+        # (AR(1)) is wider than its first differences say, and its RSS differences with it, which named a
+        # drift under such noise a step by LEVEL_DECIDE units that were not there (quasi-likelihood, as _wls).
+        scale = max(1.0, min(step, hinge, ramp) / max(1, len(y) - 4))
+        return step / scale, hinge / scale, ramp / scale
 
     def _decide_level(self) -> None:
         """Rename the pending level change once the nights since tell a step from a drift."""
         if self._pending is None:
             return
-        c = self.findings[self._pending].index
+        f = self.findings[self._pending]
+        c = f.index
         after = len(self.y) - c
-        if after > self.level_window:
+        # The window runs from the night it was raised: a change confirmed late (a short segment's raised threshold)
+        # keeps its whole window to be named in.
+        raised = f.names[0][0] if f.names else c + MIN_AFTER
+        if len(self.y) - 1 - raised > self.level_window - MIN_AFTER:
             self._pending = None  # undecided in the window: it stays a level change
             return
         # Weighed by the noise of the night it was raised: after it, the segment's own noise model has only
@@ -452,6 +471,7 @@ class Tracker:
         """The night's noise model over the segment's newest points: trials within nights, nights between."""
         hi = len(self.y)
         y = np.asarray(self.y[max(self.segment, hi - NOISE_WINDOW):hi])
+        self._noise_points = len(y)
         level = _median(np.abs(y)) or 1.0
         sd_points = max(noise(y), NOISE_FLOOR * self.rule.min_effect * level, 1e-6 * level)
         self._sb2, self._sw2 = sd_points ** 2, 0.0
@@ -573,8 +593,9 @@ class Tracker:
             return None
         c, z, before, after = best
         effect = _relative(after, before)
-        if (abs(z) < Z_STEP or abs(effect) < self.rule.min_effect or prev is None
-                or abs(prev[0] - c) > 2 or abs(prev[1]) < Z_PREV or np.sign(prev[1]) != np.sign(z)):
+        few = 1.0 + Z_DF / max(1, self._noise_points - 1)  # a noise read from few points: a t, not a z
+        if (abs(z) < Z_STEP * few or abs(effect) < self.rule.min_effect or prev is None
+                or abs(prev[0] - c) > 2 or abs(prev[1]) < Z_PREV * few or np.sign(prev[1]) != np.sign(z)):
             return None
         if not self._new_side(c, before, after) or np.sign(z) * self._without_newest(c) < Z_WITHOUT_NEWEST:
             return None
@@ -687,7 +708,7 @@ class Tracker:
         # own cut within it (``_splits``), which is the window each would have alone.
         lo = max(self.segment, n - ks[-1] - MAX_BEFORE)
         zs, befores, afters = _splits(np.asarray(self.y[lo:n]), self._variances(lo, n),
-                                      np.array([n - k - lo for k in ks]))
+                                      np.array([n - k - lo for k in ks]), SUSPICIOUS_AR_BIAS)
         best: Finding | None = None
         for k, z, before, after in zip(ks, zs.tolist(), befores.tolist(), afters.tolist()):
             effect = _relative(after, before)

@@ -11,6 +11,11 @@ Each set has 12 step histories, 12 more of a harder kind, 24 stationary ones and
 The noise comes in shapes the grid (``tests.series.grid``) does not have: autocorrelated (AR(1), 0.6),
 skewed (lognormal), a weekly cycle, a spread that changes every 8-12 nights, as well as Gaussian, t(3) and
 bimodal. Seed sets are disjoint: choose on one (``TUNE``), report on the others (``REPORT``).
+
+Issue 47's second round chose on ``FRESH_TUNE`` and reports on ``FRESH_REPORT`` (never run while choosing),
+and on ``broad=True`` sets: data past what the detector assumes, in the same layout: heavier tails (t(2)),
+noise that wanders longer (AR(1) at 0.85), 5% of the nights missing in every history, and noise 1.5 times as
+high (the steps stay the same multiples of it).
 """
 
 from __future__ import annotations
@@ -21,19 +26,33 @@ import numpy as np
 
 from tests.series.grid import GridHistory
 
-__all__ = ["FAMILIES", "REPORT", "TUNE", "heldout"]
+__all__ = ["FAMILIES", "FRESH_REPORT", "FRESH_TUNE", "REPORT", "TUNE", "heldout"]
 
 NIGHTS = 60
 LEVEL = 100.0
 FAMILIES = ("gaussian", "student-t", "bimodal", "ar1", "lognormal", "weekly", "regimes")
 TUNE = (101, 102, 103)
 REPORT = (201, 202, 203)
+FRESH_TUNE = (301, 302, 303, 304, 305, 306)
+FRESH_REPORT = (401, 402, 403, 404, 405, 406)
+BROAD_FAMILIES = ("student-t2", "ar1-long")  # added to FAMILIES in a broad set
+BROAD_SD = 1.5  # a broad set's noise, relative to the default sets'
+BROAD_GAPS = 0.05  # share of nights without a number in a broad set
 
 
 def _noise(rng: np.random.Generator, family: str, n: int) -> np.ndarray:
     """Unit-sd noise of one shape, a value a night."""
     if family == "student-t":
         return rng.standard_t(3, n) / np.sqrt(3.0)
+    if family == "student-t2":  # no finite variance: scaled as t(3) is, by its spread's usual size
+        return rng.standard_t(2, n) / np.sqrt(3.0)
+    if family == "ar1-long":
+        e = rng.standard_normal(n) * np.sqrt(1 - 0.85 ** 2)
+        out = np.empty(n)
+        out[0] = rng.standard_normal()
+        for i in range(1, n):
+            out[i] = 0.85 * out[i - 1] + e[i]
+        return out
     if family == "bimodal":
         return np.where(rng.random(n) < 0.5, -0.95, 0.95) + 0.3 * rng.standard_normal(n)
     if family == "ar1":
@@ -59,9 +78,9 @@ def _noise(rng: np.random.Generator, family: str, n: int) -> np.ndarray:
     return rng.standard_normal(n)
 
 
-def _history(kind: str, seed: int, rng: np.random.Generator, *, trials: bool, sd: float, family: str,
+def _make(kind: str, seed: int, rng: np.random.Generator, *, trials: bool, sd: float, family: str,
              effect: float | None = None, change: int | None = None, end: int | None = None,
-             gap: range = range(0)) -> GridHistory:
+             gap: range = range(0), broad: bool = False) -> GridHistory:
     n = NIGHTS
     level = np.full(n, LEVEL)
     if kind in ("step", "noisy-step", "trial-step", "gap-step") and effect is not None and change is not None:
@@ -71,9 +90,11 @@ def _history(kind: str, seed: int, rng: np.random.Generator, *, trials: bool, sd
     counts = rng.integers(3, 6, n) if trials else rng.choice([1, 1, 1, 2], n)
     shared = _noise(rng, family, n)
     rho = float(rng.uniform(0.0, 0.3)) if trials else 1.0
+    missing = set(np.flatnonzero(rng.random(n) < BROAD_GAPS).tolist()) if broad else set()
+    missing.discard(0)
     out: list[tuple[float, ...]] = []
     for i in range(n):
-        if i in gap:
+        if i in gap or i in missing:
             out.append(())
             continue
         own = rng.standard_normal(int(counts[i]))
@@ -82,12 +103,21 @@ def _history(kind: str, seed: int, rng: np.random.Generator, *, trials: bool, sd
     return GridHistory(kind, seed, sd, family, tuple(out), effect, change, end if kind == "drift" else None)
 
 
-def heldout(seed: int, kind: str) -> Iterator[GridHistory]:
-    """One set of 60 histories: ``kind`` is ``points`` or ``trials``."""
-    rng = np.random.default_rng([seed, 47, 0 if kind == "points" else 1])
+def heldout(seed: int, kind: str, broad: bool = False) -> Iterator[GridHistory]:
+    """One set of 60 histories: ``kind`` is ``points`` or ``trials``; ``broad``: past the detector's assumptions."""
+    rng = np.random.default_rng([seed, 47, 0 if kind == "points" else 1, *([2] if broad else [])])
     trials = kind == "trials"
     s = seed * 1000
-    fam = [str(f) for f in rng.permutation(np.resize(np.asarray(FAMILIES), 60))]
+    families = (*FAMILIES, *BROAD_FAMILIES) if broad else FAMILIES
+    fam = [str(f) for f in rng.permutation(np.resize(np.asarray(families), 60))]
+    scale = BROAD_SD if broad else 1.0
+
+    def _history(*args: object, **kw: object) -> GridHistory:
+        sd = float(kw.pop("sd")) * scale  # type: ignore[arg-type]
+        effect = kw.pop("effect", None)
+        if effect is not None and kw.get("family") is not None and str(args[0]) != "drift":
+            effect = float(effect) * scale  # type: ignore[arg-type]  # a step stays the same multiple of the noise
+        return _make(*args, sd=sd, effect=effect, broad=broad, **kw)  # type: ignore[arg-type]
 
     def sign() -> int:
         return 1 if rng.random() < 0.5 else -1
