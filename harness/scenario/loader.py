@@ -110,14 +110,25 @@ def _signature_lines(source: Source, scenario: Scenario, known: set[str] | None)
     return lines
 
 
-def _fixture_lines(source: Source, scenario: Scenario) -> list[str]:
+# Fixture lookups already made by the files of one load_paths, by (name, the file's folder): 100 of 600 files
+# naming the same fixture resolved it (its folders' links) 100 times.
+_FixtureLookups = dict[tuple[str, Path], "Path | None"]
+
+
+def _fixture_lines(source: Source, scenario: Scenario, lookups: _FixtureLookups | None = None) -> list[str]:
     prompt = scenario.workload.prompt
     if not prompt.fixture:
         return []
-    try:
-        found = resolve_fixture(prompt.fixture, relative_to=source.path.parent)
-    except (OSError, ValueError):  # e.g. a name longer than the file system allows
-        found = None
+    key = (prompt.fixture, source.path.parent)
+    if lookups is not None and key in lookups:
+        found = lookups[key]
+    else:
+        try:
+            found = resolve_fixture(prompt.fixture, relative_to=source.path.parent)
+        except (OSError, ValueError):  # e.g. a name longer than the file system allows
+            found = None
+        if lookups is not None:
+            lookups[key] = found
     if found is None:
         roots = ", ".join(map(str, fixture_roots()))
         return [format_line(source.path, source.position(("workload", "prompt", "fixture")),
@@ -143,25 +154,27 @@ def _known_signatures() -> set[str] | None:
 
 
 def load_file(path: Path | str, *, known_signatures: set[str] | None = None,
-              overrides: Sequence[SetOverride] = ()) -> LoadedScenario:
+              overrides: Sequence[SetOverride] = (), fixture_lookups: _FixtureLookups | None = None) -> LoadedScenario:
     """Validate one file and expand its matrix; raise ScenarioError with every problem found.
 
     ``overrides`` (``--set``) change the file's data before anything is validated; a problem under one of them
-    is named by the override, not by a line of the file."""
+    is named by the override, not by a line of the file. ``fixture_lookups``: the fixture lookups of the other
+    files loaded with this one (load_paths), kept and reused."""
     path = Path(path)
     try:
-        return _load_file(path, known_signatures, tuple(overrides))
+        return _load_file(path, known_signatures, tuple(overrides), fixture_lookups)
     except ScenarioError as exc:
         if not overrides:
             raise
         raise ScenarioError(_name_overrides(exc.lines, path, tuple(overrides))) from None
 
 
-def _load_file(path: Path, known_signatures: set[str] | None, sets: tuple[SetOverride, ...]) -> LoadedScenario:
+def _load_file(path: Path, known_signatures: set[str] | None, sets: tuple[SetOverride, ...],
+               fixture_lookups: _FixtureLookups | None = None) -> LoadedScenario:
     source, base = _read_base(path, sets)
     if known_signatures is None:
         known_signatures = _known_signatures()
-    problems = _Problems(_signature_lines(source, base, known_signatures) + _fixture_lines(source, base))
+    problems = _Problems(_signature_lines(source, base, known_signatures) + _fixture_lines(source, base, fixture_lookups))
     expanded, reference, cpu = _expansions(path, source, base)
     warn_overridden(str(path), sets, expanded)  # a --set the matrix beats is said, not silently lost
     # `cpu` stays in each case's data: a matrix variant may say `cpu.unsupported` (why it does not run on CPU).
@@ -365,11 +378,12 @@ def load_paths(paths: Sequence[Path | str], *, overrides: Sequence[SetOverride] 
     if not files:
         raise ScenarioError([f"{', '.join(map(str, paths))}: no scenario files (*.yaml, *.yml)"])
     known = _known_signatures()
+    lookups: _FixtureLookups = {}
     loaded, lines = [], []
     with collector_paused():  # every file's tree, data and models kept: the collector's passes would walk them all
         for f in files:
             try:
-                loaded.append(load_file(f, known_signatures=known, overrides=overrides))
+                loaded.append(load_file(f, known_signatures=known, overrides=overrides, fixture_lookups=lookups))
             except ScenarioError as exc:
                 lines.extend(exc.lines)
     names: dict[str, Path] = {}
