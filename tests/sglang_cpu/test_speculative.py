@@ -6,7 +6,8 @@ on it. Verification needs the ``intel_amx`` attention backend (torch_native refu
 without AMX through SGLang's ``override_platform(has_amx=True)`` (``server_environment(keep_intel_amx=True)``),
 which ``runtime_context`` has from 0.5.19 on: 0.5.14, 0.5.15 and 0.5.18 check ``cpu_has_amx_support()`` directly
 (``server_args.py`` 0.5.14 :4667-4671), so speculation runs from :data:`SPEC_SINCE` on (measured: all four
-algorithms on 0.5.21, the EAGLE tree on 0.5.23).
+algorithms on 0.5.21, the EAGLE tree on 0.5.23; 0.5.19 does not start: the ``extend_attention_cpu`` port takes
+0.5.21's arguments, docs/builds.md).
 
 STANDALONE with the target as its own draft settles the "about 30% acceptance" question with evidence: SGLang's
 STANDALONE draft reuses EAGLE's draft extend, which shifts the draft's input left by one token
