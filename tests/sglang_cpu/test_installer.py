@@ -60,5 +60,21 @@ def test_the_installer_is_uv_when_the_harness_has_it_pip_otherwise_or_as_told(mo
 
 def test_an_environment_that_cannot_import_the_server_fails_its_build_naming_the_module(tmp_path: Path) -> None:
     # The harness's own interpreter has no sglang: the build's check says so, as a missing dependency would.
-    with pytest.raises(InfraError, match="cannot import sglang's server .*No module named 'sglang"):
+    with pytest.raises(InfraError, match="cannot import sglang.s server .*No module named 'sglang"):
         environment._warm_imports(Path(sys.executable), tmp_path)
+
+
+def test_an_environment_made_before_the_warm_up_is_warmed_once_and_a_failure_leaves_it_serving(tmp_path: Path) -> None:
+    import json
+
+    venv = environment.cpu_env_dir("0.0.1", tmp_path)
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)  # no sglang in it: the warm-up's imports fail
+    marker = venv / "sglang-repro-cpu-env.json"
+    marker.write_text(json.dumps({"recipe": environment.RECIPE, "sglang": "0.0.1"}))
+    assert environment.ensure_cpu_env("0.0.1", cache_dir=tmp_path) == venv
+    record = json.loads(marker.read_text())
+    assert "No module named 'sglang" in record["bytecode"] and record["sglang"] == "0.0.1"
+    (venv / "bin" / "python").unlink()  # a second warm-up would now fail otherwise: it is not tried again
+    assert environment.ensure_cpu_env("0.0.1", cache_dir=tmp_path) == venv
+    assert json.loads(marker.read_text()) == record

@@ -99,8 +99,19 @@ def _warm_imports(python: Path, venv: Path) -> None:
     env = {**server_environment(venv), "PYTHONDONTWRITEBYTECODE": ""}
     done = run_bounded([str(python), "-c", script, *_SERVING_IMPORTS], timeout=_IMPORT_TIMEOUT_S, env=env)
     if done.returncode != 0:
-        raise InfraError(f"{venv}: the new environment cannot import sglang's server ({last_line(done.stderr)}); "
-                         f"it is left unfinished and is made again next time")
+        raise InfraError(f"{venv}: cannot import sglang's server ({last_line(done.stderr)})")
+
+
+def _warm_older(venv: Path, record: dict[str, object]) -> None:
+    """An environment made before the warm-up (no bytecode: each server start compiled sglang and torch) is warmed
+    once; it served before, so a failing import is only logged and the environment stays as it was."""
+    warmed: bool | str = True
+    try:
+        _warm_imports(venv_python(venv), venv)
+    except InfraError as exc:
+        log.warning("%s (served before; left as it was)", exc)
+        warmed = str(exc)  # not tried again
+    write_atomic(venv / _MARKER, json.dumps({**record, "bytecode": warmed}, indent=1) + "\n")
 
 
 def ensure_cpu_env(version: str, *, cache_dir: Path | None = None) -> Path:
@@ -117,7 +128,10 @@ def ensure_cpu_env(version: str, *, cache_dir: Path | None = None) -> Path:
     import filelock
 
     with filelock.FileLock(str(venv.parent / f"{venv.name}.lock"), timeout=_LOCK_TIMEOUT_S):
-        if env_record(venv) is not None:
+        made = env_record(venv)
+        if made is not None:
+            if "bytecode" not in made:
+                _warm_older(venv, made)
             return venv
         shutil.rmtree(venv, ignore_errors=True)  # a half-made env from a killed run, or an older recipe
         started = time.monotonic()
@@ -141,7 +155,7 @@ def ensure_cpu_env(version: str, *, cache_dir: Path | None = None) -> Path:
         _warm_imports(python, venv)
         seconds = round(time.monotonic() - started, 1)
         record = {"recipe": RECIPE, "sglang": version, "torch": CPU_TORCH, "wheel_torch_pin": reqs.torch_pin,
-                  "label": LABEL, "seconds": seconds, "installer": installer.name,
+                  "label": LABEL, "seconds": seconds, "installer": installer.name, "bytecode": True,
                   "installed": list(reqs.install), "no_deps": list(reqs.no_deps), "skipped": list(reqs.skipped)}
         write_atomic(venv / _MARKER, json.dumps(record, indent=1) + "\n")
         log.info("made %s in %.0f s", venv, seconds)
