@@ -36,10 +36,11 @@ from tests.helpers import make_record
 
 METRICS = ("accept_length", "accept_length_server", "output_throughput_tok_s", "request_throughput_rps",
            "ttft_ms_p50", "itl_ms_p50", "e2e_ms_p50", "tpot_ms", "queue_ms", "prefill_tok_s")
-# The store version the fill writes: the first whose runs carry their kind (migration 7), which the writer now
-# needs; the detection cache (5) is there but empty, so the first dashboard is cold. A checkout older than
-# migration 7 does not open it (--baseline-rev of such a revision is refused by its own store).
-FILL_VERSION = 7
+# The store version the fill writes: the first whose runs carry what the writer now writes (their kind, 7; their
+# --set overrides, 9: tonight's runs are written by this checkout's writer into each arm's copy); the detection
+# cache (5) is there but empty, so the first dashboard is cold. A checkout older than migration 9 does not open it
+# (--baseline-rev of such a revision is refused by its own store).
+FILL_VERSION = 9
 # Peak RSS of a child, read by the child's own parent: a tiny wrapper that runs the command and reports
 # getrusage(RUSAGE_CHILDREN) of itself, so one child's figure is never another's maximum.
 _MEASURE = ("import resource, subprocess, sys, time\n"
@@ -69,7 +70,7 @@ def _fill(path: Path, nights: int, cases: int, scale: int = 1) -> float:
     """Fill ``path`` with ``nights`` x ``cases`` runs (``scale`` copies of them) unless a previous run left
     exactly that; fill seconds."""
     stamp = path.with_suffix(".filled")
-    want = f"{nights}x{cases}" + (f"x{scale}" if scale > 1 else "")
+    want = f"{nights}x{cases}" + (f"x{scale}" if scale > 1 else "") + f" v{FILL_VERSION}"
     if path.exists() and stamp.exists() and stamp.read_text() == want:
         return 0.0
     path.unlink(missing_ok=True)
