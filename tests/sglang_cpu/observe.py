@@ -34,7 +34,11 @@ SPEC_MAX_NEW_TOKENS = 32
 GET_PATHS = (contract.HEALTH_PATH, contract.HEALTH_GENERATE_PATH, *contract.SERVER_INFO_PATHS, *contract.MODEL_INFO_PATHS,
              contract.MODELS_PATH, contract.METRICS_PATH)
 # In flight when SIGTERM comes: longer than two drain looks (SIGTERM_POLL_S), so the drain line and its period show.
-_DRAIN_TOKENS = 800  # ~10 s at an idle machine's speed: two drain looks or more, so their interval shows
+# The drain request must outlive two drain looks (SIGTERM_POLL_S) whatever the machine's speed, so its length is
+# three looks' worth of tokens at the decode speed just measured (800 tokens, fixed, finished inside one look on an
+# idle machine), within the tiny model's positions.
+_DRAIN_LOOKS = 3
+_DRAIN_TOKENS_MIN, _DRAIN_TOKENS_MAX = 800, 3500
 _THROUGHPUT_TOKENS = 200
 
 
@@ -143,7 +147,8 @@ def observe_plain_server(version: str, model: Path, workdir: Path) -> Observatio
         seconds = time.monotonic() - started
         seen.prompt_tokens_for_speed = int(_meta(speed)["prompt_tokens"])  # type: ignore[call-overload]
         seen.decode_tokens_per_s = int(_meta(speed)["completion_tokens"]) / seconds  # type: ignore[call-overload]
-        seen.stopped, seen.drain_status = _stop_while_busy(server)
+        drain = int(seen.decode_tokens_per_s * _DRAIN_LOOKS * contract.SIGTERM_POLL_S)
+        seen.stopped, seen.drain_status = _stop_while_busy(server, min(_DRAIN_TOKENS_MAX, max(_DRAIN_TOKENS_MIN, drain)))
     finally:
         if server.proc.poll() is None:
             stop_cpu_server(server)
@@ -151,11 +156,11 @@ def observe_plain_server(version: str, model: Path, workdir: Path) -> Observatio
     return seen
 
 
-def _stop_while_busy(server: CpuServer) -> tuple[Stopped, int]:
-    """SIGTERM the launcher while one request decodes; the request's own status once the tree is gone."""
+def _stop_while_busy(server: CpuServer, tokens: int) -> tuple[Stopped, int]:
+    """SIGTERM the launcher while one request of ``tokens`` decodes; the request's own status once the tree is gone."""
     result: dict[str, tuple[int, bytes, float]] = {}
     body = {"text": "abc", "rid": "sglang-repro-drain",
-            "sampling_params": {"max_new_tokens": _DRAIN_TOKENS, "ignore_eos": True}}
+            "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True}}
     thread = threading.Thread(target=lambda: result.setdefault("r", server.request("POST", contract.GENERATE_PATH, body,
                                                                                  timeout=300)))
     thread.start()
