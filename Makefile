@@ -37,7 +37,8 @@ PYTEST_ARGS ?=
 # clones here, cold: -n 2 kept the CPUs 73% busy and took 805 s of pytest; -n 3 kept them ~97% busy, 658 s.
 PYTEST_WORKERS ?= 3
 # The real-SGLang CPU builds (pip:sglang==X,deps=cpu) the live tests serve from, and the two the demo runs; each is made
-# once into $$SGLANG_REPRO_CACHE (about 40 s a release with uv, empty caches, load 5-8; the two at once share uv's cache), with the tiny models.
+# once into $$SGLANG_REPRO_CACHE (about 40 s a release with uv, empty caches, load 5-8; the two at once share uv's
+# cache), with the tiny models.
 SGLANG_CPU_RELEASES ?= 0.5.14 0.5.15 0.5.21
 DEMO_CPU_RELEASES ?= 0.5.14 0.5.15
 
