@@ -4,7 +4,7 @@ Each try is one real ``python -m harness ...`` subprocess (the CLI is the stable
 against any checkout: ``--checkout PATH`` puts that checkout first on ``PYTHONPATH``) with a class of hostile
 input: links under output folders and stores, dangling links, fixtures outside their roots, FIFOs, huge sparse
 files, random bytes, deep YAML and JSON, billion laughs, NUL, lone surrogates, secrets in argv, env and URLs,
-hostile shell values in ci-matrix, a closed stdout, a full disk (a tmpfs: root only, else the class is skipped
+hostile shell values in ci-matrix, a closed stdout, a full disk (a tmpfs) and a store on a read-only bind mount (root only, else the class is skipped
 with its reason), catastrophic regular expressions, unbounded arguments, interrupts, hung database clients.
 
 A try is judged by the README's promise: the right exit code; on an error, one line on stderr; no traceback;
@@ -722,6 +722,46 @@ def t_dashboard_onto_a_full_disk(w: Work) -> Spec:
     return _full_export(w, ["dashboard", "--store", "STORE", "-o", "FULL/d"])
 
 
+# --- a store on a read-only mount ---------------------------------------------------------------------------
+
+
+@contextmanager
+def _read_only(w: Work, folder: Path) -> Iterator[Path]:
+    """``folder`` seen through a read-only bind mount, as a read-only volume is: SQLite can make no -shm there."""
+    ro = w.folder("ro")
+    subprocess.run(["mount", "--bind", str(folder), str(ro)], capture_output=True, text=True, check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(ro)], capture_output=True, text=True, check=True)
+        yield ro
+    finally:
+        subprocess.run(["umount", "-l", str(ro)], check=False)
+
+
+def _read_only_store(w: Work) -> Path:
+    store = _store_with_a_record(w)
+    return w.enter(_read_only(w, store.parent)) / store.name
+
+
+@trial("read-only-store")
+def t_export_from_a_read_only_store(w: Work) -> Spec:
+    out = w.root / "x.csv"
+
+    def exported(_: Ran) -> list[str]:
+        return [] if out.is_file() and "r1" in out.read_text() else ["no export of the stored run"]
+    return Spec(["store", "export", "--store", str(_read_only_store(w)), "--format", "csv", "-o", str(out)], (0,),
+                bound_s=60, one_line=False, check=exported)
+
+
+@trial("read-only-store")
+def t_dashboard_from_a_read_only_store(w: Work) -> Spec:
+    site = w.root / "site"
+
+    def built(_: Ran) -> list[str]:
+        return [] if (site / "index.html").is_file() else ["no dashboard written"]
+    return Spec(["dashboard", "--store", str(_read_only_store(w)), "-o", str(site)], (0,), bound_s=60, one_line=False,
+                check=built)
+
+
 # --- catastrophic regular expressions and unbounded arguments ------------------------------------------------
 
 
@@ -1362,12 +1402,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{checkout} is not a checkout of the project (no harness/cli.py)")
     work = args.work.resolve() if args.work else Path(tempfile.mkdtemp(prefix="bench-hostile-"))
     work.mkdir(parents=True, exist_ok=True)
-    skip = full_disk_skip() if any(k == "full-disk" for k, _, _ in chosen) else None
+    mounting = ("full-disk", "read-only-store")  # both need root's mount
+    skip = full_disk_skip() if any(k in mounting for k, _, _ in chosen) else None
     load_before = os.getloadavg()
     began = time.monotonic()
     results: list[dict[str, Any]] = []
     for klass, name, make in chosen:
-        if klass == "full-disk" and skip:
+        if klass in mounting and skip:
             results.append({"class": klass, "try": name, "verdict": "skipped", "problems": [skip]})
         else:
             results.append(run_try(klass, name, make, checkout, work))
