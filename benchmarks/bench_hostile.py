@@ -4,8 +4,9 @@ Each try is one real ``python -m harness ...`` subprocess (the CLI is the stable
 against any checkout: ``--checkout PATH`` puts that checkout first on ``PYTHONPATH``) with a class of hostile
 input: links under output folders and stores, dangling links, fixtures outside their roots, FIFOs, huge sparse
 files, random bytes, deep YAML and JSON, billion laughs, NUL, lone surrogates, secrets in argv, env and URLs,
-hostile shell values in ci-matrix, a closed stdout, a full disk (a tmpfs) and a store on a read-only bind mount (root only, else the class is skipped
-with its reason), catastrophic regular expressions, unbounded arguments, interrupts, hung database clients.
+hostile shell values in ci-matrix, a closed stdout, a full disk (a tmpfs) and a store on a read-only bind mount
+(both root only, else the class is skipped with its reason), catastrophic regular expressions, unbounded arguments,
+interrupts, hung database clients.
 
 A try is judged by the README's promise: the right exit code; on an error, one line on stderr; no traceback;
 nothing written outside (a link's target, the folder it points to, a victim file); no secret kept (stdout,
