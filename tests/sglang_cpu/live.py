@@ -26,7 +26,7 @@ from harness.build.sglang_cpu import ensure_cpu_env, server_environment
 from harness.build.sglang_cpu.launch import server_argv
 from harness.contract import facts as contract
 from harness.server.lease import PortLease, lease_port
-from harness.util.kill import dies_with_parent
+from harness.util.kill import dies_with_parent, signal_group, signal_process
 
 __all__ = ["DEFAULT_RELEASES", "CpuServer", "Stopped", "releases", "running_server", "start_cpu_server", "stop_cpu_server"]
 
@@ -157,8 +157,8 @@ def stop_cpu_server(server: CpuServer, sig: int = signal.SIGTERM, *, grace: floa
     tree = server.tree()
     names = tuple(_name(p) for p in tree)
     started = time.monotonic()
-    with contextlib.suppress(ProcessLookupError):
-        server.proc.send_signal(sig)
+    if server.proc.poll() is None:
+        signal_process(server.proc.pid, sig)
     deadline = started + grace
     while time.monotonic() < deadline and (server.proc.poll() is None or any(_alive(p) for p in tree)):
         time.sleep(0.05)
@@ -167,8 +167,7 @@ def stop_cpu_server(server: CpuServer, sig: int = signal.SIGTERM, *, grace: floa
     for process in tree:
         with contextlib.suppress(psutil.NoSuchProcess):
             process.kill()
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(server.proc.pid, signal.SIGKILL)
+    signal_group(server.proc.pid, signal.SIGKILL)  # its own session: whatever of the tree psutil no longer saw
     with contextlib.suppress(subprocess.TimeoutExpired):
         server.proc.wait(timeout=10)
     return Stopped(server.proc.returncode, seconds, names, survivors)

@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 
 from harness.contract import facts as contract
+from harness.util.kill import signal_process
 from tests.sglang_cpu.live import CpuServer, Stopped, start_cpu_server, stop_cpu_server
 
 __all__ = ["API_KEY", "GET_PATHS", "PROMPT", "SPEC_MAX_NEW_TOKENS", "SPEC_PROMPTS", "CrashObservations", "Observations",
@@ -192,7 +193,7 @@ def observe_scheduler_kill(version: str, model: Path, workdir: Path) -> CrashObs
         scheduler = next(p for p in server.tree() if "scheduler" in p.name())
         killed = f"{scheduler.pid}:{scheduler.name()}"
         tree = server.tree()
-        scheduler.send_signal(signal.SIGKILL)
+        signal_process(scheduler.pid, signal.SIGKILL)  # as the OOM killer would
         deadline = time.monotonic() + 120
         while server.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
