@@ -47,7 +47,8 @@ def imports_of(source: str, module: str, *, is_package: bool) -> list[tuple[int,
 # Package data, not harness modules: the import stand-ins a real SGLang CPU server's own interpreter finds on its
 # PYTHONPATH (``triton``, ``sgl_kernel``, ...). They import each other by their top-level names.
 STANDINS = Path("harness", "build", "sglang_cpu", "standins")
-# Likewise the import-only stubs a flags-only build's interpreter finds (``triton``, ``torchvision``: harness.data).
+# Likewise the import-only stubs a flags-only build's interpreter finds (``triton``, ``torchvision``: harness.data),
+# with the stand-ins' ``_sglang_repro_placeholders`` copied beside them.
 STUBS = Path("harness", "data", "stubs")
 
 

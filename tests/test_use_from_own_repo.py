@@ -100,6 +100,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         meta = whl.read(f"sglang_repro-{__version__}.dist-info/METADATA").decode()
         entry_points = whl.read(f"sglang_repro-{__version__}.dist-info/entry_points.txt").decode()
     assert {"harness/data/signatures.yaml", "harness/data/stubs/triton/__init__.py", "harness/dashboard/dashboard.js",
+            "harness/build/sglang_cpu/standins/_sglang_repro_placeholders.py",  # the flags-only build copies it too
             "harness/data/fixtures/prompts/word_problems.txt", "harness/data/scaffold/workflow.yml"} <= names
     assert "[pytest11]\nharness.pytest_plugin = harness.pytest_plugin" in entry_points
     for field in ("License-Expression: Apache-2.0", "Project-URL: ", "Classifier: Framework :: Pytest",

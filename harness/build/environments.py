@@ -45,6 +45,8 @@ NODEPS_PACKAGES = (
 NODEPS_TORCH = "2.13.0"  # the CPU build pip finds on these machines; sglang pins 2.11.0, unused for parsing
 
 _STUBS_DIR = data_path("stubs")
+# The stubs' machinery is the CPU build's stand-ins' own (one copy, found by its top-level name): copied beside them.
+_PLACEHOLDERS = Path(__file__).resolve().parent / "sglang_cpu" / "standins" / "_sglang_repro_placeholders.py"
 _ENV_MARKER = "sglang-repro-env.json"
 _PIP_TIMEOUT_S = {"full": 3600.0, "none": 1200.0}
 
@@ -55,8 +57,9 @@ def venv_python(venv: Path) -> Path:
 
 def _stubs_digest() -> str:
     digest = hashlib.sha256()
-    for path in sorted(_STUBS_DIR.rglob("*.py")):
-        digest.update(path.relative_to(_STUBS_DIR).as_posix().encode())
+    named = [(path.relative_to(_STUBS_DIR).as_posix(), path) for path in sorted(_STUBS_DIR.rglob("*.py"))]
+    for name, path in [*named, (_PLACEHOLDERS.name, _PLACEHOLDERS)]:
+        digest.update(name.encode())
         digest.update(read_bytes(path, "source"))
     return digest.hexdigest()[:16]
 
@@ -73,6 +76,7 @@ def _install_stubs(python: Path) -> None:
             shutil.copytree(entry, destination, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(entry, destination)
+    shutil.copy2(_PLACEHOLDERS, target / _PLACEHOLDERS.name)
 
 
 def _pip(python: Path, args: Sequence[str], *, timeout: float) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import sglang_cpu_ports
 import torch
-from _sglang_cpu_standin import _PlaceholderMeta
+from _sglang_repro_placeholders import _PlaceholderMeta
 
 __all__: list[str] = []
 

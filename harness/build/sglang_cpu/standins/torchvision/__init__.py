@@ -7,7 +7,7 @@ real package is a CUDA-matched build of several hundred MB. Every name is a plac
 
 from __future__ import annotations
 
-from _sglang_cpu_standin import install_finder, module_getattr
+from _sglang_repro_placeholders import install_finder, module_getattr
 
 __all__: list[str] = []
 

@@ -6,14 +6,14 @@ its CPU path launches few kernels. Here ``@triton.jit``/``@triton.autotune``/``@
 on triton's types) whose launch ``kernel[grid](*args, **kwargs)`` runs the plain-torch port registered as
 ``triton.<function name>`` in :mod:`sglang_cpu_ports`, or raises :class:`NotImplementedError` naming the
 kernel. ``triton.runtime.driver.active`` raises as real triton does on a machine without a GPU. Any other
-name is a placeholder (see ``_sglang_cpu_standin``).
+name is a placeholder (see ``_sglang_repro_placeholders``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from _sglang_cpu_standin import install_finder, module_getattr
+from _sglang_repro_placeholders import install_finder, module_getattr
 
 from triton import language, runtime
 from triton.runtime.autotuner import Autotuner, Config, Heuristics, autotune, heuristics

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _sglang_cpu_standin import install_finder, module_getattr
+from _sglang_repro_placeholders import install_finder, module_getattr
 
 __all__ = ["backends"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from _sglang_cpu_standin import install_finder, module_getattr
+from _sglang_repro_placeholders import install_finder, module_getattr
 
 from triton.runtime import driver as _driver_module
 from triton.runtime.autotuner import Autotuner, Config, Heuristics

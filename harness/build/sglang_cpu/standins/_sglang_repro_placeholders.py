@@ -1,10 +1,14 @@
-"""Machinery shared by the import stand-ins (``triton``, ``torchvision``, ``sgl_kernel``) of the real-SGLang CPU build.
+"""Placeholders for GPU-only packages: the one copy both kinds of sglang build use.
 
-Real SGLang imports GPU-only packages on its CPU path although serving a model there runs none of their
-kernels. A stand-in package registers a finder that makes up any of its submodules on demand; any name of
-such a module is a placeholder class: importable, usable as an annotation, a default value or a base class,
-with nested attributes (``scalar_types.uint4b8``), and raising, naming itself, when called. Nothing here
-computes: the kernels that must run are plain-torch ports in :mod:`sglang_cpu_ports`.
+Real SGLang imports GPU-only packages (``triton``, ``torchvision``, ``sgl_kernel``) on paths that run none of
+their code: parsing flags in a flags-only build (``deps=none``), serving a model on the CPU in the real-SGLang CPU
+build (``deps=cpu``). A stand-in package registers a finder that makes up any of its submodules on demand; any
+name of such a module is a placeholder class: importable, usable as an annotation, a default value or a base
+class, with nested attributes (``scalar_types.uint4b8``), and raising, naming itself, when called. Nothing here
+computes: the kernels the CPU build must run are plain-torch ports in :mod:`sglang_cpu_ports`.
+
+Found by its top-level name: first on the CPU server's ``PYTHONPATH`` (``standins/``), and copied beside the stubs
+of ``harness/data/stubs`` into a flags-only build's site-packages (``harness.build.environments``).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ __all__ = ["NotPorted", "install_finder", "module_getattr", "placeholder"]
 
 
 class NotPorted(NotImplementedError):
-    """A GPU kernel or GPU-only object that the CPU build has no plain-torch port of."""
+    """A GPU kernel or GPU-only object called where no plain-torch port of it exists."""
 
 
 class _PlaceholderMeta(type):
@@ -33,8 +37,8 @@ class _PlaceholderMeta(type):
         return value
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        raise NotPorted(f"{cls._standin_name}: not available in the real-SGLang CPU build (a GPU-only name; "
-                        "no plain-torch port in sglang_cpu_ports)")
+        raise NotPorted(f"{cls._standin_name}: a GPU-only name that sglang-repro stands in for cannot run here "
+                        "(the CPU build has no plain-torch port of it in sglang_cpu_ports)")
 
 
 def placeholder(qualname: str) -> type:
