@@ -98,7 +98,7 @@ lint: $(STAMP)
 # waits on that environment's lock (harness.build.ensure_pip_env) while the others run. The preparation's
 # output goes to $(VENV)/sglang-envs.log; a failed preparation fails the target even if pytest passed.
 test: $(STAMP)
-	@echo "make test: the whole suite, about 30-35 min on 2 cores (34 min on a fresh machine, 30 with warm caches; docs/tests.md)"
+	@echo "make test: the whole suite, about 30-35 min on 2 cores: a fresh machine took 2047 s of pytest (docs/tests.md)"
 	@echo "make test: meanwhile, in the background, it fetches the sglang wheels (pip, --no-deps) and builds the real-SGLang"
 	@echo "  CPU environments (about 100 s each the first time; cached): logs in $(VENV)/sglang-envs.log, $(VENV)/sglang-cpu-envs.log"
 	@$(MAKE) --no-print-directory sglang-envs > $(VENV)/sglang-envs.log 2>&1 & envs=$$!; \
