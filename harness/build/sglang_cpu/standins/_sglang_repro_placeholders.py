@@ -17,6 +17,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import types
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["NotPorted", "install_finder", "module_getattr", "placeholder"]
@@ -37,8 +38,10 @@ class _PlaceholderMeta(type):
         return value
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        # Neutral about the build: a flags-only build never calls one, the CPU build calls one only where a kernel
+        # has no plain-torch port.
         raise NotPorted(f"{cls._standin_name}: a GPU-only name that sglang-repro stands in for cannot run here "
-                        "(the CPU build has no plain-torch port of it in sglang_cpu_ports)")
+                        "(this build has no plain-torch port of it)")
 
 
 def placeholder(qualname: str) -> type:
@@ -47,25 +50,32 @@ def placeholder(qualname: str) -> type:
     return _PlaceholderMeta(leaf, (), {"_standin_name": qualname, "__module__": module})
 
 
-def module_getattr(module_name: str) -> Any:
-    """A module-level ``__getattr__`` that answers every public name with a placeholder."""
+def module_getattr(module_name: str, make: Callable[[str], Any] = placeholder) -> Any:
+    """A module-level ``__getattr__`` that answers every public name with ``make(its full name)``, once."""
     made: dict[str, Any] = {}
 
     def __getattr__(name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
         if name not in made:
-            made[name] = placeholder(f"{module_name}.{name}")
+            made[name] = make(f"{module_name}.{name}")
         return made[name]
 
     return __getattr__
 
 
 class _StandinModule(types.ModuleType):
+    """A submodule no file provides: each public name is ``make(its full name)``, made on first access."""
+
+    def __init__(self, name: str, make: Callable[[str], Any]) -> None:
+        super().__init__(name)
+        self.__path__: list[str] = []
+        self._sglang_repro_make = make
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        value = placeholder(f"{self.__name__}.{name}")
+        value = self._sglang_repro_make(f"{self.__name__}.{name}")
         setattr(self, name, value)
         return value
 
@@ -73,8 +83,9 @@ class _StandinModule(types.ModuleType):
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Serves ``<package>.*`` modules that no real file provides (it sits last on sys.meta_path)."""
 
-    def __init__(self, package: str) -> None:
+    def __init__(self, package: str, make: Callable[[str], Any]) -> None:
         self.package = package
+        self.make = make
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname.startswith(self.package + "."):
@@ -82,15 +93,14 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
     def create_module(self, spec: Any) -> types.ModuleType:
-        module = _StandinModule(spec.name)
-        module.__path__ = []
-        return module
+        return _StandinModule(spec.name, self.make)
 
     def exec_module(self, module: types.ModuleType) -> None:
         return None
 
 
-def install_finder(package: str) -> None:
-    """Make up any submodule of ``package`` on import (once per process)."""
+def install_finder(package: str, make: Callable[[str], Any] = placeholder) -> None:
+    """Make up any submodule of ``package`` on import (once per process); its names are ``make(full name)``:
+    placeholders, or what a stand-in package makes of them (``sgl_kernel``: kernels that run their ports)."""
     if not any(isinstance(f, _Finder) and f.package == package for f in sys.meta_path):
-        sys.meta_path.append(_Finder(package))
+        sys.meta_path.append(_Finder(package, make))

@@ -12,15 +12,11 @@ SGLang's ``hasattr(torch.ops.sgl_kernel, ...)`` feature checks answer no.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import sys
-import types
 from typing import Any
 
 import sglang_cpu_ports
 import torch
-from _sglang_repro_placeholders import _PlaceholderMeta
+from _sglang_repro_placeholders import _PlaceholderMeta, install_finder, module_getattr
 
 __all__: list[str] = []
 
@@ -74,40 +70,7 @@ def _publish_torch_ops() -> None:
             setattr(namespace, op, _TorchOp(op, fn))
 
 
-def __getattr__(name: str) -> Any:
-    if name.startswith("__"):
-        raise AttributeError(name)
-    value = kernel(f"{__name__}.{name}")
-    globals()[name] = value
-    return value
-
-
-class _KernelModule(types.ModuleType):
-    """A submodule of ``sgl_kernel`` no file provides (``sgl_kernel.speculative``): its names are kernels too."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        value = kernel(f"{self.__name__}.{name}")
-        setattr(self, name, value)
-        return value
-
-
-class _KernelFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname.startswith(__name__ + "."):
-            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-        return None
-
-    def create_module(self, spec: Any) -> types.ModuleType:
-        module = _KernelModule(spec.name)
-        module.__path__ = []
-        return module
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        return None
-
-
 _publish_torch_ops()
-if not any(isinstance(f, _KernelFinder) for f in sys.meta_path):
-    sys.meta_path.append(_KernelFinder())
+# A submodule no file provides (``sgl_kernel.speculative``) and the package itself: their names are kernels too.
+install_finder(__name__, make=kernel)
+__getattr__ = module_getattr(__name__, make=kernel)
