@@ -19,7 +19,7 @@ from typing import Any
 from harness.alerts.alert import STEP_KINDS, Alert, case_alerts, fingerprint, names_json, new_alerts
 from harness.incidents.incident import Incident, group
 from harness.records.outcome import Outcome
-from harness.series.detections import findings_of
+from harness.series.detections import SeriesFindings, findings_of
 from harness.series.points import CasePoints, Point, rule_for, stored_case_points
 from harness.series.transients import K_NIGHTS, transient_at_end
 from harness.series.young import YoungCase, young_cases
@@ -114,9 +114,12 @@ def _recovered(row: Mapping[str, Any], cp: CasePoints, current: Alert | None) ->
     return bool(decided) and decided[-1].outcome == Outcome.PASS
 
 
-def _transient_rows(cp: CasePoints, tolerances: Mapping[str, float] | None, batch_id: str) -> list[dict[str, Any]]:
-    """The excursions of the case's series that came back on the newest night, as ``transient`` rows."""
+def _transient_rows(cp: CasePoints, tolerances: Mapping[str, float] | None, batch_id: str,
+                    findings: Sequence[SeriesFindings]) -> list[dict[str, Any]]:
+    """The excursions of the case's series that came back on the newest night, as ``transient`` rows: each
+    judged against the level since the series' newest change (``findings``: the case's, as detected tonight)."""
     rows = []
+    since = {s.metric: max((f.index for f in s.findings if f.kind != "suspicious"), default=0) for s in findings}
     for metric in cp.metric_names:
         rule = rule_for(metric, tolerances)
         if rule is None:
@@ -124,7 +127,7 @@ def _transient_rows(cp: CasePoints, tolerances: Mapping[str, float] | None, batc
         idx, values = cp.series(metric)
         if not idx or idx[-1] != cp.n_points - 1:
             continue  # the metric has no value tonight
-        found = transient_at_end(values, rule)
+        found = transient_at_end(values, rule, since.get(metric, 0))
         if found is None or not found.regression:
             continue
         first = cp.point(idx[found.index])
@@ -156,11 +159,11 @@ def review(store: Store, batch_id: str, *, tolerances: Mapping[str, Mapping[str,
     renamed: list[Renamed] = []
     transient_rows: list[dict[str, Any]] = []
     for cp in cases:
-        found = case_alerts(cp, (tolerances or {}).get(cp.scenario),
-                            findings=findings[(cp.scenario, cp.case, cp.hardware)])
+        series = findings[(cp.scenario, cp.case, cp.hardware)]
+        found = case_alerts(cp, (tolerances or {}).get(cp.scenario), findings=series)
         candidates += found
         by_fp = {a.fingerprint: a for a in found}
-        transient_rows += _transient_rows(cp, (tolerances or {}).get(cp.scenario), batch_id)
+        transient_rows += _transient_rows(cp, (tolerances or {}).get(cp.scenario), batch_id, series)
         for row in known:
             if (row["state"] != "open" and not _accepted(row) or row["scenario"] != cp.scenario
                     or row["case_name"] != cp.case or row["hardware_key"] != cp.hardware):

@@ -65,8 +65,11 @@ def _noise_sd(w: np.ndarray, n: np.ndarray) -> np.ndarray:
     level = np.where(level == 0, 1.0, level)
     d = np.diff(w, axis=1)
     md = _sorted_median(np.sort(d, axis=1), cnt - 1)
-    mad = _sorted_median(np.sort(np.abs(d - md[:, None]), axis=1), cnt - 1)
-    sd = np.where(cnt >= 3, 1.4826 * mad / np.sqrt(2.0), 0.0)
+    # steps.noise: the mean of the smallest round((cnt - 1) * (1 - NOISE_TRIM)) deviations (nan sorts last).
+    dev = np.sort(np.abs(d - md[:, None]), axis=1)
+    keep = np.maximum(1, np.round((cnt - 1) * (1 - steps.NOISE_TRIM)).astype(int))
+    total = np.nancumsum(dev, axis=1)[np.arange(len(dev)), np.minimum(keep, dev.shape[1]) - 1]
+    sd = np.where(cnt >= 3, total / keep / steps.TRIMMED_MEAN_ABS / np.sqrt(2.0), 0.0)
     return np.maximum(sd, 1e-6 * level)
 
 
@@ -124,7 +127,9 @@ def _step_hot(flat: np.ndarray, sums: _Sums, end: np.ndarray, n: np.ndarray, sd:
     with np.errstate(divide="ignore", invalid="ignore"):
         mb, sb, nb = _side(yb, ~np.isnan(yb), sd)
         ma, sa, na = _side(ya, np.arange(steps.MAX_AFTER)[None, :] < a[:, None], sd)
-        se = sd * np.sqrt(np.maximum(1.0, sb) ** 2 / nb + np.maximum(1.0, sa) ** 2 / na)
+        squares = sb ** 2 * np.maximum(1, nb - 1) + sa ** 2 * np.maximum(1, na - 1)  # steps._sides' sums of squares
+        spread = np.maximum(steps.SPREAD_FLOOR, np.sqrt(squares / np.maximum(1, nb + na - 2)))
+        se = sd * np.sqrt(spread ** 2 / nb + np.maximum(spread, np.where(sa > 1.0, sa, 0.0)) ** 2 / na)
         z = (ma - mb) / se
     could = (a >= steps.MIN_AFTER) & ~(np.abs(z) < steps.Z_STEP * (1 - MARGIN))
     return has & (unsure | could)

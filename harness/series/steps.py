@@ -8,13 +8,16 @@ night. Per night:
 
 1. **Noise, from the trials.** A point's variance is ``sb^2 + sw^2 / k`` for its ``k`` trials:
    ``sw`` from the spread of trials within nights (pooled, robust), ``sb`` the rest of the spread
-   between nights (first differences of the points, robust). A point with more trials counts for
+   between nights (first differences of the points, a trimmed mean of their size). A point with more trials counts for
    more, and trials of one night are never treated as independent samples of the level.
 2. **Step.** Among the recent splits of the segment since the last confirmed change (at least
    ``MIN_LOOK`` points after, at most ``MAX_AFTER``), the one that fits a two-level model best (least
    squares, weighted: the likeliest place of one change); its z from weighted means of the two
-   sides, each point clipped to 3 sd of its side's median (the after side's own spread counts when
-   it is larger, so a noise level that rises is not a step). It is confirmed when all hold: at
+   sides, each point clipped to 3 sd of its side's median, against the noise model scaled by the
+   spread of the split's own residuals pooled over both sides (``SPREAD_FLOOR`` at least; the after
+   side's own spread counts when it is larger, so a noise level that rises is not a step), widened
+   for night-to-night correlation by the exact variance of the two means' difference under AR(1)
+   noise (``_ar_split_widen``). It is confirmed when all hold: at
    least ``MIN_AFTER`` points after it (a burst of three bad nights that ends is not a step: the
    fourth night shows it); ``z >= Z_STEP``; the minimum effect (2% acceptance length, 5% throughput
    and latency, or the scenario's tolerance); the newest point and at least 70% of the points since
@@ -63,7 +66,7 @@ night. Per night:
    only, so a slide is not a large change), each farther from it than the *large band*: the larger
    of ``LARGE_FACTOR`` times the minimum effect (25% throughput and latency, 10% acceptance length: the
    metric's known noise) and ``LARGE_Z`` times the spread the series itself shows (with fewer than
-   ``MIN_BEFORE`` points their plain standard deviation, else the first differences' robust spread over
+   ``MIN_BEFORE`` points their plain standard deviation, else the first differences' trimmed spread over
    the segment, up to ``MAX_BEFORE`` points; one trial's within-night spread when larger), widened for a
    spread read from few points (Student's t over the normal at 99.5%: 3.9x from three points, 1.8x from five)
    and for the level's own error. On a segment of ``MATURE_NIGHTS``
@@ -79,13 +82,13 @@ night. Per night:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 __all__ = ["LARGE_CHANGE", "MATURE_NIGHTS", "RENAMED", "Finding", "Rule", "Tracker", "detect", "large_band", "large_floor",
-           "large_level", "noise"]
+           "large_level", "mad_noise", "noise"]
 
 RENAMED = "renamed:"  # what ``Tracker.push`` puts before the new name of a level change renamed tonight
 
@@ -128,8 +131,8 @@ AR_MIN = 10  # points a lag-1 autocorrelation of residuals is read from, at leas
 # if it were 0.3 on a young segment, where most of the noisy stationary series' false alarms were raised.
 AR_BIAS = 0.0
 SUSPICIOUS_AR_BIAS = 0.5  # the suspicious tail (shown, never an alert) keeps that reading: shown as early as before
-# The step's z is against a noise read from the segment's own points (the robust spread of first differences:
-# about a third of a plain sd's efficiency), so on a short segment it is a t of few degrees of freedom: Z_STEP and
+# The step's z is against a noise read from the segment's own points (the spread of first differences, which a
+# step in the window widens too), so on a short segment it is a t of few degrees of freedom: Z_STEP and
 # Z_PREV are raised by 1 + Z_DF / (points of the noise model - 1), x1.29 over 15 points, x1.10 over 40.
 Z_DF = 4.0
 AR_CAP = 0.8
@@ -138,6 +141,21 @@ AR_CAP = 0.8
 # RSS figures and z billions ("slide going 1050496523.7"). At this floor a change of the minimum effect is still
 # 10 noise units, far past every threshold.
 NOISE_FLOOR = 0.1
+# The noise from first differences: a trimmed mean of their absolute deviations, not their median (MAD). A median
+# of |differences| falls in the gap between two modes: a bimodal noise that switched modes on most nights read
+# 3.4-4.1 for a true sd of 2.3 (issue 47, fresh tune set 302), and the steps on it were never confirmed. On normal
+# noise the trimmed mean's relative variance is 1.7x smaller than the MAD's (15 and 40 points); the largest tenth left
+# out keeps a stray night or a step's own difference from widening it.
+NOISE_TRIM = 0.1
+# E|X| of a normal X over its central 1 - NOISE_TRIM, in sd: sqrt(2 / pi) * (1 - exp(-q^2 / 2)) / (1 - NOISE_TRIM),
+# q = 1.6449, the normal's 95th percentile.
+TRIMMED_MEAN_ABS = 0.6573480889468029
+# A split's z is against the noise model scaled by the spread of the split's own residuals, pooled over both sides
+# (a quasi-likelihood, as the line fits): the model is read from first differences, which a noise that alternates
+# reads too wide and a noise that wanders reads too narrow. Never below this share of the model: a few residuals
+# may sit close by chance. Until issue 47's third round each side took its own spread, never below the model: the
+# after side's three or four points by chance spread narrow, and a noise the model under-read was not widened there.
+SPREAD_FLOOR = 0.7
 MATURE_NIGHTS = MIN_BEFORE + MIN_AFTER  # from here on the step rule judges changes of the minimum effect
 
 
@@ -179,7 +197,21 @@ class Finding:
 
 
 def noise(y: np.ndarray) -> float:
-    """Robust standard deviation of the point noise around the level (first differences, MAD)."""
+    """Standard deviation of the point noise around the level, from first differences (a step or a slide
+    widens them by one night or a little): the mean of their absolute deviations from their median, the
+    largest NOISE_TRIM of them left out, scaled to a normal's sd."""
+    if len(y) < 3:
+        return 0.0
+    d = np.diff(y)
+    a = np.sort(np.abs(d - _median(d)))
+    keep = max(1, int(round(len(a) * (1 - NOISE_TRIM))))
+    return float(np.mean(a[:keep]) / TRIMMED_MEAN_ABS / np.sqrt(2.0))
+
+
+def mad_noise(y: np.ndarray) -> float:
+    """The point noise as read before issue 47's third round: the first differences' MAD, scaled to a normal's
+    sd. The suspicious tail (shown, never an alert) keeps it, as it keeps the old autocorrelation reading: a
+    reading that is more often low shows a change in the newest two points as early as before."""
     if len(y) < 3:
         return 0.0
     d = np.diff(y)
@@ -234,11 +266,12 @@ def _ar_widen(rho: np.ndarray | float, n: np.ndarray | int, bias: float = AR_BIA
     return np.sqrt((1 + r) / (1 - r))
 
 
-def _splits(y: np.ndarray, var: np.ndarray, cuts: np.ndarray, bias: float = AR_BIAS
+def _splits(y: np.ndarray, var: np.ndarray, cuts: np.ndarray, bias: float = AR_BIAS, pooled: bool = True
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(z, level before, level after) of a step at each of ``cuts`` (indices into ``y``), every split at once.
 
     The before side reaches back at most MAX_BEFORE points; the after side runs to the newest. The
+    noise model is scaled by the residuals' spread pooled over both sides (at least SPREAD_FLOOR); the
     after side's own spread counts when it is larger than the model's: a noise level that rises is
     not a step.
     """
@@ -247,9 +280,31 @@ def _splits(y: np.ndarray, var: np.ndarray, cuts: np.ndarray, bias: float = AR_B
     before, after = (idx < c) & (idx >= c - MAX_BEFORE), idx >= c
     mb, sb, wb, lb, qb = _sides(y, var, before)
     ma, sa, wa, la, qa = _sides(y, var, after)
-    se = np.sqrt(np.maximum(1.0, sb) ** 2 / wb + np.maximum(1.0, sa) ** 2 / wa)
-    se = se * _ar_widen((lb + la) / np.maximum(qb + qa, 1e-300), before.sum(axis=1) + after.sum(axis=1), bias)
-    return (ma - mb) / se, mb, ma
+    nb, na = before.sum(axis=1), after.sum(axis=1)
+    if pooled:
+        spread = np.maximum(SPREAD_FLOOR, np.sqrt((qb + qa) / np.maximum(1, nb + na - 2)))
+        se = np.sqrt(spread ** 2 / wb + np.maximum(spread, np.where(sa > 1.0, sa, 0.0)) ** 2 / wa)
+    else:
+        se = np.sqrt(np.maximum(1.0, sb) ** 2 / wb + np.maximum(1.0, sa) ** 2 / wa)
+    return (ma - mb) / (se * _ar_split_widen((lb + la) / np.maximum(qb + qa, 1e-300), nb, na, bias)), mb, ma
+
+
+def _ar_split_widen(rho: np.ndarray, nb: np.ndarray, na: np.ndarray, bias: float = AR_BIAS) -> np.ndarray:
+    """How much wider the difference of a split's two means is under AR(1) noise than under independent noise,
+    for ``nb`` points before the cut and ``na`` after it, each side contiguous: the exact variance of the
+    difference (each side's own correlation, less the covariance across the cut), not the long-run widening
+    sqrt((1 + rho) / (1 - rho)) that ``_ar_widen`` gives a mean of many points. Never below 1."""
+    n = np.asarray(nb + na, dtype=float)
+    r = np.clip(np.asarray(rho, dtype=float) - bias / np.sqrt(np.maximum(n, 1.0)), 0.0, AR_CAP)
+    r = np.where(n >= AR_MIN, r, 0.0)
+    b, a = np.asarray(nb, dtype=float), np.asarray(na, dtype=float)
+
+    def own(m: np.ndarray) -> np.ndarray:  # the sum of rho^|i - j| over i, j of m consecutive points
+        return m * (1 + r) / (1 - r) - 2 * r * (1 - r ** m) / (1 - r) ** 2
+
+    across = r * (1 - r ** b) * (1 - r ** a) / (1 - r) ** 2
+    var = own(a) / a ** 2 + own(b) / b ** 2 - 2 * across / (a * b)
+    return np.sqrt(np.maximum(1.0, var / (1 / a + 1 / b)))
 
 
 def _wls(design: np.ndarray, y: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -345,7 +400,7 @@ def large_band(before: Sequence[float] | np.ndarray, rule: Rule, trial_sd: float
     if not level or not np.isfinite(level):
         return None
     # A few points: their plain spread (a robust one of five points is too often far too small or too large);
-    # enough for the noise model: the first differences' robust spread, which a slide does not widen.
+    # enough for the noise model: the first differences' trimmed spread, which a slide does not widen.
     own, df = (noise(y), m - 1) if m >= MIN_BEFORE else (float(np.std(recent, ddof=1)), len(recent) - 1)
     # A spread read from few points may be far too small (two nights in one mode of a bimodal noise): widened by
     # Student's t over the normal at the same level, and by the level's own error, sqrt(1 + 1/n).
@@ -467,13 +522,14 @@ class Tracker:
         if len(vals) > 1 and value:
             self.dev.extend((v - value) / abs(value) for v in vals)
 
-    def _fit_noise(self) -> None:
-        """The night's noise model over the segment's newest points: trials within nights, nights between."""
+    def _fit_noise(self, spread: Callable[[np.ndarray], float] = noise) -> None:
+        """The night's noise model over the segment's newest points: trials within nights, nights between
+        (``spread``: how the points' noise is read from them)."""
         hi = len(self.y)
         y = np.asarray(self.y[max(self.segment, hi - NOISE_WINDOW):hi])
         self._noise_points = len(y)
         level = _median(np.abs(y)) or 1.0
-        sd_points = max(noise(y), NOISE_FLOOR * self.rule.min_effect * level, 1e-6 * level)
+        sd_points = max(spread(y), NOISE_FLOOR * self.rule.min_effect * level, 1e-6 * level)
         self._sb2, self._sw2 = sd_points ** 2, 0.0
         if len(self.dev) >= 6:
             dev = np.asarray(self.dev[-6 * NOISE_WINDOW:])
@@ -699,7 +755,7 @@ class Tracker:
     def suspicious(self) -> Finding | None:
         """The newest 1-3 points, if they sit apart from the level before them: never an alert."""
         n = len(self.y)
-        self._fit_noise()
+        self._fit_noise(mad_noise)
         # The newest k points with enough before them: a prefix of 1, 2, 3, since the room before shrinks with k.
         ks = [k for k in (1, 2, 3) if n - k - max(self.segment, n - k - MAX_BEFORE) >= MIN_BEFORE]
         if not ks:
@@ -708,7 +764,7 @@ class Tracker:
         # own cut within it (``_splits``), which is the window each would have alone.
         lo = max(self.segment, n - ks[-1] - MAX_BEFORE)
         zs, befores, afters = _splits(np.asarray(self.y[lo:n]), self._variances(lo, n),
-                                      np.array([n - k - lo for k in ks]), SUSPICIOUS_AR_BIAS)
+                                      np.array([n - k - lo for k in ks]), SUSPICIOUS_AR_BIAS, pooled=False)
         best: Finding | None = None
         for k, z, before, after in zip(ks, zs.tolist(), befores.tolist(), afters.tolist()):
             effect = _relative(after, before)

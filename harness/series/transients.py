@@ -21,13 +21,15 @@ __all__ = ["K_NIGHTS", "transient_at_end"]
 K_NIGHTS = 3  # K: nights back at the old level that resolve an incident; the longest transient
 
 
-def transient_at_end(values: Sequence[float], rule: Rule) -> Finding | None:
-    """The excursion that ended on the newest night (the newest value is back), or None."""
+def transient_at_end(values: Sequence[float], rule: Rule, since: int = 0) -> Finding | None:
+    """The excursion that ended on the newest night (the newest value is back), or None. ``since``: the first
+    value of the level it is judged against (the first after the series' newest change): a level from before a
+    change, or from a slide's first nights, would make a night on the new level an excursion."""
     y = np.asarray(values, dtype=float)
     n = len(y)
     for k in range(1, K_NIGHTS + 1):
         start = n - 1 - k  # the first night off
-        lo = max(0, start - MAX_BEFORE)
+        lo = max(since, start - MAX_BEFORE)
         if start - lo < MIN_BEFORE:
             continue
         before = y[lo:start]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
 import pytest
 
 from harness.alerts.alert import Alert
@@ -12,10 +13,12 @@ from harness.incidents.incident import Incident, group, next_step
 from harness.incidents.review import review
 from harness.records.outcome import Outcome
 from harness.series.points import Point
+from harness.series.steps import Rule
+from harness.series.transients import transient_at_end
 from harness.store.store import new_batch, open_store
 from harness.store.transfer import export_store
 from tests.helpers import make_record
-from tests.series.nights import CASES, record_slowdown, record_speed_slide
+from tests.series.nights import CASES, drift_levels, record_drift, record_slowdown, record_speed_slide
 
 # A claim about the harness, not the model: its reference servers are the torch-free stand-in (tests/conftest.py).
 pytestmark = pytest.mark.standin
@@ -206,6 +209,19 @@ def test_an_excursion_that_comes_back_within_k_nights_is_transient_and_reaches_n
     assert reviews[10].transients >= len(rows) - 1 and {r["case_name"] for r in rows} == set(CASES)
 
 
+def test_a_transient_is_judged_against_the_level_since_the_newest_change(tmp_path) -> None:
+    """The drift of tests.series.nights, raised as a level change at night 36 (night 41): on night 45 the level
+    over the 30 nights before its night 44 (mostly before the slide) made night 44, on the slide, look like a
+    one-night excursion that came back. Judged against the level since the change, it is not one."""
+    values = [float(np.median(t)) for t in drift_levels(48)]
+    assert transient_at_end(values[:45], Rule(0.02)) is not None  # judged across the change, as before
+    assert transient_at_end(values[:45], Rule(0.02), since=35) is None
+    with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
+        reviews = record_drift(store)
+        rows = store.alert_rows()
+    assert [r["kind"] for r in rows] == ["drift"] and sum(r.transients for r in reviews) == 0
+
+
 @pytest.mark.slow
 def test_the_incidents_next_step_runs_as_printed(run_cli, tmp_path) -> None:
     """A slowdown of one build on a real scenario's two cases: one incident, and its printed next step (a
@@ -250,6 +266,8 @@ def test_a_slide_seen_by_several_metrics_nights_apart_is_one_incident(tmp_path, 
         reviews = record_speed_slide(store, 40, 15, random.Random(seed))
         rows = [r for r in store.alert_rows() if r["state"] != "transient"]
     said = [(n, line.split()[0]) for n, r in enumerate(reviews, start=1) for line in r.transitions()]
-    assert [what for _, what in said] == ["INCIDENT", "RENAMED"], said
+    # Raised as a level change and renamed drift, or (seed 4 since issue 47's third round: a ramp fits the throughput
+    # better than a step, so the step rule leaves it to the drift rule, night 33 where it was night 24) raised drift.
+    assert [what for _, what in said] in (["INCIDENT", "RENAMED"], ["INCIDENT"]), said
     assert len({r["metric"] for r in rows}) >= 2 and len({r["incident"] or r["fingerprint"] for r in rows}) == 1, rows
     assert {r["kind"] for r in rows} == {"drift"}
