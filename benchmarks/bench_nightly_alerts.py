@@ -15,7 +15,7 @@ Beside today's detector, the detector as issue 35 left it, for real: its ``steps
 ``ISSUE35_REV`` (``git show``; it imports numpy only) and scored by today's scoring in the same run
 (``--baseline-rev REV`` for another revision; ``harness/history/steps.py`` before the move, else
 ``harness/series/steps.py``).
-Prints one JSON summary; ``--out FILE`` writes it too.
+Prints one JSON summary; ``--out FILE`` writes it too; its record is kept under ``benchmarks/results/``.
 
     .venv/bin/python benchmarks/bench_nightly_alerts.py [--per-cell 4] [--baseline-rev REV] [--out FILE]
 """
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,8 @@ from types import ModuleType
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as `python benchmarks/x.py` from any directory
     sys.path.insert(0, str(REPO))
+
+from _common import emit  # noqa: E402
 
 from harness.series.steps import Rule, Tracker  # noqa: E402
 from tests.series.anchors import Replay, hud_rule, otava_rule, sglang_rule  # noqa: E402
@@ -112,11 +113,7 @@ def main() -> None:
             "baseline_revs": revs,
             "seed_sets": [run(s, args.per_cell, args.quiet, args.only, baselines) for s in seeds],
         }
-    text = json.dumps(summary, indent=1)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    emit(summary, args.out)  # stdout, --out, and its record under benchmarks/results/
 
 
 if __name__ == "__main__":
