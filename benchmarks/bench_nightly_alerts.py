@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import re
 import subprocess
 import sys
 import tempfile
@@ -89,6 +90,13 @@ def run(seed: int, per_cell: int, quiet: int, only: str | None, baselines: dict[
         summary["seconds"] = round(time.monotonic() - t, 1)
         out[name] = summary
         print(f"seed set {seed}: {name} done in {summary['seconds']} s", file=sys.stderr, flush=True)
+    # The headline figures under names a quoted figure can spell (benchmarks/render_figures.py: no spaces, no dots).
+    out["figures"] = {re.sub(r"[^\w-]+", "_", name): {
+        "false_alarms": v["false_alarms"], "false_alarms_per_1000": v["false_alarms_per_1000_series_nights"],
+        "recall_5_strong": v["recall_within_5_steps_ge_2.5x_noise"],
+        "recall_10_mid": v["recall_within_10_steps_1.6x_to_2.5x_noise"],
+        "drifts_named_drift": v["drift_final_names"].get("drift", 0), "drifts_named_step": v["drift_named_as_step"]}
+        for name, v in out.items() if isinstance(v, dict)}
     return out
 
 
