@@ -129,7 +129,10 @@ def _step_hot(flat: np.ndarray, sums: _Sums, end: np.ndarray, n: np.ndarray, sd:
         ma, sa, na = _side(ya, np.arange(steps.MAX_AFTER)[None, :] < a[:, None], sd)
         squares = sb ** 2 * np.maximum(1, nb - 1) + sa ** 2 * np.maximum(1, na - 1)  # steps._sides' sums of squares
         spread = np.maximum(steps.SPREAD_FLOOR, np.sqrt(squares / np.maximum(1, nb + na - 2)))
-        se = sd * np.sqrt(spread ** 2 / nb + np.maximum(spread, np.where(sa > 1.0, sa, 0.0)) ** 2 / na)
+        # Without the after side's own spread where it is wider than the model (steps._splits): this sd may sit
+        # under the tracker's (its floor is lower), which would count that spread where the tracker does not; left
+        # out, the se is never wider than the tracker's, so |z| stays an upper bound.
+        se = sd * spread * np.sqrt(1 / nb + 1 / na)
         z = (ma - mb) / se
     could = (a >= steps.MIN_AFTER) & ~(np.abs(z) < steps.Z_STEP * (1 - MARGIN))
     return has & (unsure | could)
