@@ -15,7 +15,8 @@ Scored in the same run, the anchor: issue 47's slowdown, five good nights of abo
 second) and any other alert.
 
 ``--baseline-rev REV`` scores that revision's detector on the same sets in the same run (its ``steps.py`` read
-with ``git show``, as ``bench_nightly_alerts.py`` does): ``cfdf90f`` is the detector before this round.
+with ``git show``, as ``bench_nightly_alerts.py`` does): ``cfdf90f`` is the detector before issue 47's second
+round, ``2c53b23`` the one before its third.
 
     .venv/bin/python benchmarks/bench_heldout_alerts.py [--seeds tune|report|fresh-tune|fresh-report|broad|all]
         [--baseline-rev REV] [--out FILE]
@@ -118,7 +119,7 @@ def slowdown_anchor(make: Callable[[Rule], Online], seeds: int = 20) -> dict[str
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", choices=("tune", "report", "fresh-tune", "fresh-report", "broad", "all"), default="all")
-    ap.add_argument("--baseline-rev", help="score this revision's detector too (e.g. cfdf90f, before issue 47's 2nd round)")
+    ap.add_argument("--baseline-rev", help="score this revision's detector too (e.g. 2c53b23, before issue 47's 3rd round)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     every = {"tune": TUNE, "report": REPORT, "fresh-tune": FRESH_TUNE, "fresh-report": FRESH_REPORT, "broad": FRESH_REPORT}

@@ -82,8 +82,10 @@ night. Per night:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from statistics import NormalDist
 
 import numpy as np
 
@@ -147,9 +149,10 @@ NOISE_FLOOR = 0.1
 # noise the trimmed mean's relative variance is 1.7x smaller than the MAD's (15 and 40 points); the largest tenth left
 # out keeps a stray night or a step's own difference from widening it.
 NOISE_TRIM = 0.1
-# E|X| of a normal X over its central 1 - NOISE_TRIM, in sd: sqrt(2 / pi) * (1 - exp(-q^2 / 2)) / (1 - NOISE_TRIM),
-# q = 1.6449, the normal's 95th percentile.
-TRIMMED_MEAN_ABS = 0.6573480889468029
+# E|X| of a normal X over its central 1 - NOISE_TRIM, in sd (0.657 at a tenth out): what the trimmed mean reads
+# on a normal noise of sd 1.
+_Q = NormalDist().inv_cdf(1 - NOISE_TRIM / 2)
+TRIMMED_MEAN_ABS = math.sqrt(2 / math.pi) * (1 - math.exp(-_Q * _Q / 2)) / (1 - NOISE_TRIM)
 # A split's z is against the noise model scaled by the spread of the split's own residuals, pooled over both sides
 # (a quasi-likelihood, as the line fits): the model is read from first differences, which a noise that alternates
 # reads too wide and a noise that wanders reads too narrow. Never below this share of the model: a few residuals
