@@ -14,12 +14,19 @@ Scored in the same run, the anchor: issue 47's slowdown, five good nights of abo
 3 trials a night, 1% noise, the throughput rule's 5%), on 20 seeds: the slow night of its first alert (goal: the
 second) and any other alert.
 
+Scored in the same run, the frontier (``tests.series.frontier``): the best plain scan of one statistic a night, its
+threshold the smallest at which no fresh tune set's stationary series raise more than 2 alerts, read on the fresh
+tune and fresh report point sets as the tracker is: ``plain`` (the two-sample t), ``ar_read`` (a GLS t under AR(1)
+noise whose autocorrelation each split reads from its residuals), ``ar_told`` (the same, told the generator's
+autocorrelation: an oracle). How far the goal of 11 of 12 steps within 5 nights is from what one threshold
+over these seven noise shapes can give.
+
 ``--baseline-rev REV`` scores that revision's detector on the same sets in the same run (its ``steps.py`` read
 with ``git show``, as ``bench_nightly_alerts.py`` does): ``cfdf90f`` is the detector before issue 47's second
 round, ``2c53b23`` the one before its third.
 
     .venv/bin/python benchmarks/bench_heldout_alerts.py [--seeds tune|report|fresh-tune|fresh-report|broad|all]
-        [--baseline-rev REV] [--out FILE]
+        [--baseline-rev REV] [--no-frontier] [--out FILE]
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from _common import emit  # noqa: E402
 from bench_nightly_alerts import old_steps  # noqa: E402
 
 from harness.series.steps import LARGE_CHANGE, Rule, Tracker  # noqa: E402
+from tests.series.frontier import score_scan, threshold_for  # noqa: E402
 from tests.series.heldout import FRESH_REPORT, FRESH_TUNE, REPORT, TUNE, heldout  # noqa: E402
 from tests.series.scoring import Online, Outcome, score_history  # noqa: E402
 
@@ -116,10 +124,27 @@ def slowdown_anchor(make: Callable[[Rule], Online], seeds: int = 20) -> dict[str
             "missed": first.count(None), "other_alerts": other}
 
 
+FRONTIERS: dict[str, bool | None] = {"plain": False, "ar_read": None, "ar_told": True}  # score_scan's ``oracle``
+
+
+def frontier() -> dict[str, object]:
+    """Each plain scan's threshold, chosen on the fresh tune point sets, and its figures there and on the fresh
+    report point sets (totals over six sets, the worst set's stationary false alarms among them)."""
+    tune = [list(heldout(seed, "points")) for seed in FRESH_TUNE]
+    report = [list(heldout(seed, "points")) for seed in FRESH_REPORT]
+    out: dict[str, object] = {"chosen_on": "fresh_tune", "stationary_false_alarms_per_set_at_most": 2}
+    for name, oracle in FRONTIERS.items():
+        h = threshold_for(tune, RULE.min_effect, per_set=2, oracle=oracle)
+        out[name] = {"threshold": h, **{role: _total([score_set(score_scan(s, h, RULE.min_effect, oracle)) for s in sets])
+                                         for role, sets in (("fresh_tune", tune), ("fresh_report", report))}}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", choices=("tune", "report", "fresh-tune", "fresh-report", "broad", "all"), default="all")
     ap.add_argument("--baseline-rev", help="score this revision's detector too (e.g. 2c53b23, before issue 47's 3rd round)")
+    ap.add_argument("--no-frontier", action="store_true", help="leave out the plain scans (about 5 minutes)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     every = {"tune": TUNE, "report": REPORT, "fresh-tune": FRESH_TUNE, "fresh-report": FRESH_REPORT, "broad": FRESH_REPORT}
@@ -131,6 +156,8 @@ def main() -> None:
                                   "slowdown_anchor": slowdown_anchor(Tracker)}
     for role, seeds in roles.items():
         summary[role.replace("-", "_")] = run(seeds, lambda: Tracker(RULE), broad=role == "broad")
+    if not args.no_frontier:
+        summary["frontier"] = frontier()
     if args.baseline_rev:
         with tempfile.TemporaryDirectory(prefix="bench-heldout-") as tmp:
             old = old_steps(args.baseline_rev, Path(tmp))
