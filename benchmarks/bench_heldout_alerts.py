@@ -19,7 +19,9 @@ threshold the smallest at which no fresh tune set's stationary series raise more
 tune and fresh report point sets as the tracker is: ``plain`` (the two-sample t), ``ar_read`` (a GLS t under AR(1)
 noise whose autocorrelation each split reads from its residuals), ``ar_told`` (the same, told the generator's
 autocorrelation: an oracle). How far the goal of 11 of 12 steps within 5 nights is from what one threshold
-over these seven noise shapes can give.
+over these seven noise shapes can give. Beside them, ``no_slide_tests``: the tracker without the tests that keep a
+slide from being raised as a step (the step on top of a line, the slope before and after it, a ramp that fits
+better), what those tests cost the steps and what they save the drifts.
 
 ``--baseline-rev REV`` scores that revision's detector on the same sets in the same run (its ``steps.py`` read
 with ``git show``, as ``bench_nightly_alerts.py`` does): ``cfdf90f`` is the detector before issue 47's second
@@ -127,6 +129,22 @@ def slowdown_anchor(make: Callable[[Rule], Online], seeds: int = 20) -> dict[str
 FRONTIERS: dict[str, bool | None] = {"plain": False, "ar_read": None, "ar_told": True}  # score_scan's ``oracle``
 
 
+class NoSlideTests(Tracker):
+    """The tracker with the step rule's slide tests passed on every night: what they cost and what they save."""
+
+    def _over_trend(self, c: int, sign: float) -> float:
+        return float("inf")
+
+    def _slope_before(self, c: int, sign: float) -> float:
+        return float("-inf")
+
+    def _ramp_fits_better(self, c: int) -> bool:
+        return False
+
+    def _slope(self, lo: int, hi: int, sign: float) -> float:
+        return float("-inf")
+
+
 def frontier() -> dict[str, object]:
     """Each plain scan's threshold, chosen on the fresh tune point sets, and its figures there and on the fresh
     report point sets (totals over six sets, the worst set's stationary false alarms among them)."""
@@ -137,6 +155,8 @@ def frontier() -> dict[str, object]:
         h = threshold_for(tune, RULE.min_effect, per_set=2, oracle=oracle)
         out[name] = {"threshold": h, **{role: _total([score_set(score_scan(s, h, RULE.min_effect, oracle)) for s in sets])
                                          for role, sets in (("fresh_tune", tune), ("fresh_report", report))}}
+    out["no_slide_tests"] = {role: _total([score_set([score_history(h, lambda: NoSlideTests(RULE)) for h in s])
+                                           for s in sets]) for role, sets in (("fresh_tune", tune), ("fresh_report", report))}
     return out
 
 
