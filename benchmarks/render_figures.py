@@ -20,7 +20,7 @@ from _results import REPO, newest_record
 
 FIGURE = re.compile(r"<!-- fig (?P<bench>[\w.-]+) (?P<path>[@\w.-]+)(?: (?P<spec>[^ ]+))? -->(?P<text>.*?)<!-- /fig -->",
                     re.DOTALL)
-DOCS = ("README.md", "benchmarks/README.md")
+DOCS = ("README.md", "benchmarks/README.md", "docs/alerts.md")
 
 
 class FigureError(Exception):
