@@ -55,9 +55,12 @@ night. Per night:
    night it was raised); ``drift`` too when a second change the same way is confirmed in its window
    (the level moved on: a slide under noise looks like a staircase), which is then no second alert.
    Each name is kept with the night and the evidence (``Finding.names``). A level change not decided
-   in the window keeps its name. A change with fewer than ``LEVEL_SHORT`` points before it in its segment
-   is a level change too: the slide tests have no power over so few nights (a drift that began on the
-   sixth night of a series was confirmed as a step by its tenth).
+   in the window keeps its name. A step is renamed ``drift`` in place too, in the same window, when the
+   drift rule fires the same way in the segment it began: the level slid on after it, a drift whose first
+   nights the step rule took for a step (issue 47's held-out drifts that begin 11-15 nights in). A change
+   with fewer than ``LEVEL_SHORT`` points before it in its segment is a level change too: the slide
+   tests have no power over so few nights (a drift that began on the sixth night of a series was
+   confirmed as a step by its tenth).
 6. **Large change**, however young the series: the step rule needs ``MIN_BEFORE`` points before a
    change and ``MIN_AFTER`` after it, so a series of five nights could not raise an 80% throughput drop
    until its tenth. A change is raised on its ``LARGE_NIGHTS``-th night (the second) when both its
@@ -448,10 +451,11 @@ class Tracker:
         self._level_lo = 0  # where the pending level change's window starts
         self._level_noise = (0.0, 0.0)  # the noise model (sb^2, sw^2) of the night it was raised
         self._renamed: list[tuple[str, int]] = []  # tonight's renames
+        self._watched: tuple[int, int] | None = None  # the newest step: (its place in ``findings``, night raised)
 
     def push(self, value: float, trials: Sequence[float] = ()) -> list[tuple[str, int]]:
-        """Add a night; the changes confirmed on it, as (kind, index), and the level changes renamed on
-        it, as (RENAMED + new name, index)."""
+        """Add a night; the changes confirmed on it, as (kind, index), and the changes renamed on it (a level
+        change, or a step the level slid on after), as (RENAMED + new name, index)."""
         self._add(value, trials)
         self._fit_noise()
         self._close_drift()
@@ -471,10 +475,14 @@ class Tracker:
     def _rename(self, name: str, evidence: str) -> None:
         """The pending level change named ``name`` in place, the night and the evidence kept."""
         assert self._pending is not None
-        f = self.findings[self._pending]
-        self.findings[self._pending] = replace(f, kind=name, names=(*f.names, (len(self.y) - 1, name, evidence)))
-        self._renamed.append((name, f.index))
+        self._rename_at(self._pending, name, evidence)
         self._pending = None
+
+    def _rename_at(self, place: int, name: str, evidence: str) -> None:
+        """``findings[place]`` named ``name`` in place, the night and the evidence kept."""
+        f = self.findings[place]
+        self.findings[place] = replace(f, kind=name, names=(*f.names, (len(self.y) - 1, name, evidence)))
+        self._renamed.append((name, f.index))
         if name == "drift":
             self.drift_named = True  # its segment's drift is this one: not raised again
 
@@ -676,8 +684,10 @@ class Tracker:
         self.segment, self.drift_named, self._prev = c, False, None
         if not level:
             self._pending = None  # a later change supersedes a level change still undecided
+            self._watched = (len(self.findings), len(self.y) - 1)
             return Finding("step", c, before, after, effect, None, self.rule.is_regression(effect), float(z))
         self._pending, self._level_lo, self._level_noise = len(self.findings), lo, (self._sb2, self._sw2)
+        self._watched = None
         evidence = f"RSS step {step:.1f}, slide going {hinge:.1f} ({len(self.y) - c} nights after)"
         return Finding("level-change", c, before, after, effect, None, self.rule.is_regression(effect), float(z),
                        ((len(self.y) - 1, "level-change", evidence),))
@@ -699,7 +709,7 @@ class Tracker:
             return None
         after = float(np.mean(self.y[c:]))
         effect = _relative(after, level)
-        self.segment, self.drift_named, self._prev, self._pending = c, False, None, None
+        self.segment, self.drift_named, self._prev, self._pending, self._watched = c, False, None, None, None
         return Finding(LARGE_CHANGE, c, level, after, effect, None, self.rule.is_regression(effect))
 
     def judgeable(self) -> float | None:
@@ -744,9 +754,24 @@ class Tracker:
             self._rename("drift", f"drift rule t={t:+.1f} over the {n - lo} nights since")
             return None  # the level change that began the segment, sliding on: named, not raised again
         if self._continues_step(effect):
+            self._step_slides_on(t, n - lo)
             return None  # the step that began the segment, still sliding the same way: the same change
         return Finding("drift", self.segment, float(first), float(last), effect, None,
                        self.rule.is_regression(effect), t)
+
+    def _step_slides_on(self, t: float, nights: int) -> None:
+        """The drift rule fired, the same way, in the segment the newest step began: within its LEVEL_WINDOW the
+        step is renamed ``drift`` in place (the level kept sliding after it, which a step does not), its first
+        name kept first (the alert's fingerprint). Never a second alert: the first bad build is the step's."""
+        watched, self._watched = self._watched, None
+        if watched is None or watched[0] != len(self.findings) - 1:
+            return
+        place, raised = watched
+        if len(self.y) - 1 - raised > self.level_window - MIN_AFTER:
+            return
+        f = self.findings[place]
+        self.findings[place] = replace(f, names=((raised, f.kind, f"z={f.z:+.1f}"),))
+        self._rename_at(place, "drift", f"drift rule t={t:+.1f} over the {nights} nights since")
 
     def _continues_step(self, effect: float) -> bool:
         """The segment began with a confirmed step the same way as ``effect``: a slide after it has the

@@ -9,7 +9,8 @@ import numpy as np
 from harness.series.steps import RENAMED, Rule, Tracker
 from harness.store.store import open_store
 from harness.store.transfer import export_store
-from tests.series.grid import grid
+from tests.series.grid import GridHistory, grid
+from tests.series.heldout import heldout
 from tests.series.nights import drift_levels, record_drift
 from tests.series.scoring import score_history
 
@@ -99,3 +100,35 @@ def test_a_level_change_that_moves_on_the_same_way_is_renamed_drift_not_raised_a
     assert [n[1] for n in found.names] == ["level-change", "drift"], found.names
     assert "moved on the same way" in found.names[1][2], found.names
     assert [kind for _, kind, _ in said] == ["level-change", RENAMED + "drift"], said
+
+
+def _held_out_drift() -> GridHistory:
+    # Issue 47's fresh tune set 304: a -21% slide from night 12 to 55 under AR(1) noise of 2.8%, which the step rule
+    # confirms as a step at night 15 on night 22 (15 points before it: past LEVEL_SHORT, and the slide tests do not
+    # fire on the segment's first 22 nights).
+    history = next(h for h in heldout(304, "points") if h.kind == "drift" and h.family == "ar1" and h.change == 12)
+    assert history.change_end == 55
+    return history
+
+
+def test_a_step_the_level_slides_on_after_is_renamed_drift_in_place() -> None:
+    tracker, said = _replay([list(t) for t in _held_out_drift().trials], Rule(0.02))
+    # One alert, raised a step; 25 nights later the drift rule fires the same way over the segment the step began:
+    # renamed drift in place (same first bad night), the name it was raised under kept first (the fingerprint's).
+    assert said == [(22, "step", 15), (47, RENAMED + "drift", 15)], said
+    (found,) = tracker.findings
+    assert found.kind == "drift" and found.first_name == "step", found
+    assert [(night, name) for night, name, _ in found.names] == [(22, "step"), (47, "drift")]
+    assert found.names[1][2].startswith("drift rule t=-"), found.names
+
+
+def test_past_its_window_a_step_keeps_its_name() -> None:
+    class Narrow(Tracker):
+        level_window = 20  # the rename above came 25 nights after the alert
+
+    narrow = Narrow(Rule(0.02))
+    said = [(night, kind, index) for night, trials in enumerate(_held_out_drift().trials)
+            for kind, index in narrow.push(float(np.median(trials)), trials)]
+    assert said == [(22, "step", 15)], said
+    (found,) = narrow.findings
+    assert found.kind == "step" and found.names == ()
