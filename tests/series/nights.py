@@ -25,11 +25,13 @@ def drift_levels(nights: int = 48, start: int = 30, seed: int = 0) -> list[list[
 
 
 def record_drift(store: Store, nights: int = 48, seed: int = 0,
-                 after: Callable[[int, Review], None] | None = None) -> list[Review]:
+                 after: Callable[[int, Review], None] | None = None,
+                 levels: list[list[float]] | None = None) -> list[Review]:
     """The drift's nights into ``store``, each reviewed; the reviews, night by night. ``after``: called with
-    each night and its review (what a person does between nightlies)."""
+    each night and its review (what a person does between nightlies); ``levels``: other nights' trials of the
+    acceptance length instead of ``drift_levels``."""
     out = []
-    for night, trials in enumerate(drift_levels(nights, seed=seed), start=1):
+    for night, trials in enumerate(levels if levels is not None else drift_levels(nights, seed=seed), start=1):
         batch = new_batch("nightly", f"night-{night:02d}", started_at=_day(night))
         store.record_many([make_record(run_id=f"d{night}-t{t}", trial=t, started_at=batch.started_at,
                                        metrics={"accept_length": v}) for t, v in enumerate(trials)], batch)

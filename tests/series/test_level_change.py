@@ -122,6 +122,18 @@ def test_a_step_the_level_slides_on_after_is_renamed_drift_in_place() -> None:
     assert found.names[1][2].startswith("drift rule t=-"), found.names
 
 
+def test_the_store_renames_a_step_the_level_slid_on_after_once(tmp_path) -> None:
+    with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
+        reviews = record_drift(store, levels=[list(t) for t in _held_out_drift().trials])
+        (row,) = [r for r in store.alert_rows() if r["kind"] != "transient"]  # two one-night dips are transients
+    said = {night: r.transitions() for night, r in enumerate(reviews, start=1) if r.transitions()}
+    # The tracker's nights 22 and 47 are the store's night-23 and night-48 (its nights count from 1).
+    assert [(n, line.split()[0]) for n, lines in said.items() for line in lines] == [(23, "INCIDENT"), (48, "RENAMED")]
+    assert said[48][0].startswith(f"RENAMED incident {row['incident']}: step -> drift"), said[48]
+    assert row["kind"] == "drift" and row["state"] == "open"
+    assert [(n["night"], n["name"]) for n in json.loads(row["names"])] == [("night-23", "step"), ("night-48", "drift")]
+
+
 def test_past_its_window_a_step_keeps_its_name() -> None:
     class Narrow(Tracker):
         level_window = 20  # the rename above came 25 nights after the alert
