@@ -1,4 +1,4 @@
-"""The best plain scan: how many held-out steps any detector of one statistic a night could raise within 5 nights.
+"""The plain scans the held-out step goal is read against: what one statistic a night raises within 5 nights.
 
 Issue 47 asks the nightly for steps of 2.5-4x the noise within 5 nights (11 of 12) at no more than 2 false
 alarms per 24 stationary series of seven noise shapes. ``Scan`` is the reference that goal is read against:
@@ -16,8 +16,8 @@ split by generalised least squares on the prewhitened points (Prais-Winsten), th
 AR(1) noise with the level and sd still read from the data. ``rho`` < 0: the same fit with the autocorrelation
 read from each split's own residuals (in [0, ``AR_CAP``], from ``AR_MIN`` points), as a detector would have to.
 
-``threshold_for``: the smallest threshold (on a grid of 0.05) at which no set's stationary series raise more
-than ``per_set`` alerts: chosen on the tune sets, then read on the report sets, as the tracker's constants were.
+``threshold_for``: the smallest threshold (bisected on a grid of 0.05) at which no set's stationary series raise
+more than ``per_set`` alerts: chosen on the tune sets, then read on the report sets, as the tracker's constants were.
 """
 
 from __future__ import annotations
