@@ -451,7 +451,7 @@ class Tracker:
         self._level_lo = 0  # where the pending level change's window starts
         self._level_noise = (0.0, 0.0)  # the noise model (sb^2, sw^2) of the night it was raised
         self._renamed: list[tuple[str, int]] = []  # tonight's renames
-        self._watched: tuple[int, int] | None = None  # the newest step: (its place in ``findings``, night raised)
+        self._step_raised: int | None = None  # the night the newest change was raised, while it is a step
 
     def push(self, value: float, trials: Sequence[float] = ()) -> list[tuple[str, int]]:
         """Add a night; the changes confirmed on it, as (kind, index), and the changes renamed on it (a level
@@ -684,10 +684,10 @@ class Tracker:
         self.segment, self.drift_named, self._prev = c, False, None
         if not level:
             self._pending = None  # a later change supersedes a level change still undecided
-            self._watched = (len(self.findings), len(self.y) - 1)
+            self._step_raised = len(self.y) - 1
             return Finding("step", c, before, after, effect, None, self.rule.is_regression(effect), float(z))
         self._pending, self._level_lo, self._level_noise = len(self.findings), lo, (self._sb2, self._sw2)
-        self._watched = None
+        self._step_raised = None
         evidence = f"RSS step {step:.1f}, slide going {hinge:.1f} ({len(self.y) - c} nights after)"
         return Finding("level-change", c, before, after, effect, None, self.rule.is_regression(effect), float(z),
                        ((len(self.y) - 1, "level-change", evidence),))
@@ -709,7 +709,7 @@ class Tracker:
             return None
         after = float(np.mean(self.y[c:]))
         effect = _relative(after, level)
-        self.segment, self.drift_named, self._prev, self._pending, self._watched = c, False, None, None, None
+        self.segment, self.drift_named, self._prev, self._pending, self._step_raised = c, False, None, None, None
         return Finding(LARGE_CHANGE, c, level, after, effect, None, self.rule.is_regression(effect))
 
     def judgeable(self) -> float | None:
@@ -760,15 +760,14 @@ class Tracker:
                        self.rule.is_regression(effect), t)
 
     def _step_slides_on(self, t: float, nights: int) -> None:
-        """The drift rule fired, the same way, in the segment the newest step began: within its LEVEL_WINDOW the
-        step is renamed ``drift`` in place (the level kept sliding after it, which a step does not), its first
-        name kept first (the alert's fingerprint). Never a second alert: the first bad build is the step's."""
-        watched, self._watched = self._watched, None
-        if watched is None or watched[0] != len(self.findings) - 1:
+        """The drift rule fired, the same way, in the segment the newest step began: in a level change's window
+        (up to LEVEL_WINDOW - MIN_AFTER nights after its alert) the step is renamed ``drift`` in place (the level
+        kept sliding after it, which a step does not), its first name kept first (the alert's fingerprint). Never
+        a second alert: the first bad build is the step's."""
+        raised, self._step_raised = self._step_raised, None
+        if raised is None or len(self.y) - 1 - raised > self.level_window - MIN_AFTER:
             return
-        place, raised = watched
-        if len(self.y) - 1 - raised > self.level_window - MIN_AFTER:
-            return
+        place = len(self.findings) - 1  # the step that began the segment (``_continues_step``)
         f = self.findings[place]
         self.findings[place] = replace(f, names=((raised, f.kind, f"z={f.z:+.1f}"),))
         self._rename_at(place, "drift", f"drift rule t={t:+.1f} over the {nights} nights since")
